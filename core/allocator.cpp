@@ -1,0 +1,138 @@
+#include "loom/core/allocator.h"
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+namespace loom {
+namespace {
+
+// Blocks are rounded to a size class so that freed blocks are found again: 64-byte steps below 4 KiB,
+// then quarter steps between powers of two (at most 25% waste). The cache is keyed by size class.
+size_t size_class(size_t n) {
+  if (n <= 4096) return ((n + 63) / 64) * 64;
+  size_t p = 4096;
+  while (p * 2 < n) p *= 2;
+  size_t step = p / 4;
+  return ((n + step - 1) / step) * step;
+}
+
+struct Allocator {
+  std::mutex mu;
+  std::multimap<size_t, void*> cache;  // size class -> block
+  size_t active = 0, peak = 0, cached = 0;
+  size_t limit = 0;
+  size_t cache_limit = 0;  // 0: no cap beyond the memory limit
+
+  void release_cache_locked(size_t target) {
+    while (cached > target && !cache.empty()) {
+      auto it = std::prev(cache.end());  // largest first
+      cached -= it->first;
+      std::free(it->second);
+      cache.erase(it);
+    }
+  }
+
+  allocator::Buffer malloc(size_t size) {
+    if (size == 0) return {nullptr, 0};
+    size_t cls = size_class(size);
+    std::lock_guard<std::mutex> lock(mu);
+    void* p = nullptr;
+    auto it = cache.find(cls);
+    if (it != cache.end()) {
+      p = it->second;
+      cached -= cls;
+      cache.erase(it);
+    } else {
+      if (limit && active + cached + cls > limit) release_cache_locked(0);
+      if (limit && active + cls > limit) {
+        throw std::runtime_error("[malloc] allocating " + std::to_string(size) +
+                                 " bytes would exceed the memory limit of " + std::to_string(limit) +
+                                 " bytes (" + std::to_string(active) + " bytes active)");
+      }
+      p = std::aligned_alloc(64, cls);
+      if (!p) {
+        release_cache_locked(0);
+        p = std::aligned_alloc(64, cls);
+      }
+      if (!p) throw std::bad_alloc();
+    }
+    active += cls;
+    if (active > peak) peak = active;
+    return {p, size};
+  }
+
+  void free(allocator::Buffer buf) {
+    if (!buf.ptr) return;
+    std::lock_guard<std::mutex> lock(mu);
+    size_t cls = size_class(buf.size);
+    active -= cls;
+    cache.emplace(cls, buf.ptr);
+    cached += cls;
+    if (cache_limit && cached > cache_limit) release_cache_locked(cache_limit);
+    if (limit && active + cached > limit) release_cache_locked(limit > active ? limit - active : 0);
+  }
+};
+
+Allocator& the_allocator() {
+  // Never destroyed: arrays with static storage may free their buffers after main returns.
+  static Allocator* a = new Allocator();
+  return *a;
+}
+
+}  // namespace
+
+namespace allocator {
+Buffer malloc(size_t size) { return the_allocator().malloc(size); }
+void free(Buffer buf) { the_allocator().free(buf); }
+}  // namespace allocator
+
+size_t get_active_memory() {
+  auto& a = the_allocator();
+  std::lock_guard<std::mutex> lock(a.mu);
+  return a.active;
+}
+size_t get_peak_memory() {
+  auto& a = the_allocator();
+  std::lock_guard<std::mutex> lock(a.mu);
+  return a.peak;
+}
+void reset_peak_memory() {
+  auto& a = the_allocator();
+  std::lock_guard<std::mutex> lock(a.mu);
+  a.peak = a.active;
+}
+size_t get_cache_memory() {
+  auto& a = the_allocator();
+  std::lock_guard<std::mutex> lock(a.mu);
+  return a.cached;
+}
+void clear_cache() {
+  auto& a = the_allocator();
+  std::lock_guard<std::mutex> lock(a.mu);
+  a.release_cache_locked(0);
+}
+size_t set_memory_limit(size_t limit) {
+  auto& a = the_allocator();
+  std::lock_guard<std::mutex> lock(a.mu);
+  size_t old = a.limit;
+  a.limit = limit;
+  return old;
+}
+size_t get_memory_limit() {
+  auto& a = the_allocator();
+  std::lock_guard<std::mutex> lock(a.mu);
+  return a.limit;
+}
+size_t set_cache_limit(size_t limit) {
+  auto& a = the_allocator();
+  std::lock_guard<std::mutex> lock(a.mu);
+  size_t old = a.cache_limit;
+  a.cache_limit = limit;
+  a.release_cache_locked(limit ? limit : a.cached);
+  return old;
+}
+
+}  // namespace loom

@@ -1,0 +1,38 @@
+// Buffers and the caching allocator behind every array, with memory statistics.
+#pragma once
+
+#include <cstddef>
+
+namespace loom {
+
+namespace allocator {
+
+struct Buffer {
+  void* ptr = nullptr;
+  size_t size = 0;  // bytes requested (the block may be larger)
+};
+
+/// Returns a 64-byte aligned block from the cache or the system. Throws std::runtime_error when the
+/// memory limit would be exceeded even after the cache is emptied.
+Buffer malloc(size_t size);
+/// Returns a block to the cache.
+void free(Buffer buf);
+
+}  // namespace allocator
+
+/// Bytes held by live arrays.
+size_t get_active_memory();
+/// Highest active memory since start or the last reset_peak_memory().
+size_t get_peak_memory();
+void reset_peak_memory();
+/// Bytes held in the cache for reuse (not by any array).
+size_t get_cache_memory();
+/// Returns every cached block to the system.
+void clear_cache();
+/// Caps active + cached memory; returns the previous limit. 0 means no limit.
+size_t set_memory_limit(size_t limit);
+size_t get_memory_limit();
+/// Caps the cache alone; returns the previous cap.
+size_t set_cache_limit(size_t limit);
+
+}  // namespace loom

@@ -1,0 +1,227 @@
+#include "loom/core/array.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "loom/core/eval.h"
+#include "loom/core/primitive.h"
+
+namespace loom {
+
+namespace detail {
+std::string shape_str(const Shape& shape) {
+  std::ostringstream os;
+  os << "(";
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? "," : "") << shape[i];
+  os << ")";
+  return os.str();
+}
+
+Node::~Node() {
+  // Inputs that this node alone keeps alive are released through a worklist instead of recursively.
+  thread_local bool draining = false;
+  thread_local std::vector<array> pending;
+  for (auto& in : inputs) {
+    if (in.desc_.use_count() == 1 && in.desc_->node) pending.push_back(std::move(in));
+  }
+  inputs.clear();
+  if (draining) return;
+  draining = true;
+  while (!pending.empty()) {
+    array a = std::move(pending.back());
+    pending.pop_back();
+  }  // destroying `a` may run ~Node again, which only appends to `pending`
+  draining = false;
+}
+}  // namespace detail
+
+size_t array::shape_size(const Shape& shape) {
+  size_t n = 1;
+  for (int s : shape) {
+    if (s < 0) throw std::invalid_argument("[array] negative dimension in shape " + detail::shape_str(shape));
+    n *= static_cast<size_t>(s);
+  }
+  return n;
+}
+
+array::ArrayDesc::ArrayDesc(Shape s, Dtype d) : shape(std::move(s)), dtype(d) {
+  size = shape_size(shape);
+  strides.resize(shape.size());
+  int64_t st = 1;
+  for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
+    strides[i] = st;
+    st *= std::max(shape[i], 1);
+  }
+}
+
+array::array(allocator::Buffer buffer, Shape shape, Dtype dtype, void (*deleter)(allocator::Buffer))
+    : desc_(std::make_shared<ArrayDesc>(std::move(shape), dtype)) {
+  set_data(buffer, deleter);
+  desc_->evaluated = true;
+}
+
+array::array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive, std::vector<array> inputs)
+    : desc_(std::make_shared<ArrayDesc>(std::move(shape), dtype)) {
+  auto node = std::make_shared<detail::Node>();
+  node->primitive = std::move(primitive);
+  bool tracer = false;
+  for (auto& in : inputs) tracer |= in.is_tracer();
+  node->inputs = std::move(inputs);
+  node->outputs.push_back(desc_);
+  node->output_shapes.push_back(desc_->shape);
+  node->output_dtypes.push_back(dtype);
+  desc_->node = std::move(node);
+  desc_->is_tracer = tracer;
+}
+
+std::vector<array> array::make_arrays(std::vector<Shape> shapes, const std::vector<Dtype>& dtypes,
+                                      std::shared_ptr<Primitive> primitive, std::vector<array> inputs) {
+  auto node = std::make_shared<detail::Node>();
+  node->primitive = std::move(primitive);
+  bool tracer = false;
+  for (auto& in : inputs) tracer |= in.is_tracer();
+  node->inputs = std::move(inputs);
+  std::vector<array> outs;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    auto d = std::make_shared<ArrayDesc>(shapes[i], dtypes[i]);
+    d->node = node;
+    d->position = static_cast<uint32_t>(i);
+    d->is_tracer = tracer;
+    node->outputs.push_back(d);
+    outs.push_back(array(std::move(d)));
+  }
+  node->output_shapes = std::move(shapes);
+  node->output_dtypes = dtypes;
+  return outs;
+}
+
+int array::shape(int axis) const {
+  int n = static_cast<int>(ndim());
+  int ax = axis < 0 ? axis + n : axis;
+  if (ax < 0 || ax >= n) {
+    throw std::out_of_range("[array::shape] axis " + std::to_string(axis) + " is out of range for an array of " +
+                            std::to_string(n) + " dimensions");
+  }
+  return desc_->shape[ax];
+}
+
+void array::eval() { loom::eval(std::vector<array>{*this}); }
+
+Primitive& array::primitive() const {
+  if (!desc_->node) throw std::logic_error("[array::primitive] the array has no primitive");
+  return *desc_->node->primitive;
+}
+std::shared_ptr<Primitive> array::primitive_ptr() const {
+  return desc_->node ? desc_->node->primitive : nullptr;
+}
+
+const std::vector<array>& array::inputs() const {
+  static const std::vector<array> none;
+  return desc_->node ? desc_->node->inputs : none;
+}
+
+std::vector<array> array::outputs() const {
+  if (!desc_->node) return {*this};
+  auto& node = *desc_->node;
+  std::vector<array> outs;
+  outs.reserve(node.outputs.size());
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    auto d = node.outputs[i].lock();
+    if (!d) {  // the user dropped this output: evaluate into a placeholder
+      d = std::make_shared<ArrayDesc>(node.output_shapes[i], node.output_dtypes[i]);
+      d->node = desc_->node;
+      d->position = static_cast<uint32_t>(i);
+      node.outputs[i] = d;
+    }
+    outs.push_back(array(std::move(d)));
+  }
+  return outs;
+}
+
+void array::detach() { desc_->node.reset(); }
+
+void array::check_data_access(size_t elem_size) const {
+  if (!desc_->evaluated) {
+    throw std::logic_error("[array::data] the array is not evaluated; call eval() first");
+  }
+  if (elem_size != itemsize()) {
+    throw std::invalid_argument("[array::data] element type of " + std::to_string(elem_size) +
+                                " bytes does not match dtype " + to_string(dtype()));
+  }
+}
+
+array::Flags array::layout_flags(const Shape& shape, const Strides& strides, size_t* data_size) {
+  Flags f;
+  size_t size = 1;
+  for (int s : shape) size *= static_cast<size_t>(s);
+  int64_t span = 1;
+  bool negative = false, zero_stride = false;
+  int64_t expect = 1;
+  for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
+    if (shape[i] == 1) continue;
+    if (strides[i] != expect) f.row_contiguous = false;
+    expect *= shape[i];
+  }
+  expect = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 1) continue;
+    if (strides[i] != expect) f.col_contiguous = false;
+    expect *= shape[i];
+  }
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] <= 1) continue;
+    if (strides[i] < 0) negative = true;
+    if (strides[i] == 0) zero_stride = true;
+    span += static_cast<int64_t>(shape[i] - 1) * std::abs(strides[i]);
+  }
+  if (size == 0) span = 0;
+  f.contiguous = f.row_contiguous || f.col_contiguous ||
+                 (!negative && !zero_stride && static_cast<size_t>(span) == size);
+  if (data_size) *data_size = static_cast<size_t>(span);
+  return f;
+}
+
+void array::set_data(allocator::Buffer buffer, void (*deleter)(allocator::Buffer)) {
+  desc_->data = std::make_shared<Data>(buffer, deleter);
+  desc_->data_ptr = buffer.ptr;
+  desc_->data_size = size();
+  desc_->flags = Flags{};
+  // Row-major strides were set at construction.
+}
+
+void array::set_data(allocator::Buffer buffer, size_t data_size, Strides strides, Flags flags,
+                     void (*deleter)(allocator::Buffer)) {
+  desc_->data = std::make_shared<Data>(buffer, deleter);
+  desc_->data_ptr = buffer.ptr;
+  desc_->data_size = data_size;
+  desc_->strides = std::move(strides);
+  desc_->flags = flags;
+}
+
+void array::copy_shared_buffer(const array& other, const Strides& strides, Flags flags, size_t data_size,
+                               int64_t offset) {
+  desc_->data = other.desc_->data;
+  desc_->data_ptr = static_cast<char*>(other.desc_->data_ptr) + offset * static_cast<int64_t>(other.itemsize());
+  desc_->strides = strides;
+  desc_->flags = flags;
+  desc_->data_size = data_size;
+}
+
+void array::copy_shared_buffer(const array& other) {
+  copy_shared_buffer(other, other.strides(), other.flags(), other.data_size());
+}
+
+void array::alloc() { set_data(allocator::malloc(nbytes())); }
+
+void array::alloc_or_donate(const array& donor) {
+  if (donor.is_donatable() && donor.itemsize() == itemsize() && donor.size() == size()) {
+    desc_->data = donor.desc_->data;
+    desc_->data_ptr = donor.desc_->data_ptr;
+    desc_->data_size = size();
+    desc_->flags = Flags{};
+    return;
+  }
+  alloc();
+}
+
+}  // namespace loom

@@ -1,0 +1,241 @@
+// `array`: a cheap, value-semantic handle to a node of the lazy graph or to evaluated data.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "loom/core/allocator.h"
+#include "loom/core/dispatch.h"
+#include "loom/core/dtype.h"
+
+namespace loom {
+
+using Shape = std::vector<int>;
+using Strides = std::vector<int64_t>;
+
+class Primitive;
+class array;
+
+namespace detail {
+struct Node;
+}
+
+class array {
+ public:
+  /// A 0-d array holding `val`.
+  template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T> || std::is_same_v<T, float16_t> ||
+                                                    std::is_same_v<T, bfloat16_t>>>
+  explicit array(T val, Dtype dtype = dtype_of<T>) : array(&val, Shape{}, dtype) {}
+
+  /// A 1-d array of the listed values.
+  template <typename T>
+  array(std::initializer_list<T> data, Dtype dtype = dtype_of<T>)
+      : array(data.begin(), Shape{static_cast<int>(data.size())}, dtype) {}
+
+  /// The listed values in the given shape (row-major); the counts must agree.
+  template <typename T>
+  array(std::initializer_list<T> data, Shape shape, Dtype dtype = dtype_of<T>)
+      : array(check_count(data.begin(), data.size(), shape), shape, dtype) {}
+
+  /// The vector's values in the given shape (row-major); the counts must agree.
+  template <typename T>
+  array(const std::vector<T>& data, Shape shape, Dtype dtype = dtype_of<T>)
+      : array(check_count(data.data(), data.size(), shape), shape, dtype) {}
+
+  /// Copies `shape`'s element count of values from `data`, converting them to `dtype`.
+  template <typename T>
+  array(const T* data, const Shape& shape, Dtype dtype);
+
+  /// Takes ownership of a buffer holding a row-major array of `shape` and `dtype`.
+  array(allocator::Buffer buffer, Shape shape, Dtype dtype, void (*deleter)(allocator::Buffer) = allocator::free);
+
+  /// A node of the graph: the output of `primitive` applied to `inputs`.
+  array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive, std::vector<array> inputs);
+  /// The outputs of a multi-output primitive.
+  static std::vector<array> make_arrays(std::vector<Shape> shapes, const std::vector<Dtype>& dtypes,
+                                        std::shared_ptr<Primitive> primitive, std::vector<array> inputs);
+
+  // ---- metadata ----
+  const Shape& shape() const { return desc_->shape; }
+  /// The size of one dimension; negative axes count from the end.
+  int shape(int axis) const;
+  const Strides& strides() const { return desc_->strides; }
+  int64_t strides(int axis) const { return desc_->strides.at(axis < 0 ? axis + ndim() : axis); }
+  size_t ndim() const { return desc_->shape.size(); }
+  size_t size() const { return desc_->size; }
+  size_t itemsize() const { return desc_->dtype.size; }
+  size_t nbytes() const { return size() * itemsize(); }
+  Dtype dtype() const { return desc_->dtype; }
+
+  // ---- evaluation and data ----
+  /// Evaluates the graph behind this array.
+  void eval();
+  /// The single value of a one-element array, converted to T (evaluates first).
+  template <typename T>
+  T item();
+  template <typename T>
+  T item() const {
+    return const_cast<array*>(this)->item<T>();
+  }
+  /// Pointer to the first element (the array must be evaluated). Elements are at `strides()`.
+  template <typename T>
+  T* data() {
+    check_data_access(sizeof(T));
+    return static_cast<T*>(desc_->data_ptr);
+  }
+  template <typename T>
+  const T* data() const {
+    check_data_access(sizeof(T));
+    return static_cast<const T*>(desc_->data_ptr);
+  }
+  /// The values as a vector in row-major order (evaluates first).
+  template <typename T>
+  std::vector<T> to_vector();
+
+  bool is_evaluated() const { return desc_->evaluated; }
+  bool has_primitive() const { return desc_->node != nullptr; }
+
+  // ---- graph (for transforms and kernels) ----
+  Primitive& primitive() const;
+  std::shared_ptr<Primitive> primitive_ptr() const;
+  const std::vector<array>& inputs() const;
+  /// Every output of this array's primitive, this one included, in output order.
+  std::vector<array> outputs() const;
+  /// This array's index among its primitive's outputs.
+  uint32_t position() const { return desc_->position; }
+  /// Forgets the primitive and inputs (keeps the data). Called by eval.
+  void detach();
+  /// An identifier stable for the lifetime of the array.
+  std::uintptr_t id() const { return reinterpret_cast<std::uintptr_t>(desc_.get()); }
+  const detail::Node* node_id() const { return desc_->node.get(); }
+  bool is_tracer() const { return desc_->is_tracer; }
+  void set_tracer(bool t) { desc_->is_tracer = t; }
+
+  // ---- buffers (for kernels) ----
+  struct Data {
+    allocator::Buffer buffer;
+    void (*deleter)(allocator::Buffer);
+    Data(allocator::Buffer b, void (*d)(allocator::Buffer)) : buffer(b), deleter(d) {}
+    ~Data() { deleter(buffer); }
+    Data(const Data&) = delete;
+    Data& operator=(const Data&) = delete;
+  };
+  struct Flags {
+    bool contiguous = true;      // the elements fill data_size() consecutive slots, in some order
+    bool row_contiguous = true;  // C order, no gaps
+    bool col_contiguous = true;  // Fortran order, no gaps
+  };
+  const Flags& flags() const { return desc_->flags; }
+  /// Elements the array spans in its buffer (less than size() for broadcasts).
+  size_t data_size() const { return desc_->data_size; }
+  void* raw_data() const { return desc_->data_ptr; }
+  const std::shared_ptr<Data>& data_shared_ptr() const { return desc_->data; }
+  /// True when nothing but the graph holds this array and its buffer: a kernel may write into it.
+  bool is_donatable() const {
+    return desc_.use_count() == 1 && desc_->data && desc_->data.use_count() == 1 && desc_->flags.contiguous;
+  }
+
+  /// Gives the array a fresh row-contiguous buffer of nbytes() bytes.
+  void set_data(allocator::Buffer buffer, void (*deleter)(allocator::Buffer) = allocator::free);
+  /// Gives the array a buffer with explicit layout.
+  void set_data(allocator::Buffer buffer, size_t data_size, Strides strides, Flags flags,
+                void (*deleter)(allocator::Buffer) = allocator::free);
+  /// Makes this array a view of `other`'s buffer with the given layout; `offset` is in elements
+  /// relative to `other`'s first element.
+  void copy_shared_buffer(const array& other, const Strides& strides, Flags flags, size_t data_size,
+                          int64_t offset = 0);
+  /// Makes this array share `other`'s buffer and layout.
+  void copy_shared_buffer(const array& other);
+  /// Allocates a row-contiguous buffer, or takes `donor`'s when it is donatable and fits.
+  void alloc_or_donate(const array& donor);
+  /// Allocates a row-contiguous buffer for this array.
+  void alloc();
+  void set_evaluated() { desc_->evaluated = true; }
+
+  /// Computes the contiguity flags of a layout.
+  static Flags layout_flags(const Shape& shape, const Strides& strides, size_t* data_size = nullptr);
+
+ private:
+  struct ArrayDesc {
+    Shape shape;
+    Strides strides;
+    size_t size = 0;
+    Dtype dtype;
+    std::shared_ptr<detail::Node> node;
+    uint32_t position = 0;
+    bool evaluated = false;
+    bool is_tracer = false;
+    std::shared_ptr<Data> data;
+    void* data_ptr = nullptr;
+    size_t data_size = 0;
+    Flags flags;
+    ArrayDesc(Shape s, Dtype d);
+  };
+  std::shared_ptr<ArrayDesc> desc_;
+
+  explicit array(std::shared_ptr<ArrayDesc> d) : desc_(std::move(d)) {}
+  template <typename T>
+  static const T* check_count(const T* data, size_t n, const Shape& shape);
+  void check_data_access(size_t elem_size) const;
+  static size_t shape_size(const Shape& shape);
+  friend struct detail::Node;
+};
+
+namespace detail {
+/// The primitive and inputs shared by all outputs of one operation.
+struct Node {
+  std::shared_ptr<Primitive> primitive;
+  std::vector<array> inputs;
+  std::vector<std::weak_ptr<array::ArrayDesc>> outputs;
+  std::vector<Shape> output_shapes;
+  std::vector<Dtype> output_dtypes;
+  Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  ~Node();  // iterative: dropping a long chain never recurses deeply
+};
+std::string shape_str(const Shape& shape);
+}  // namespace detail
+
+std::ostream& operator<<(std::ostream& os, const array& a);
+
+// ---- template definitions ----
+
+template <typename T>
+const T* array::check_count(const T* data, size_t n, const Shape& shape) {
+  size_t want = shape_size(shape);
+  if (n != want) {
+    throw std::invalid_argument("[array] " + std::to_string(n) + " values cannot fill shape " +
+                                detail::shape_str(shape) + " (" + std::to_string(want) + " elements)");
+  }
+  return data;
+}
+
+template <typename T>
+array::array(const T* data, const Shape& shape, Dtype dtype) : desc_(std::make_shared<ArrayDesc>(shape, dtype)) {
+  alloc();
+  size_t n = size();
+  LOOM_DISPATCH_ALL(dtype, Out, {
+    Out* out = static_cast<Out*>(desc_->data_ptr);
+    for (size_t i = 0; i < n; ++i) out[i] = cast_value<Out>(data[i]);
+  });
+  desc_->evaluated = true;
+}
+
+template <typename T>
+T array::item() {
+  if (size() != 1) {
+    throw std::invalid_argument("[item] needs an array of one element, got shape " + detail::shape_str(shape()));
+  }
+  eval();
+  T out{};
+  LOOM_DISPATCH_ALL(dtype(), In, { out = cast_value<T>(*static_cast<const In*>(desc_->data_ptr)); });
+  return out;
+}
+
+}  // namespace loom

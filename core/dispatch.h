@@ -1,0 +1,74 @@
+// Dtype dispatch and value conversion used by kernels and by `array`'s templates.
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "loom/core/dtype.h"
+
+namespace loom {
+
+template <typename T>
+inline constexpr bool is_half_v = std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>;
+
+/// The type a kernel computes in for storage type T: float for the half types, T otherwise.
+template <typename T>
+using compute_t = std::conditional_t<is_half_v<T>, float, T>;
+
+/// Converts between any two element types. Float to integer truncates toward zero and saturates
+/// (NaN becomes 0), so no conversion is undefined behaviour.
+template <typename To, typename From>
+inline To cast_value(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (is_half_v<From>) {
+    return cast_value<To>(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return v != From(0);
+  } else if constexpr (is_half_v<To>) {
+    return To(static_cast<float>(v));
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    if (std::isnan(v)) return To(0);
+    constexpr From lo = static_cast<From>(std::numeric_limits<To>::min());
+    constexpr From hi = static_cast<From>(std::numeric_limits<To>::max());
+    if (v <= lo) return std::numeric_limits<To>::min();
+    if (v >= hi) return std::numeric_limits<To>::max();
+    return static_cast<To>(v);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+}  // namespace loom
+
+#define LOOM_DTYPE_CASE(VAL, CTYPE, NAME, ...) \
+  case ::loom::Dtype::Val::VAL: {              \
+    using NAME = CTYPE;                        \
+    __VA_ARGS__;                               \
+    break;                                     \
+  }
+
+/// Runs the block with NAME bound to the C++ type of `dtype` (every Loom dtype).
+#define LOOM_DISPATCH_ALL(dtype, NAME, ...)                              \
+  switch ((dtype).val) {                                                 \
+    LOOM_DTYPE_CASE(bool_, bool, NAME, __VA_ARGS__)                      \
+    LOOM_DTYPE_CASE(uint8, uint8_t, NAME, __VA_ARGS__)                   \
+    LOOM_DTYPE_CASE(int32, int32_t, NAME, __VA_ARGS__)                   \
+    LOOM_DTYPE_CASE(int64, int64_t, NAME, __VA_ARGS__)                   \
+    LOOM_DTYPE_CASE(float16, ::loom::float16_t, NAME, __VA_ARGS__)       \
+    LOOM_DTYPE_CASE(bfloat16, ::loom::bfloat16_t, NAME, __VA_ARGS__)     \
+    LOOM_DTYPE_CASE(float32, float, NAME, __VA_ARGS__)                   \
+    LOOM_DTYPE_CASE(float64, double, NAME, __VA_ARGS__)                  \
+  }
+
+/// Floating dtypes only.
+#define LOOM_DISPATCH_FLOAT(dtype, NAME, ...)                            \
+  switch ((dtype).val) {                                                 \
+    LOOM_DTYPE_CASE(float16, ::loom::float16_t, NAME, __VA_ARGS__)       \
+    LOOM_DTYPE_CASE(bfloat16, ::loom::bfloat16_t, NAME, __VA_ARGS__)     \
+    LOOM_DTYPE_CASE(float32, float, NAME, __VA_ARGS__)                   \
+    LOOM_DTYPE_CASE(float64, double, NAME, __VA_ARGS__)                  \
+    default:                                                             \
+      break;                                                             \
+  }

@@ -1,0 +1,100 @@
+// Element types, half-precision storage types and numpy-style type promotion.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <ostream>
+#include <string>
+#include <type_traits>
+
+namespace loom {
+
+/// IEEE-754 binary16 storage. Arithmetic happens in float32.
+struct float16_t {
+  uint16_t bits = 0;
+  float16_t() = default;
+  float16_t(float f) : bits(from_float(f)) {}
+  template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
+  float16_t(T v) : float16_t(static_cast<float>(v)) {}
+  operator float() const { return to_float(bits); }
+  static uint16_t from_float(float f);
+  static float to_float(uint16_t h);
+};
+
+/// bfloat16 storage (the top 16 bits of a float32). Arithmetic happens in float32.
+struct bfloat16_t {
+  uint16_t bits = 0;
+  bfloat16_t() = default;
+  bfloat16_t(float f) : bits(from_float(f)) {}
+  template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
+  bfloat16_t(T v) : bfloat16_t(static_cast<float>(v)) {}
+  operator float() const { return to_float(bits); }
+  static uint16_t from_float(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
+    u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
+    return static_cast<uint16_t>(u >> 16);
+  }
+  static float to_float(uint16_t b) {
+    uint32_t u = static_cast<uint32_t>(b) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+};
+
+struct Dtype {
+  enum class Val : uint8_t { bool_, uint8, int32, int64, float16, bfloat16, float32, float64 };
+  Val val;
+  uint8_t size;  // bytes per element
+  constexpr bool operator==(const Dtype& o) const { return val == o.val; }
+  constexpr bool operator!=(const Dtype& o) const { return val != o.val; }
+};
+
+inline constexpr Dtype bool_{Dtype::Val::bool_, 1};
+inline constexpr Dtype uint8{Dtype::Val::uint8, 1};
+inline constexpr Dtype int32{Dtype::Val::int32, 4};
+inline constexpr Dtype int64{Dtype::Val::int64, 8};
+inline constexpr Dtype float16{Dtype::Val::float16, 2};
+inline constexpr Dtype bfloat16{Dtype::Val::bfloat16, 2};
+inline constexpr Dtype float32{Dtype::Val::float32, 4};
+inline constexpr Dtype float64{Dtype::Val::float64, 8};
+
+inline constexpr bool is_floating_point(Dtype t) { return t.val >= Dtype::Val::float16; }
+inline constexpr bool is_integral(Dtype t) { return t.val >= Dtype::Val::uint8 && t.val <= Dtype::Val::int64; }
+inline constexpr bool is_unsigned(Dtype t) { return t.val <= Dtype::Val::uint8; }
+inline constexpr size_t size_of(Dtype t) { return t.size; }
+
+/// The dtype two operands are computed in: bool < uint8 < int32 < int64 < float16/bfloat16 < float32
+/// < float64; float16 with bfloat16 gives float32; an integer with a float gives the float.
+Dtype promote_types(Dtype a, Dtype b);
+
+/// "float32", "int64", ... (numpy's names).
+std::string to_string(Dtype t);
+std::ostream& operator<<(std::ostream& os, Dtype t);
+
+template <typename T>
+struct TypeToDtype;
+template <> struct TypeToDtype<bool> { static constexpr Dtype value = bool_; };
+template <> struct TypeToDtype<uint8_t> { static constexpr Dtype value = uint8; };
+template <> struct TypeToDtype<int32_t> { static constexpr Dtype value = int32; };
+template <> struct TypeToDtype<int64_t> { static constexpr Dtype value = int64; };
+template <> struct TypeToDtype<float16_t> { static constexpr Dtype value = float16; };
+template <> struct TypeToDtype<bfloat16_t> { static constexpr Dtype value = bfloat16; };
+template <> struct TypeToDtype<float> { static constexpr Dtype value = float32; };
+template <> struct TypeToDtype<double> { static constexpr Dtype value = float64; };
+// Other C++ integer types map to the nearest Loom type.
+template <> struct TypeToDtype<int8_t> { static constexpr Dtype value = int32; };
+template <> struct TypeToDtype<int16_t> { static constexpr Dtype value = int32; };
+template <> struct TypeToDtype<uint16_t> { static constexpr Dtype value = int32; };
+template <> struct TypeToDtype<uint32_t> { static constexpr Dtype value = int64; };
+template <> struct TypeToDtype<uint64_t> { static constexpr Dtype value = int64; };
+template <> struct TypeToDtype<char> { static constexpr Dtype value = uint8; };
+template <> struct TypeToDtype<long long> {
+  static constexpr Dtype value = int64;
+};
+template <typename T>
+inline constexpr Dtype dtype_of = TypeToDtype<T>::value;
+
+}  // namespace loom

@@ -1,0 +1,63 @@
+// Running the graph: eval and async_eval.
+#pragma once
+
+#include <vector>
+
+#include "loom/core/array.h"
+
+namespace loom {
+
+/// Evaluates every array (and everything it depends on) once. The order of evaluation is a function
+/// of the graph's structure only, so every rank of a distributed job runs its collectives in the
+/// same order. Evaluated arrays are detached from the graph and intermediates are freed as soon as
+/// their last consumer has run.
+void eval(std::vector<array> outputs);
+
+/// Starts evaluating; today this completes before returning, and `eval` on the same arrays is free.
+void async_eval(std::vector<array> outputs);
+
+inline void collect_arrays(std::vector<array>& out, const array& a) { out.push_back(a); }
+inline void collect_arrays(std::vector<array>& out, const std::vector<array>& v) {
+  out.insert(out.end(), v.begin(), v.end());
+}
+
+/// eval(a, b, some_vector, model.parameters(), ...): any mix of arrays and containers that provide
+/// a `collect_arrays(std::vector<array>&, const T&)` overload.
+template <typename... Ts>
+void eval(const Ts&... xs) {
+  std::vector<array> all;
+  (collect_arrays(all, xs), ...);
+  eval(std::move(all));
+}
+
+template <typename... Ts>
+void async_eval(const Ts&... xs) {
+  std::vector<array> all;
+  (collect_arrays(all, xs), ...);
+  async_eval(std::move(all));
+}
+
+template <typename T>
+std::vector<T> array::to_vector() {
+  eval();
+  std::vector<T> out(size());
+  if (size() == 0) return out;
+  const int nd = static_cast<int>(ndim());
+  std::vector<int> idx(nd, 0);
+  const char* base = static_cast<const char*>(raw_data());
+  const size_t isz = itemsize();
+  for (size_t i = 0; i < out.size(); ++i) {
+    int64_t off = 0;
+    for (int d = 0; d < nd; ++d) off += idx[d] * strides()[d];
+    LOOM_DISPATCH_ALL(dtype(), In, {
+      out[i] = cast_value<T>(*reinterpret_cast<const In*>(base + off * static_cast<int64_t>(isz)));
+    });
+    for (int d = nd - 1; d >= 0; --d) {
+      if (++idx[d] < shape()[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+}  // namespace loom

@@ -1,0 +1,21 @@
+#include "loom/core/primitive.h"
+
+#include <sstream>
+#include <stdexcept>
+
+namespace loom {
+
+std::vector<array> Primitive::vjp(const std::vector<array>&, const std::vector<array>&, const std::vector<int>&,
+                                  const std::vector<array>&) {
+  std::ostringstream os;
+  print(os);
+  throw std::invalid_argument("[vjp] " + os.str() + " has no vector-Jacobian product");
+}
+
+std::vector<array> Primitive::jvp(const std::vector<array>&, const std::vector<array>&, const std::vector<int>&) {
+  std::ostringstream os;
+  print(os);
+  throw std::invalid_argument("[jvp] " + os.str() + " has no Jacobian-vector product");
+}
+
+}  // namespace loom

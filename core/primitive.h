@@ -1,0 +1,42 @@
+// The base of every operation in the graph: a forward kernel with its vjp and jvp beside it.
+#pragma once
+
+#include <ostream>
+#include <vector>
+
+#include "loom/core/array.h"
+
+namespace loom {
+
+class Primitive {
+ public:
+  virtual ~Primitive() = default;
+
+  /// Computes `outputs` from evaluated `inputs`; allocates (or donates) each output's buffer.
+  virtual void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) = 0;
+
+  /// Cotangents of the inputs listed in `argnums`, given cotangents for every output.
+  virtual std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                                 const std::vector<int>& argnums, const std::vector<array>& outputs);
+
+  /// Tangents of every output, given tangents for the inputs listed in `argnums` (others are zero).
+  virtual std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                                 const std::vector<int>& argnums);
+
+  virtual const char* name() const = 0;
+  virtual void print(std::ostream& os) const { os << name(); }
+
+  /// Whether the output at each position has a gradient (false for integer results like argmax).
+  virtual bool is_differentiable() const { return true; }
+};
+
+/// A primitive with one output.
+class UnaryPrimitive : public Primitive {
+ public:
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) final {
+    eval_cpu(inputs, outputs[0]);
+  }
+  virtual void eval_cpu(const std::vector<array>& inputs, array& out) = 0;
+};
+
+}  // namespace loom

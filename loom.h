@@ -1,0 +1,9 @@
+// Loom: lazy arrays, autograd, nn, optimizers and data-parallel training over MPI.
+#pragma once
+
+#include "loom/core/allocator.h"
+#include "loom/core/array.h"
+#include "loom/core/dtype.h"
+#include "loom/core/eval.h"
+#include "loom/core/threads.h"
+#include "loom/ops/ops.h"

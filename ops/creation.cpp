@@ -1,0 +1,176 @@
+#include <cmath>
+
+#include "loom/core/primitive.h"
+#include "loom/ops/kernels/elementwise.h"
+#include "loom/ops/ops.h"
+#include "loom/ops/utils.h"
+
+namespace loom {
+
+namespace {
+
+// Fills the output with one (0-d) input value.
+class Full : public UnaryPrimitive {
+ public:
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    out.alloc();
+    LOOM_DISPATCH_ALL(out.dtype(), T, {
+      T v = cast_value<T>(0);
+      LOOM_DISPATCH_ALL(in[0].dtype(), S, { v = cast_value<T>(*kernels::ptr<S>(in[0])); });
+      T* y = kernels::ptr<T>(out);
+      kernels::parallel_for(out.size(), [&](size_t b, size_t e) { std::fill(y + b, y + e, v); });
+    });
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
+                         const std::vector<array>&) override {
+    return {astype(sum(cot[0]), p[0].dtype())};
+  }
+  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t, const std::vector<int>&) override {
+    return {full(shape_, t[0], dtype_)};
+  }
+  Full(Shape s, Dtype d) : shape_(std::move(s)), dtype_(d) {}
+  const char* name() const override { return "Full"; }
+
+ private:
+  Shape shape_;
+  Dtype dtype_;
+};
+
+class Arange : public UnaryPrimitive {
+ public:
+  Arange(double start, double step) : start_(start), step_(step) {}
+  void eval_cpu(const std::vector<array>&, array& out) override {
+    out.alloc();
+    LOOM_DISPATCH_ALL(out.dtype(), T, {
+      T* y = kernels::ptr<T>(out);
+      for (size_t i = 0; i < out.size(); ++i) y[i] = cast_value<T>(start_ + static_cast<double>(i) * step_);
+    });
+  }
+  const char* name() const override { return "Arange"; }
+  bool is_differentiable() const override { return false; }
+
+ private:
+  double start_, step_;
+};
+
+class AsType : public UnaryPrimitive {
+ public:
+  explicit AsType(Dtype d) : dtype_(d) {}
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    LOOM_DISPATCH_ALL(in[0].dtype(), In, {
+      LOOM_DISPATCH_ALL(dtype_, Out, {
+        kernels::unary<In, Out>(in[0], out, [](compute_t<In> x) { return cast_value<Out>(x); });
+      });
+    });
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
+                         const std::vector<array>&) override {
+    return {astype(cot[0], p[0].dtype())};
+  }
+  std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
+    return {astype(t[0], dtype_)};
+  }
+  const char* name() const override { return "AsType"; }
+
+ private:
+  Dtype dtype_;
+};
+
+// Shares the input's buffer: the result is a new array with the same values.
+class Copy : public UnaryPrimitive {
+ public:
+  void eval_cpu(const std::vector<array>& in, array& out) override { out.copy_shared_buffer(in[0]); }
+  std::vector<array> vjp(const std::vector<array>&, const std::vector<array>& cot, const std::vector<int>&,
+                         const std::vector<array>&) override {
+    return {cot[0]};
+  }
+  std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
+    return {t[0]};
+  }
+  const char* name() const override { return "Copy"; }
+};
+
+class StopGradient : public UnaryPrimitive {
+ public:
+  void eval_cpu(const std::vector<array>& in, array& out) override { out.copy_shared_buffer(in[0]); }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>&, const std::vector<int>&,
+                         const std::vector<array>&) override {
+    return {zeros_like(p[0])};
+  }
+  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>&, const std::vector<int>&) override {
+    return {zeros_like(p[0])};
+  }
+  const char* name() const override { return "StopGradient"; }
+};
+
+void check_shape(const Shape& shape, const char* op) {
+  for (int s : shape) {
+    if (s < 0) throw std::invalid_argument(detail::msg("[", op, "] negative dimension in shape ", detail::shape_str(shape)));
+  }
+}
+
+}  // namespace
+
+array full(const Shape& shape, const array& value, Dtype dtype) {
+  check_shape(shape, "full");
+  if (value.size() != 1) {
+    array v = astype(value, dtype);
+    Shape bshape = broadcast_shapes(v.shape(), shape);
+    if (bshape != shape) {
+      throw std::invalid_argument(detail::msg("[full] value of shape ", detail::shape_str(value.shape()),
+                                              " does not broadcast to ", detail::shape_str(shape)));
+    }
+    return copy(broadcast_to(v, shape));
+  }
+  array v = value.ndim() == 0 ? value : reshape(value, {});
+  return array(shape, dtype, std::make_shared<Full>(shape, dtype), {v});
+}
+array full(const Shape& shape, const array& value) { return full(shape, value, value.dtype()); }
+array zeros(const Shape& shape, Dtype dtype) { return full(shape, array(0, dtype), dtype); }
+array ones(const Shape& shape, Dtype dtype) { return full(shape, array(1, dtype), dtype); }
+array zeros_like(const array& a) { return zeros(a.shape(), a.dtype()); }
+array ones_like(const array& a) { return ones(a.shape(), a.dtype()); }
+
+array arange(double start, double stop, double step, Dtype dtype) {
+  if (step == 0 || std::isnan(start) || std::isnan(stop) || std::isnan(step)) {
+    throw std::invalid_argument(detail::msg("[arange] needs a finite, non-zero step; got start ", start, ", stop ",
+                                            stop, ", step ", step));
+  }
+  if (dtype == bool_) throw std::invalid_argument("[arange] cannot produce bool arrays");
+  double n = std::ceil((stop - start) / step);
+  if (n > 2147483647.0) throw std::invalid_argument(detail::msg("[arange] ", n, " elements is too many"));
+  int count = n > 0 ? static_cast<int>(n) : 0;
+  return array({count}, dtype, std::make_shared<Arange>(start, step), {});
+}
+array arange(double stop, Dtype dtype) { return arange(0.0, stop, 1.0, dtype); }
+array arange(int start, int stop, int step) { return arange(double(start), double(stop), double(step), int32); }
+array arange(int stop) { return arange(0, stop, 1); }
+
+array linspace(double start, double stop, int num, Dtype dtype) {
+  if (num < 0) throw std::invalid_argument(detail::msg("[linspace] num must be >= 0, got ", num));
+  if (num == 1) return full({1}, array(start), dtype);
+  double step = num > 1 ? (stop - start) / (num - 1) : 0.0;
+  array t = arange(0.0, double(num), 1.0, float64);
+  array v = add(multiply(t, array(step)), array(start));
+  // The last value is exactly `stop`.
+  if (num > 1) v = slice_update(v, array({stop}), {num - 1}, {num});
+  return astype(v, dtype);
+}
+
+array eye(int n, int m, int k, Dtype dtype) {
+  if (n < 0 || m < 0) throw std::invalid_argument(detail::msg("[eye] n and m must be >= 0, got ", n, ", ", m));
+  array rows = reshape(arange(0, n), {n, 1});
+  array cols = reshape(arange(0, m), {1, m});
+  return astype(equal(add(rows, array(k)), cols), dtype);
+}
+array eye(int n, Dtype dtype) { return eye(n, n, 0, dtype); }
+array identity(int n, Dtype dtype) { return eye(n, n, 0, dtype); }
+
+array astype(const array& a, Dtype dtype) {
+  if (a.dtype() == dtype) return a;
+  return array(a.shape(), dtype, std::make_shared<AsType>(dtype), {a});
+}
+array copy(const array& a) { return array(a.shape(), a.dtype(), std::make_shared<Copy>(), {a}); }
+array stop_gradient(const array& a) { return array(a.shape(), a.dtype(), std::make_shared<StopGradient>(), {a}); }
+
+}  // namespace loom

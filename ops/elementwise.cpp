@@ -1,0 +1,624 @@
+#include "loom/ops/elementwise.h"
+
+#include <algorithm>
+
+#include "loom/ops/kernels/elementwise.h"
+#include "loom/ops/utils.h"
+
+namespace loom {
+
+namespace detail {
+
+float erfinv_f(float y) { return static_cast<float>(erfinv_d(y)); }
+
+double erfinv_d(double y) {
+  if (std::isnan(y) || y < -1.0 || y > 1.0) return std::numeric_limits<double>::quiet_NaN();
+  if (y == 1.0) return std::numeric_limits<double>::infinity();
+  if (y == -1.0) return -std::numeric_limits<double>::infinity();
+  // Giles' single-precision approximation, then Newton steps on erf(x) = y.
+  double w = -std::log((1.0 - y) * (1.0 + y)), x;
+  if (w < 5.0) {
+    w -= 2.5;
+    double p = 2.81022636e-08;
+    p = 3.43273939e-07 + p * w;
+    p = -3.5233877e-06 + p * w;
+    p = -4.39150654e-06 + p * w;
+    p = 0.00021858087 + p * w;
+    p = -0.00125372503 + p * w;
+    p = -0.00417768164 + p * w;
+    p = 0.246640727 + p * w;
+    p = 1.50140941 + p * w;
+    x = p * y;
+  } else {
+    w = std::sqrt(w) - 3.0;
+    double p = -0.000200214257;
+    p = 0.000100950558 + p * w;
+    p = 0.00134934322 + p * w;
+    p = -0.00367342844 + p * w;
+    p = 0.00573950773 + p * w;
+    p = -0.0076224613 + p * w;
+    p = 0.00943887047 + p * w;
+    p = 1.00167406 + p * w;
+    p = 2.83297682 + p * w;
+    x = p * y;
+  }
+  for (int i = 0; i < 2; ++i) {
+    double err = std::erf(x) - y;
+    x -= err / (1.1283791670955126 * std::exp(-x * x));
+  }
+  return x;
+}
+
+std::vector<int> normalize_axes(const std::vector<int>& axes, int ndim, const char* op) {
+  std::vector<int> out;
+  for (int a : axes) out.push_back(normalize_axis(a, ndim, op));
+  std::sort(out.begin(), out.end());
+  for (size_t i = 1; i < out.size(); ++i) {
+    if (out[i] == out[i - 1]) {
+      throw std::invalid_argument(msg("[", op, "] axis ", out[i], " is repeated"));
+    }
+  }
+  return out;
+}
+
+}  // namespace detail
+
+namespace {
+
+using K = ElementwiseKind;
+
+template <typename T>
+constexpr bool is_int_v = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+
+array zeros_grad(const array& v) { return zeros_like(v); }
+
+// ---- unary ops ----
+struct NegativeOp {
+  static constexpr const char* name = "Negative";
+  static constexpr K kind = K::numeric;
+  template <class T> T operator()(T x) const {
+    if constexpr (std::is_unsigned_v<T>) return static_cast<T>(0u - x);
+    else return -x;
+  }
+  static array grad(const array&, const array&, const array& v) { return negative(v); }
+};
+struct AbsOp {
+  static constexpr const char* name = "Abs";
+  static constexpr K kind = K::any;
+  template <class T> T operator()(T x) const {
+    if constexpr (std::is_unsigned_v<T>) return x;
+    else return x < T(0) ? -x : x;
+  }
+  static array grad(const array& x, const array&, const array& v) { return multiply(v, sign(x)); }
+};
+struct SignOp {
+  static constexpr const char* name = "Sign";
+  static constexpr K kind = K::any;
+  template <class T> T operator()(T x) const {
+    if constexpr (std::is_same_v<T, bool>) return x;
+    else if constexpr (std::is_unsigned_v<T>) return x != 0;
+    else if constexpr (std::is_floating_point_v<T>) return std::isnan(x) ? x : T((x > T(0)) - (x < T(0)));
+    else return T((x > T(0)) - (x < T(0)));
+  }
+  static array grad(const array&, const array&, const array& v) { return zeros_grad(v); }
+};
+struct SquareOp {
+  static constexpr const char* name = "Square";
+  static constexpr K kind = K::numeric;
+  template <class T> T operator()(T x) const { return x * x; }
+  static array grad(const array& x, const array&, const array& v) { return multiply(v, x * 2.0); }
+};
+struct SqrtOp {
+  static constexpr const char* name = "Sqrt";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const { return std::sqrt(x); }
+  static array grad(const array&, const array& y, const array& v) { return divide(v, y * 2.0); }
+};
+struct RsqrtOp {
+  static constexpr const char* name = "Rsqrt";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const { return T(1) / std::sqrt(x); }
+  static array grad(const array&, const array& y, const array& v) { return multiply(v, y * y * y * -0.5); }
+};
+struct ReciprocalOp {
+  static constexpr const char* name = "Reciprocal";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const { return T(1) / x; }
+  static array grad(const array&, const array& y, const array& v) { return negative(multiply(v, y * y)); }
+};
+struct ExpOp {
+  static constexpr const char* name = "Exp";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const { return std::exp(x); }
+  static array grad(const array&, const array& y, const array& v) { return multiply(v, y); }
+};
+struct Expm1Op {
+  static constexpr const char* name = "Expm1";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const { return std::expm1(x); }
+  static array grad(const array&, const array& y, const array& v) { return multiply(v, y + 1.0); }
+};
+struct LogOp {
+  static constexpr const char* name = "Log";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const { return std::log(x); }
+  static array grad(const array& x, const array&, const array& v) { return divide(v, x); }
+};
+struct Log1pOp {
+  static constexpr const char* name = "Log1p";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const { return std::log1p(x); }
+  static array grad(const array& x, const array&, const array& v) { return divide(v, x + 1.0); }
+};
+struct Log2Op {
+  static constexpr const char* name = "Log2";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const { return std::log2(x); }
+  static array grad(const array& x, const array&, const array& v) { return divide(v, x * M_LN2); }
+};
+struct Log10Op {
+  static constexpr const char* name = "Log10";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const { return std::log10(x); }
+  static array grad(const array& x, const array&, const array& v) { return divide(v, x * M_LN10); }
+};
+struct SinOp {
+  static constexpr const char* name = "Sin";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const { return std::sin(x); }
+  static array grad(const array& x, const array&, const array& v) { return multiply(v, cos(x)); }
+};
+struct CosOp {
+  static constexpr const char* name = "Cos";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const { return std::cos(x); }
+  static array grad(const array& x, const array&, const array& v) { return negative(multiply(v, sin(x))); }
+};
+struct TanOp {
+  static constexpr const char* name = "Tan";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const { return std::tan(x); }
+  static array grad(const array&, const array& y, const array& v) { return multiply(v, square(y) + 1.0); }
+};
+struct TanhOp {
+  static constexpr const char* name = "Tanh";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const { return std::tanh(x); }
+  static array grad(const array&, const array& y, const array& v) { return multiply(v, 1.0 - square(y)); }
+};
+struct SigmoidOp {
+  static constexpr const char* name = "Sigmoid";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const {
+    if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
+    T e = std::exp(x);
+    return e / (T(1) + e);
+  }
+  static array grad(const array&, const array& y, const array& v) { return multiply(v, y * (1.0 - y)); }
+};
+struct ErfOp {
+  static constexpr const char* name = "Erf";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const { return std::erf(x); }
+  static array grad(const array& x, const array&, const array& v) {
+    return multiply(v, exp(negative(square(x))) * M_2_SQRTPI);
+  }
+};
+struct ErfinvOp {
+  static constexpr const char* name = "Erfinv";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const {
+    if constexpr (std::is_same_v<T, double>) return detail::erfinv_d(x);
+    else return detail::erfinv_f(x);
+  }
+  static array grad(const array&, const array& y, const array& v) {
+    return multiply(v, exp(square(y)) * (0.5 * std::sqrt(M_PI)));
+  }
+};
+struct FloorOp {
+  static constexpr const char* name = "Floor";
+  static constexpr K kind = K::numeric;
+  template <class T> T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) return std::floor(x);
+    else return x;
+  }
+  static array grad(const array&, const array&, const array& v) { return zeros_grad(v); }
+};
+struct CeilOp {
+  static constexpr const char* name = "Ceil";
+  static constexpr K kind = K::numeric;
+  template <class T> T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) return std::ceil(x);
+    else return x;
+  }
+  static array grad(const array&, const array&, const array& v) { return zeros_grad(v); }
+};
+struct RoundOp {
+  static constexpr const char* name = "Round";
+  static constexpr K kind = K::numeric;
+  template <class T> T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) return std::nearbyint(x);
+    else return x;
+  }
+  static array grad(const array&, const array&, const array& v) { return zeros_grad(v); }
+};
+struct LogicalNotOp {
+  static constexpr const char* name = "LogicalNot";
+  static constexpr K kind = K::predicate;
+  template <class T> bool operator()(T x) const { return !(x != T(0)); }
+  static array grad(const array&, const array&, const array& v) { return zeros_grad(v); }
+};
+struct IsNanOp {
+  static constexpr const char* name = "IsNan";
+  static constexpr K kind = K::predicate;
+  template <class T> bool operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) return std::isnan(x);
+    else return false;
+  }
+  static array grad(const array&, const array&, const array& v) { return zeros_grad(v); }
+};
+struct IsInfOp {
+  static constexpr const char* name = "IsInf";
+  static constexpr K kind = K::predicate;
+  template <class T> bool operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) return std::isinf(x);
+    else return false;
+  }
+  static array grad(const array&, const array&, const array& v) { return zeros_grad(v); }
+};
+struct IsFiniteOp {
+  static constexpr const char* name = "IsFinite";
+  static constexpr K kind = K::predicate;
+  template <class T> bool operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) return std::isfinite(x);
+    else return true;
+  }
+  static array grad(const array&, const array&, const array& v) { return zeros_grad(v); }
+};
+
+// ---- binary ops ----
+struct AddOp {
+  static constexpr const char* name = "Add";
+  static constexpr K kind = K::any;
+  template <class T> T operator()(T a, T b) const {
+    if constexpr (std::is_same_v<T, bool>) return a || b;
+    else return a + b;
+  }
+  static array grad(int, const array&, const array&, const array&, const array& v) { return v; }
+};
+struct SubtractOp {
+  static constexpr const char* name = "Subtract";
+  static constexpr K kind = K::numeric;
+  template <class T> T operator()(T a, T b) const { return static_cast<T>(a - b); }
+  static array grad(int arg, const array&, const array&, const array&, const array& v) {
+    return arg == 0 ? v : negative(v);
+  }
+};
+struct MultiplyOp {
+  static constexpr const char* name = "Multiply";
+  static constexpr K kind = K::any;
+  template <class T> T operator()(T a, T b) const {
+    if constexpr (std::is_same_v<T, bool>) return a && b;
+    else return static_cast<T>(a * b);
+  }
+  static array grad(int arg, const array& a, const array& b, const array&, const array& v) {
+    return multiply(v, arg == 0 ? b : a);
+  }
+};
+struct DivideOp {
+  static constexpr const char* name = "Divide";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T a, T b) const { return a / b; }
+  static array grad(int arg, const array&, const array& b, const array& y, const array& v) {
+    return arg == 0 ? divide(v, b) : negative(divide(multiply(v, y), b));
+  }
+};
+struct FloorDivideOp {
+  static constexpr const char* name = "FloorDivide";
+  static constexpr K kind = K::numeric;
+  template <class T> T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return std::floor(a / b);
+    } else {
+      if (b == 0) return 0;  // numpy's result for integer division by zero
+      if constexpr (std::is_signed_v<T>) {
+        if (b == -1) return static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(a));
+        T q = a / b;
+        return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+      } else {
+        return a / b;
+      }
+    }
+  }
+  static array grad(int, const array&, const array&, const array&, const array& v) { return zeros_grad(v); }
+};
+struct RemainderOp {
+  static constexpr const char* name = "Remainder";
+  static constexpr K kind = K::numeric;
+  template <class T> T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      T r = std::fmod(a, b);
+      return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? r + b : r;
+    } else {
+      if (b == 0) return 0;
+      if constexpr (std::is_signed_v<T>) {
+        if (b == -1) return 0;
+        T r = a % b;
+        return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+      } else {
+        return a % b;
+      }
+    }
+  }
+  static array grad(int arg, const array& a, const array& b, const array&, const array& v) {
+    return arg == 0 ? v : negative(multiply(v, floor_divide(a, b)));
+  }
+};
+struct PowerOp {
+  static constexpr const char* name = "Power";
+  static constexpr K kind = K::numeric;
+  template <class T> T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return std::pow(a, b);
+    } else {
+      if constexpr (std::is_signed_v<T>) {
+        if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
+      }
+      using U = std::make_unsigned_t<T>;
+      U base = static_cast<U>(a), result = 1;
+      for (T e = b; e > 0; e >>= 1) {
+        if (e & 1) result = static_cast<U>(result * base);
+        base = static_cast<U>(base * base);
+      }
+      return static_cast<T>(result);
+    }
+  }
+  static array grad(int arg, const array& a, const array& b, const array& y, const array& v) {
+    if (arg == 0) return multiply(v, multiply(b, power(a, b - 1.0)));
+    array g = multiply(v, multiply(y, log(a)));
+    return where(logical_and(equal(a, zeros_like(a)), greater_equal(b, zeros_like(b))), zeros_like(g), g);
+  }
+};
+// Ties split the gradient evenly between the two inputs (as PyTorch does).
+struct MaximumOp {
+  static constexpr const char* name = "Maximum";
+  static constexpr K kind = K::any;
+  template <class T> T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+    }
+    return a > b ? a : b;
+  }
+  static array grad(int arg, const array& a, const array& b, const array&, const array& v) {
+    const array& self = arg == 0 ? a : b;
+    const array& other = arg == 0 ? b : a;
+    array z = zeros_like(v);
+    return where(greater(self, other), v, where(equal(self, other), v * 0.5, z));
+  }
+};
+struct MinimumOp {
+  static constexpr const char* name = "Minimum";
+  static constexpr K kind = K::any;
+  template <class T> T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+    }
+    return a < b ? a : b;
+  }
+  static array grad(int arg, const array& a, const array& b, const array&, const array& v) {
+    const array& self = arg == 0 ? a : b;
+    const array& other = arg == 0 ? b : a;
+    array z = zeros_like(v);
+    return where(less(self, other), v, where(equal(self, other), v * 0.5, z));
+  }
+};
+struct ArcTan2Op {
+  static constexpr const char* name = "ArcTan2";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T a, T b) const { return std::atan2(a, b); }
+  static array grad(int arg, const array& a, const array& b, const array&, const array& v) {
+    array den = add(square(a), square(b));
+    return arg == 0 ? divide(multiply(v, b), den) : negative(divide(multiply(v, a), den));
+  }
+};
+
+#define LOOM_COMPARISON(NAME, OPNAME, EXPR)                                                               \
+  struct NAME {                                                                                          \
+    static constexpr const char* name = OPNAME;                                                          \
+    static constexpr K kind = K::predicate;                                                              \
+    template <class T> bool operator()(T a, T b) const { return EXPR; }                                  \
+    static array grad(int, const array&, const array&, const array&, const array& v) { return zeros_grad(v); } \
+  };
+LOOM_COMPARISON(EqualOp, "Equal", a == b)
+LOOM_COMPARISON(NotEqualOp, "NotEqual", a != b)
+LOOM_COMPARISON(LessOp, "Less", a < b)
+LOOM_COMPARISON(LessEqualOp, "LessEqual", a <= b)
+LOOM_COMPARISON(GreaterOp, "Greater", a > b)
+LOOM_COMPARISON(GreaterEqualOp, "GreaterEqual", a >= b)
+#undef LOOM_COMPARISON
+struct LogicalAndOp {
+  static constexpr const char* name = "LogicalAnd";
+  static constexpr K kind = K::logical;
+  template <class T> bool operator()(T a, T b) const { return a && b; }
+  static array grad(int, const array&, const array&, const array&, const array& v) { return zeros_grad(v); }
+};
+struct LogicalOrOp {
+  static constexpr const char* name = "LogicalOr";
+  static constexpr K kind = K::logical;
+  template <class T> bool operator()(T a, T b) const { return a || b; }
+  static array grad(int, const array&, const array&, const array&, const array& v) { return zeros_grad(v); }
+};
+
+// Dtype handling shared by unary and binary ops: returns the dtype the kernel runs in.
+Dtype input_dtype(K kind, Dtype in, const char* name) {
+  switch (kind) {
+    case K::numeric:
+      if (in == bool_) throw std::invalid_argument(detail::msg("[", name, "] is not defined for bool arrays"));
+      return in;
+    case K::floating:
+      return is_floating_point(in) ? in : float32;
+    case K::logical:
+      return bool_;
+    default:
+      return in;
+  }
+}
+
+template <typename Op>
+array make_unary(const array& a) {
+  Dtype d = input_dtype(Op::kind, a.dtype(), Op::name);
+  array x = a.dtype() == d ? a : astype(a, d);
+  Dtype out = Op::kind == K::predicate ? bool_ : d;
+  return array(x.shape(), out, std::make_shared<Unary<Op>>(), {x});
+}
+
+template <typename Op>
+array make_binary(const array& a, const array& b) {
+  Dtype d = input_dtype(Op::kind, promote_types(a.dtype(), b.dtype()), Op::name);
+  Shape shape = broadcast_shapes(a.shape(), b.shape());
+  array x = a.dtype() == d ? a : astype(a, d);
+  array y = b.dtype() == d ? b : astype(b, d);
+  if (x.shape() != shape) x = broadcast_to(x, shape);
+  if (y.shape() != shape) y = broadcast_to(y, shape);
+  return array(std::move(shape), Binary<Op>::out_dtype(d), std::make_shared<Binary<Op>>(), {x, y});
+}
+
+}  // namespace
+
+template <typename Op>
+void Unary<Op>::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array& in = inputs[0];
+  LOOM_DISPATCH_ALL(in.dtype(), T, {
+    if constexpr (Op::kind == K::predicate) {
+      kernels::unary<T, bool>(in, out, Op{});
+    } else if constexpr (Op::kind == K::floating) {
+      if constexpr (std::is_floating_point_v<compute_t<T>>) kernels::unary<T, T>(in, out, Op{});
+    } else if constexpr (Op::kind == K::numeric) {
+      if constexpr (!std::is_same_v<T, bool>) kernels::unary<T, T>(in, out, Op{});
+    } else {
+      kernels::unary<T, T>(in, out, Op{});
+    }
+  });
+}
+
+template <typename Op>
+void Binary<Op>::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array& a = inputs[0];
+  const array& b = inputs[1];
+  LOOM_DISPATCH_ALL(a.dtype(), T, {
+    if constexpr (Op::kind == K::predicate || Op::kind == K::logical) {
+      kernels::binary<T, bool>(a, b, out, Op{});
+    } else if constexpr (Op::kind == K::floating) {
+      if constexpr (std::is_floating_point_v<compute_t<T>>) kernels::binary<T, T>(a, b, out, Op{});
+    } else if constexpr (Op::kind == K::numeric) {
+      if constexpr (!std::is_same_v<T, bool>) kernels::binary<T, T>(a, b, out, Op{});
+    } else {
+      kernels::binary<T, T>(a, b, out, Op{});
+    }
+  });
+}
+
+// ---- public unary ops ----
+array negative(const array& a) { return make_unary<NegativeOp>(a); }
+array abs(const array& a) { return make_unary<AbsOp>(a); }
+array sign(const array& a) { return make_unary<SignOp>(a); }
+array square(const array& a) { return make_unary<SquareOp>(a); }
+array sqrt(const array& a) { return make_unary<SqrtOp>(a); }
+array rsqrt(const array& a) { return make_unary<RsqrtOp>(a); }
+array reciprocal(const array& a) { return make_unary<ReciprocalOp>(a); }
+array exp(const array& a) { return make_unary<ExpOp>(a); }
+array expm1(const array& a) { return make_unary<Expm1Op>(a); }
+array log(const array& a) { return make_unary<LogOp>(a); }
+array log1p(const array& a) { return make_unary<Log1pOp>(a); }
+array log2(const array& a) { return make_unary<Log2Op>(a); }
+array log10(const array& a) { return make_unary<Log10Op>(a); }
+array sin(const array& a) { return make_unary<SinOp>(a); }
+array cos(const array& a) { return make_unary<CosOp>(a); }
+array tan(const array& a) { return make_unary<TanOp>(a); }
+array tanh(const array& a) { return make_unary<TanhOp>(a); }
+array sigmoid(const array& a) { return make_unary<SigmoidOp>(a); }
+array erf(const array& a) { return make_unary<ErfOp>(a); }
+array erfinv(const array& a) { return make_unary<ErfinvOp>(a); }
+array floor(const array& a) { return make_unary<FloorOp>(a); }
+array ceil(const array& a) { return make_unary<CeilOp>(a); }
+array round(const array& a) { return make_unary<RoundOp>(a); }
+array logical_not(const array& a) { return make_unary<LogicalNotOp>(a); }
+array isnan(const array& a) { return make_unary<IsNanOp>(a); }
+array isinf(const array& a) { return make_unary<IsInfOp>(a); }
+array isfinite(const array& a) { return make_unary<IsFiniteOp>(a); }
+
+// ---- public binary ops ----
+array add(const array& a, const array& b) { return make_binary<AddOp>(a, b); }
+array subtract(const array& a, const array& b) { return make_binary<SubtractOp>(a, b); }
+array multiply(const array& a, const array& b) { return make_binary<MultiplyOp>(a, b); }
+array divide(const array& a, const array& b) { return make_binary<DivideOp>(a, b); }
+array floor_divide(const array& a, const array& b) { return make_binary<FloorDivideOp>(a, b); }
+array remainder(const array& a, const array& b) { return make_binary<RemainderOp>(a, b); }
+array power(const array& a, const array& b) { return make_binary<PowerOp>(a, b); }
+array maximum(const array& a, const array& b) { return make_binary<MaximumOp>(a, b); }
+array minimum(const array& a, const array& b) { return make_binary<MinimumOp>(a, b); }
+array arctan2(const array& a, const array& b) { return make_binary<ArcTan2Op>(a, b); }
+array equal(const array& a, const array& b) { return make_binary<EqualOp>(a, b); }
+array not_equal(const array& a, const array& b) { return make_binary<NotEqualOp>(a, b); }
+array less(const array& a, const array& b) { return make_binary<LessOp>(a, b); }
+array less_equal(const array& a, const array& b) { return make_binary<LessEqualOp>(a, b); }
+array greater(const array& a, const array& b) { return make_binary<GreaterOp>(a, b); }
+array greater_equal(const array& a, const array& b) { return make_binary<GreaterEqualOp>(a, b); }
+array logical_and(const array& a, const array& b) { return make_binary<LogicalAndOp>(a, b); }
+array logical_or(const array& a, const array& b) { return make_binary<LogicalOrOp>(a, b); }
+
+// ---- where and clip ----
+namespace {
+class Select : public UnaryPrimitive {
+ public:
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    LOOM_DISPATCH_ALL(in[1].dtype(), T, {
+      kernels::ternary<bool, T>(in[0], in[1], in[2], out, [](bool c, T x, T y) { return c ? x : y; });
+    });
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
+                         const std::vector<array>&) override {
+    std::vector<array> out;
+    array z = zeros_like(cot[0]);
+    for (int arg : argnums) {
+      if (arg == 0) out.push_back(zeros_like(p[0]));
+      else if (arg == 1) out.push_back(where(p[0], cot[0], z));
+      else out.push_back(where(p[0], z, cot[0]));
+    }
+    return out;
+  }
+  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t,
+                         const std::vector<int>& argnums) override {
+    array tx = zeros_like(p[1]), ty = zeros_like(p[2]);
+    for (size_t i = 0; i < argnums.size(); ++i) {
+      if (argnums[i] == 1) tx = t[i];
+      if (argnums[i] == 2) ty = t[i];
+    }
+    return {where(p[0], tx, ty)};
+  }
+  const char* name() const override { return "Select"; }
+};
+}  // namespace
+
+array where(const array& cond, const array& x, const array& y) {
+  Dtype d = promote_types(x.dtype(), y.dtype());
+  Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), x.shape()), y.shape());
+  array c = cond.dtype() == bool_ ? cond : astype(cond, bool_);
+  array a = x.dtype() == d ? x : astype(x, d);
+  array b = y.dtype() == d ? y : astype(y, d);
+  if (c.shape() != shape) c = broadcast_to(c, shape);
+  if (a.shape() != shape) a = broadcast_to(a, shape);
+  if (b.shape() != shape) b = broadcast_to(b, shape);
+  return array(std::move(shape), d, std::make_shared<Select>(), {c, a, b});
+}
+
+array clip(const array& a, const std::optional<array>& lo, const std::optional<array>& hi) {
+  if (!lo && !hi) throw std::invalid_argument("[clip] needs at least one of lo and hi");
+  // Gradient flows to `a` wherever lo <= a <= hi (as torch.clamp).
+  array out = a;
+  if (lo) out = where(less(out, *lo), astype(*lo, promote_types(a.dtype(), lo->dtype())), out);
+  if (hi) out = where(greater(out, *hi), astype(*hi, promote_types(out.dtype(), hi->dtype())), out);
+  return out;
+}
+
+}  // namespace loom

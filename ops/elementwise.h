@@ -1,0 +1,83 @@
+// Elementwise primitives: one class per arity, parameterized by an op that keeps its forward function
+// and its derivative together (internal; fusion reads the op structs too).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "loom/core/primitive.h"
+#include "loom/ops/ops.h"
+
+namespace loom {
+
+/// What dtypes an elementwise op accepts and returns.
+enum class ElementwiseKind {
+  any,        // every dtype, result has the input dtype
+  numeric,    // every dtype but bool, result has the input dtype
+  floating,   // float dtypes (ints are cast to float32 first)
+  predicate,  // every dtype, result is bool
+  logical,    // inputs cast to bool, result is bool
+};
+
+namespace detail {
+double erfinv_d(double y);
+float erfinv_f(float y);
+}  // namespace detail
+
+/// A primitive applying Op to every element. Op provides:
+///   name, kind, `template <class T> T operator()(T)`, and
+///   `static array grad(const array& x, const array& y, const array& v)`: v times dy/dx elementwise
+///   (the Jacobian is diagonal, so this one rule is both the vjp and the jvp).
+template <typename Op>
+class Unary : public UnaryPrimitive {
+ public:
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                         const std::vector<int>& argnums, const std::vector<array>& outputs) override {
+    return {Op::grad(primals[0], outputs[0], cotangents[0])};
+  }
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                         const std::vector<int>& argnums) override {
+    array y(primals[0].shape(), primals[0].dtype(), std::make_shared<Unary<Op>>(), {primals[0]});
+    return {Op::grad(primals[0], y, tangents[0])};
+  }
+  const char* name() const override { return Op::name; }
+  bool is_differentiable() const override { return Op::kind != ElementwiseKind::predicate; }
+};
+
+/// A primitive applying Op to pairs of elements of same-shape, same-dtype inputs. Op provides name,
+/// kind, `template <class T> auto operator()(T, T)` and
+/// `static array grad(int arg, const array& a, const array& b, const array& y, const array& v)`:
+/// v times d y / d input[arg].
+template <typename Op>
+class Binary : public UnaryPrimitive {
+ public:
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                         const std::vector<int>& argnums, const std::vector<array>& outputs) override {
+    std::vector<array> out;
+    for (int arg : argnums) out.push_back(Op::grad(arg, primals[0], primals[1], outputs[0], cotangents[0]));
+    return out;
+  }
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                         const std::vector<int>& argnums) override {
+    array y(primals[0].shape(), out_dtype(primals[0].dtype()), std::make_shared<Binary<Op>>(), primals);
+    std::optional<array> acc;
+    for (size_t i = 0; i < argnums.size(); ++i) {
+      array t = Op::grad(argnums[i], primals[0], primals[1], y, tangents[i]);
+      acc = acc ? add(*acc, t) : t;
+    }
+    return {*acc};
+  }
+  const char* name() const override { return Op::name; }
+  bool is_differentiable() const override {
+    return Op::kind != ElementwiseKind::predicate && Op::kind != ElementwiseKind::logical;
+  }
+  static Dtype out_dtype(Dtype in) {
+    return (Op::kind == ElementwiseKind::predicate || Op::kind == ElementwiseKind::logical) ? bool_ : in;
+  }
+};
+
+}  // namespace loom

@@ -1,0 +1,143 @@
+// The one elementwise driver: unary, binary and ternary kernels over any strides (internal).
+// Inputs arrive broadcast to the output shape (as views). Contiguous operands with one layout run as a
+// flat loop and keep that layout; everything else walks rows of collapsed dimensions.
+#pragma once
+
+#include "loom/core/dispatch.h"
+#include "loom/ops/kernels/loops.h"
+
+namespace loom::kernels {
+
+template <typename T>
+inline T* ptr(const array& a) {
+  return static_cast<T*>(a.raw_data());
+}
+
+/// Gives `out` the layout of contiguous `like` (reusing a donatable input's buffer when it can).
+template <typename Out>
+void alloc_like(array& out, const array& like, std::initializer_list<const array*> donors) {
+  for (const array* d : donors) {
+    if (d->itemsize() == sizeof(Out) && d->data_size() == out.size() && d->is_donatable() &&
+        d->strides() == like.strides()) {
+      out.copy_shared_buffer(*d);
+      return;
+    }
+  }
+  out.set_data(allocator::malloc(like.data_size() * sizeof(Out)), like.data_size(), like.strides(), like.flags());
+}
+
+template <typename In, typename Out, typename F>
+void unary(const array& in, array& out, F f) {
+  using C = compute_t<In>;
+  if (in.flags().contiguous) {
+    alloc_like<Out>(out, in, {&in});
+    const In* x = ptr<In>(in);
+    Out* y = ptr<Out>(out);
+    parallel_for(in.data_size(), [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) y[i] = static_cast<Out>(f(static_cast<C>(x[i])));
+    });
+    return;
+  }
+  out.alloc();
+  Shape shape = in.shape();
+  std::array<Strides, 2> st{in.strides(), out.strides()};
+  collapse(shape, st);
+  const In* x = ptr<In>(in);
+  Out* y = ptr<Out>(out);
+  for_each_row<2>(shape, st, [&](const std::array<int64_t, 2>& o, int n, const std::array<int64_t, 2>& s) {
+    const In* xp = x + o[0];
+    Out* yp = y + o[1];
+    for (int i = 0; i < n; ++i) yp[i * s[1]] = static_cast<Out>(f(static_cast<C>(xp[i * s[0]])));
+  });
+}
+
+template <typename In, typename Out, typename F>
+void binary(const array& a, const array& b, array& out, F f) {
+  using C = compute_t<In>;
+  const In* x = ptr<In>(a);
+  const In* z = ptr<In>(b);
+  const bool as = a.data_size() == 1, bs = b.data_size() == 1;
+  const bool ac = a.flags().contiguous, bc = b.flags().contiguous;
+  if (out.size() == 1 || (ac && bc && a.strides() == b.strides()) || (as && bc) || (bs && ac)) {
+    const array& like = (as && !bs) ? b : a;
+    if (out.size() == 1) {
+      out.alloc();
+    } else {
+      alloc_like<Out>(out, like, {&a, &b});
+    }
+    Out* y = ptr<Out>(out);
+    size_t n = out.size() == 1 ? 1 : like.data_size();
+    if (as && !bs) {
+      const C xv = static_cast<C>(x[0]);
+      parallel_for(n, [&](size_t lo, size_t hi) {
+        for (size_t i = lo; i < hi; ++i) y[i] = static_cast<Out>(f(xv, static_cast<C>(z[i])));
+      });
+    } else if (bs && !as) {
+      const C zv = static_cast<C>(z[0]);
+      parallel_for(n, [&](size_t lo, size_t hi) {
+        for (size_t i = lo; i < hi; ++i) y[i] = static_cast<Out>(f(static_cast<C>(x[i]), zv));
+      });
+    } else {
+      parallel_for(n, [&](size_t lo, size_t hi) {
+        for (size_t i = lo; i < hi; ++i) y[i] = static_cast<Out>(f(static_cast<C>(x[i]), static_cast<C>(z[i])));
+      });
+    }
+    return;
+  }
+  out.alloc();
+  Shape shape = out.shape();
+  std::array<Strides, 3> st{a.strides(), b.strides(), out.strides()};
+  collapse(shape, st);
+  Out* y = ptr<Out>(out);
+  for_each_row<3>(shape, st, [&](const std::array<int64_t, 3>& o, int n, const std::array<int64_t, 3>& s) {
+    const In* xp = x + o[0];
+    const In* zp = z + o[1];
+    Out* yp = y + o[2];
+    if (s[0] == 1 && s[1] == 1 && s[2] == 1) {
+      for (int i = 0; i < n; ++i) yp[i] = static_cast<Out>(f(static_cast<C>(xp[i]), static_cast<C>(zp[i])));
+    } else if (s[0] == 0 && s[1] == 1 && s[2] == 1) {
+      const C xv = static_cast<C>(xp[0]);
+      for (int i = 0; i < n; ++i) yp[i] = static_cast<Out>(f(xv, static_cast<C>(zp[i])));
+    } else if (s[0] == 1 && s[1] == 0 && s[2] == 1) {
+      const C zv = static_cast<C>(zp[0]);
+      for (int i = 0; i < n; ++i) yp[i] = static_cast<Out>(f(static_cast<C>(xp[i]), zv));
+    } else {
+      for (int i = 0; i < n; ++i)
+        yp[i * s[2]] = static_cast<Out>(f(static_cast<C>(xp[i * s[0]]), static_cast<C>(zp[i * s[1]])));
+    }
+  });
+}
+
+/// out = f(c, a, b) with c of type Cond and a, b, out of type T.
+template <typename Cond, typename T, typename F>
+void ternary(const array& c, const array& a, const array& b, array& out, F f) {
+  const Cond* cp = ptr<Cond>(c);
+  const T* x = ptr<T>(a);
+  const T* z = ptr<T>(b);
+  if (a.flags().contiguous && b.flags().contiguous && c.flags().contiguous && a.strides() == b.strides() &&
+      a.strides() == c.strides()) {
+    alloc_like<T>(out, a, {&a, &b});
+    T* y = ptr<T>(out);
+    parallel_for(a.data_size(), [&](size_t lo, size_t hi) {
+      for (size_t i = lo; i < hi; ++i) y[i] = f(cp[i], x[i], z[i]);
+    });
+    return;
+  }
+  out.alloc();
+  Shape shape = out.shape();
+  std::array<Strides, 4> st{c.strides(), a.strides(), b.strides(), out.strides()};
+  collapse(shape, st);
+  T* y = ptr<T>(out);
+  for_each_row<4>(shape, st, [&](const std::array<int64_t, 4>& o, int n, const std::array<int64_t, 4>& s) {
+    for (int i = 0; i < n; ++i)
+      y[o[3] + i * s[3]] = f(cp[o[0] + i * s[0]], x[o[1] + i * s[1]], z[o[2] + i * s[2]]);
+  });
+}
+
+/// Copies (and converts) `src` into memory at `dst` laid out with `dst_strides` (elements of dst_dtype).
+void copy_strided(const array& src, void* dst, Dtype dst_dtype, const Strides& dst_strides);
+
+/// `src` itself when row-contiguous, otherwise an evaluated row-contiguous copy.
+array row_contiguous(const array& src);
+
+}  // namespace loom::kernels

@@ -1,0 +1,194 @@
+#include <cblas.h>
+
+#include "loom/core/primitive.h"
+#include "loom/ops/kernels/elementwise.h"
+#include "loom/ops/ops.h"
+#include "loom/ops/utils.h"
+
+namespace loom {
+
+using detail::msg;
+using detail::shape_str;
+
+namespace {
+
+// How a matrix operand is handed to BLAS: transposed or not, and its leading dimension.
+struct MatLayout {
+  bool trans = false;
+  int64_t ld = 0;
+  bool ok = false;
+};
+
+MatLayout mat_layout(const array& a) {
+  int nd = static_cast<int>(a.ndim());
+  int rows = a.shape()[nd - 2], cols = a.shape()[nd - 1];
+  int64_t rs = a.strides()[nd - 2], cs = a.strides()[nd - 1];
+  if ((cs == 1 || cols == 1) && rs >= std::max(cols, 1)) return {false, rs, true};
+  if ((rs == 1 || rows == 1) && cs >= std::max(rows, 1)) return {true, cs, true};
+  if (rows == 1 && cols == 1) return {false, 1, true};
+  return {};
+}
+
+template <typename T>
+void gemm(bool ta, bool tb, int M, int N, int K, const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A,
+                static_cast<int>(lda), B, static_cast<int>(ldb), 0.0f, C, static_cast<int>(ldc));
+  } else {
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0, A,
+                static_cast<int>(lda), B, static_cast<int>(ldb), 0.0, C, static_cast<int>(ldc));
+  }
+}
+
+template <typename T>
+void matmul_impl(const array& a_in, const array& b_in, array& out) {
+  out.alloc();
+  if (out.size() == 0) return;
+  int nd = static_cast<int>(out.ndim());
+  int M = out.shape()[nd - 2], N = out.shape()[nd - 1], K = a_in.shape()[nd - 1];
+  T* c = kernels::ptr<T>(out);
+  if (K == 0) {
+    std::fill(c, c + out.size(), T(0));
+    return;
+  }
+  MatLayout la = mat_layout(a_in), lb = mat_layout(b_in);
+  array a = la.ok ? a_in : kernels::row_contiguous(a_in);
+  array b = lb.ok ? b_in : kernels::row_contiguous(b_in);
+  if (!la.ok) la = mat_layout(a);
+  if (!lb.ok) lb = mat_layout(b);
+  const T* ap = kernels::ptr<T>(a);
+  const T* bp = kernels::ptr<T>(b);
+  size_t batch = out.size() / (size_t(M) * N);
+
+  // A batched, row-major `a` against one shared `b`: a single GEMM with batch*M rows.
+  bool b_shared = true;
+  for (int i = 0; i < nd - 2; ++i) b_shared &= b.strides()[i] == 0 || b.shape()[i] == 1;
+  bool a_stacked = !la.trans && (batch == 1 || a.flags().row_contiguous);
+  if (batch == 1 || (b_shared && a_stacked)) {
+    gemm<T>(la.trans, lb.trans, int(batch * M), N, K, ap, la.ld, bp, lb.ld, c, N);
+    return;
+  }
+  std::vector<int> idx(std::max(nd - 2, 0), 0);
+  for (size_t i = 0; i < batch; ++i) {
+    int64_t oa = 0, ob = 0;
+    for (int d = 0; d < nd - 2; ++d) {
+      oa += idx[d] * a.strides()[d];
+      ob += idx[d] * b.strides()[d];
+    }
+    gemm<T>(la.trans, lb.trans, M, N, K, ap + oa, la.ld, bp + ob, lb.ld, c + i * size_t(M) * N, N);
+    for (int d = nd - 3; d >= 0; --d) {
+      if (++idx[d] < out.shape()[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+class Matmul : public UnaryPrimitive {
+ public:
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    switch (out.dtype().val) {
+      case Dtype::Val::float32:
+        matmul_impl<float>(in[0], in[1], out);
+        break;
+      case Dtype::Val::float64:
+        matmul_impl<double>(in[0], in[1], out);
+        break;
+      default: {
+        // Half types: compute in float32.
+        array a = astype(in[0], float32), b = astype(in[1], float32);
+        array c(out.shape(), float32, std::make_shared<Matmul>(), {a, b});
+        array r = astype(c, out.dtype());
+        r.eval();
+        out.copy_shared_buffer(r);
+      }
+    }
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
+                         const std::vector<array>&) override {
+    std::vector<array> out;
+    for (int arg : argnums) {
+      if (arg == 0) out.push_back(matmul(cot[0], swapaxes(p[1], -1, -2)));
+      else out.push_back(matmul(swapaxes(p[0], -1, -2), cot[0]));
+    }
+    return out;
+  }
+  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t,
+                         const std::vector<int>& argnums) override {
+    std::optional<array> acc;
+    for (size_t i = 0; i < argnums.size(); ++i) {
+      array term = argnums[i] == 0 ? matmul(t[i], p[1]) : matmul(p[0], t[i]);
+      acc = acc ? add(*acc, term) : term;
+    }
+    return {*acc};
+  }
+  const char* name() const override { return "Matmul"; }
+};
+
+}  // namespace
+
+array matmul(const array& a_in, const array& b_in) {
+  if (a_in.ndim() == 0 || b_in.ndim() == 0) {
+    throw std::invalid_argument(msg("[matmul] needs arrays of at least 1 dimension; got shapes ",
+                                    shape_str(a_in.shape()), " and ", shape_str(b_in.shape())));
+  }
+  Dtype d = promote_types(a_in.dtype(), b_in.dtype());
+  if (!is_floating_point(d)) {
+    throw std::invalid_argument(msg("[matmul] needs floating-point arrays; got ", a_in.dtype(), " and ", b_in.dtype()));
+  }
+  array a = a_in.ndim() == 1 ? reshape(a_in, {1, a_in.shape()[0]}) : a_in;
+  array b = b_in.ndim() == 1 ? reshape(b_in, {b_in.shape()[0], 1}) : b_in;
+  int K = a.shape(-1);
+  if (b.shape(-2) != K) {
+    throw std::invalid_argument(msg("[matmul] inner dimensions differ: shapes ", shape_str(a_in.shape()), " and ",
+                                    shape_str(b_in.shape())));
+  }
+  Shape abatch(a.shape().begin(), a.shape().end() - 2), bbatch(b.shape().begin(), b.shape().end() - 2);
+  Shape batch;
+  try {
+    batch = broadcast_shapes(abatch, bbatch);
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument(msg("[matmul] batch dimensions of shapes ", shape_str(a_in.shape()), " and ",
+                                    shape_str(b_in.shape()), " do not broadcast"));
+  }
+  Shape ashape = batch, bshape = batch;
+  ashape.push_back(a.shape(-2));
+  ashape.push_back(K);
+  bshape.push_back(K);
+  bshape.push_back(b.shape(-1));
+  a = broadcast_to(astype(a, d), ashape);
+  b = broadcast_to(astype(b, d), bshape);
+  Shape out = batch;
+  out.push_back(ashape[ashape.size() - 2]);
+  out.push_back(bshape.back());
+  array c(out, d, std::make_shared<Matmul>(), {a, b});
+  if (a_in.ndim() == 1 && b_in.ndim() == 1) return reshape(c, {});
+  if (a_in.ndim() == 1) return squeeze(c, -2);
+  if (b_in.ndim() == 1) return squeeze(c, -1);
+  return c;
+}
+
+array addmm(const array& c, const array& a, const array& b, float alpha, float beta) {
+  array ab = matmul(a, b);
+  if (alpha != 1.0f) ab = multiply(ab, array(alpha, ab.dtype()));
+  if (beta == 0.0f) return ab;
+  return add(beta == 1.0f ? c : multiply(c, array(beta, c.dtype())), ab);
+}
+
+array outer(const array& a, const array& b) {
+  return multiply(reshape(flatten(a), {-1, 1}), reshape(flatten(b), {1, -1}));
+}
+
+array inner(const array& a, const array& b) {
+  if (a.ndim() == 0 || b.ndim() == 0) return multiply(a, b);
+  if (a.shape(-1) != b.shape(-1)) {
+    throw std::invalid_argument(msg("[inner] last dimensions differ: shapes ", shape_str(a.shape()), " and ",
+                                    shape_str(b.shape())));
+  }
+  int K = a.shape(-1);
+  Shape out(a.shape().begin(), a.shape().end() - 1);
+  out.insert(out.end(), b.shape().begin(), b.shape().end() - 1);
+  array r = matmul(reshape(a, {-1, K}), transpose(reshape(b, {-1, K})));
+  return reshape(r, out);
+}
+
+}  // namespace loom

@@ -1,0 +1,243 @@
+// The core op library: creation, elementwise math, reductions, shapes and linear algebra.
+// Every op validates its arguments, then records a node; nothing runs until eval.
+#pragma once
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "loom/core/array.h"
+
+namespace loom {
+
+// ---- creation ----
+array zeros(const Shape& shape, Dtype dtype = float32);
+array ones(const Shape& shape, Dtype dtype = float32);
+/// An array of `shape` filled with `value` (broadcast), cast to `dtype`.
+array full(const Shape& shape, const array& value, Dtype dtype);
+array full(const Shape& shape, const array& value);
+template <typename T>
+array full(const Shape& shape, T value, Dtype dtype = dtype_of<T>) {
+  return full(shape, array(value, dtype), dtype);
+}
+array zeros_like(const array& a);
+array ones_like(const array& a);
+/// Values start, start+step, ... below stop (numpy's arange).
+array arange(double start, double stop, double step = 1.0, Dtype dtype = float32);
+array arange(double stop, Dtype dtype = float32);
+array arange(int start, int stop, int step = 1);
+array arange(int stop);
+/// `num` evenly spaced values from start to stop inclusive.
+array linspace(double start, double stop, int num = 50, Dtype dtype = float32);
+/// Ones on the k-th diagonal of an n x m matrix.
+array eye(int n, int m, int k = 0, Dtype dtype = float32);
+array eye(int n, Dtype dtype = float32);
+array identity(int n, Dtype dtype = float32);
+
+/// Converts to `dtype` (a copy unless the dtype already matches).
+array astype(const array& a, Dtype dtype);
+/// A new array with the same values.
+array copy(const array& a);
+/// The same values with no gradient flowing back through it.
+array stop_gradient(const array& a);
+
+// ---- elementwise: unary ----
+array negative(const array& a);
+array abs(const array& a);
+array sign(const array& a);
+array square(const array& a);
+array sqrt(const array& a);
+array rsqrt(const array& a);
+array reciprocal(const array& a);
+array exp(const array& a);
+array expm1(const array& a);
+array log(const array& a);
+array log1p(const array& a);
+array log2(const array& a);
+array log10(const array& a);
+array sin(const array& a);
+array cos(const array& a);
+array tan(const array& a);
+array tanh(const array& a);
+array sigmoid(const array& a);
+array erf(const array& a);
+array erfinv(const array& a);
+array floor(const array& a);
+array ceil(const array& a);
+/// Rounds half to even, as numpy does.
+array round(const array& a);
+array logical_not(const array& a);
+array isnan(const array& a);
+array isinf(const array& a);
+array isfinite(const array& a);
+
+// ---- elementwise: binary (numpy broadcasting and promotion) ----
+array add(const array& a, const array& b);
+array subtract(const array& a, const array& b);
+array multiply(const array& a, const array& b);
+/// True division: integer inputs give float32.
+array divide(const array& a, const array& b);
+/// Rounds the quotient toward negative infinity.
+array floor_divide(const array& a, const array& b);
+/// The remainder with the sign of the divisor (Python's %).
+array remainder(const array& a, const array& b);
+array power(const array& a, const array& b);
+array maximum(const array& a, const array& b);
+array minimum(const array& a, const array& b);
+array arctan2(const array& a, const array& b);
+array equal(const array& a, const array& b);
+array not_equal(const array& a, const array& b);
+array less(const array& a, const array& b);
+array less_equal(const array& a, const array& b);
+array greater(const array& a, const array& b);
+array greater_equal(const array& a, const array& b);
+array logical_and(const array& a, const array& b);
+array logical_or(const array& a, const array& b);
+
+// ---- elementwise: ternary ----
+/// Picks x where cond is true and y elsewhere, broadcasting all three.
+array where(const array& cond, const array& x, const array& y);
+/// Limits values to [lo, hi]; either bound may be absent.
+array clip(const array& a, const std::optional<array>& lo, const std::optional<array>& hi);
+
+// ---- operators ----
+// A C++ scalar takes the array's dtype when that keeps its value's kind (x * 2.0f stays float16 for
+// a float16 x; an int array with a float scalar becomes float32).
+namespace detail {
+template <typename T>
+array scalar_like(T v, const array& like) {
+  Dtype d = like.dtype();
+  if constexpr (std::is_floating_point_v<T>) {
+    if (!is_floating_point(d)) d = float32;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    d = like.dtype();
+  } else {
+    if (d == bool_) d = dtype_of<T>;
+  }
+  return array(v, d);
+}
+}  // namespace detail
+
+#define LOOM_BINARY_OPERATOR(OP, FN)                                                             \
+  inline array operator OP(const array& a, const array& b) { return FN(a, b); }                   \
+  template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>                     \
+  array operator OP(const array& a, T b) {                                                        \
+    return FN(a, detail::scalar_like(b, a));                                                      \
+  }                                                                                               \
+  template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>                     \
+  array operator OP(T a, const array& b) {                                                        \
+    return FN(detail::scalar_like(a, b), b);                                                      \
+  }
+LOOM_BINARY_OPERATOR(+, add)
+LOOM_BINARY_OPERATOR(-, subtract)
+LOOM_BINARY_OPERATOR(*, multiply)
+LOOM_BINARY_OPERATOR(/, divide)
+LOOM_BINARY_OPERATOR(%, remainder)
+LOOM_BINARY_OPERATOR(==, equal)
+LOOM_BINARY_OPERATOR(!=, not_equal)
+LOOM_BINARY_OPERATOR(<, less)
+LOOM_BINARY_OPERATOR(<=, less_equal)
+LOOM_BINARY_OPERATOR(>, greater)
+LOOM_BINARY_OPERATOR(>=, greater_equal)
+LOOM_BINARY_OPERATOR(&&, logical_and)
+LOOM_BINARY_OPERATOR(||, logical_or)
+#undef LOOM_BINARY_OPERATOR
+inline array operator-(const array& a) { return negative(a); }
+inline array operator!(const array& a) { return logical_not(a); }
+
+// ---- reductions (axes may be negative; an empty axes list reduces nothing) ----
+array sum(const array& a, const std::vector<int>& axes, bool keepdims = false);
+array sum(const array& a, int axis, bool keepdims = false);
+array sum(const array& a, bool keepdims = false);
+array mean(const array& a, const std::vector<int>& axes, bool keepdims = false);
+array mean(const array& a, int axis, bool keepdims = false);
+array mean(const array& a, bool keepdims = false);
+array prod(const array& a, const std::vector<int>& axes, bool keepdims = false);
+array prod(const array& a, int axis, bool keepdims = false);
+array prod(const array& a, bool keepdims = false);
+array max(const array& a, const std::vector<int>& axes, bool keepdims = false);
+array max(const array& a, int axis, bool keepdims = false);
+array max(const array& a, bool keepdims = false);
+array min(const array& a, const std::vector<int>& axes, bool keepdims = false);
+array min(const array& a, int axis, bool keepdims = false);
+array min(const array& a, bool keepdims = false);
+array all(const array& a, const std::vector<int>& axes, bool keepdims = false);
+array all(const array& a, int axis, bool keepdims = false);
+array all(const array& a, bool keepdims = false);
+array any(const array& a, const std::vector<int>& axes, bool keepdims = false);
+array any(const array& a, int axis, bool keepdims = false);
+array any(const array& a, bool keepdims = false);
+/// Variance with `ddof` delta degrees of freedom (0: population variance).
+array var(const array& a, const std::vector<int>& axes, bool keepdims = false, int ddof = 0);
+array var(const array& a, int axis, bool keepdims = false, int ddof = 0);
+array var(const array& a, bool keepdims = false, int ddof = 0);
+array std(const array& a, const std::vector<int>& axes, bool keepdims = false, int ddof = 0);
+array std(const array& a, int axis, bool keepdims = false, int ddof = 0);
+array std(const array& a, bool keepdims = false, int ddof = 0);
+/// log(sum(exp(a))) computed without overflow.
+array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims = false);
+array logsumexp(const array& a, int axis, bool keepdims = false);
+array logsumexp(const array& a, bool keepdims = false);
+/// Index of the largest value along `axis` (the first one on ties), as int32.
+array argmax(const array& a, int axis, bool keepdims = false);
+/// Index into the flattened array.
+array argmax(const array& a, bool keepdims = false);
+array argmin(const array& a, int axis, bool keepdims = false);
+array argmin(const array& a, bool keepdims = false);
+array softmax(const array& a, const std::vector<int>& axes);
+array softmax(const array& a, int axis = -1);
+array log_softmax(const array& a, const std::vector<int>& axes);
+array log_softmax(const array& a, int axis = -1);
+/// Running sum along `axis`; `reverse` sums from the end, `inclusive=false` shifts by one.
+array cumsum(const array& a, int axis, bool reverse = false, bool inclusive = true);
+array cumsum(const array& a);
+
+// ---- shapes and views ----
+/// One dimension may be -1 (inferred). A view when the layout allows, a copy otherwise.
+array reshape(const array& a, Shape shape);
+array flatten(const array& a, int start_axis = 0, int end_axis = -1);
+array transpose(const array& a, std::vector<int> axes);
+array transpose(const array& a);
+array swapaxes(const array& a, int axis1, int axis2);
+array moveaxis(const array& a, int source, int destination);
+array squeeze(const array& a, const std::vector<int>& axes);
+array squeeze(const array& a, int axis);
+array squeeze(const array& a);
+array expand_dims(const array& a, const std::vector<int>& axes);
+array expand_dims(const array& a, int axis);
+array broadcast_to(const array& a, const Shape& shape);
+std::vector<array> broadcast_arrays(const std::vector<array>& inputs);
+Shape broadcast_shapes(const Shape& a, const Shape& b);
+/// Elements start[i] <= j < stop[i] in steps of strides[i] (numpy rules: negative values count
+/// from the end, bounds are clamped, steps may be negative).
+array slice(const array& a, Shape start, Shape stop, Shape strides);
+array slice(const array& a, Shape start, Shape stop);
+/// `src` with the slice [start:stop:strides] replaced by `update` (broadcast to the slice).
+array slice_update(const array& src, const array& update, Shape start, Shape stop, Shape strides);
+array slice_update(const array& src, const array& update, Shape start, Shape stop);
+array concatenate(const std::vector<array>& arrays, int axis = 0);
+array stack(const std::vector<array>& arrays, int axis = 0);
+/// Splits into `num_splits` equal parts along `axis`.
+std::vector<array> split(const array& a, int num_splits, int axis = 0);
+/// Splits before each listed index along `axis`.
+std::vector<array> split(const array& a, const std::vector<int>& indices, int axis = 0);
+/// Pads `axes` with `low[i]` values before and `high[i]` after, filled with `value`.
+array pad(const array& a, const std::vector<int>& axes, const Shape& low, const Shape& high,
+          const array& value = array(0));
+/// Pads every axis by (before, after) pairs.
+array pad(const array& a, const std::vector<std::pair<int, int>>& pad_width, const array& value = array(0));
+array pad(const array& a, int pad_width, const array& value = array(0));
+array tile(const array& a, std::vector<int> reps);
+array repeat(const array& a, int repeats, int axis);
+array repeat(const array& a, int repeats);
+
+// ---- linear algebra ----
+/// Matrix product with numpy semantics: 1-d operands are promoted, batch dimensions broadcast.
+array matmul(const array& a, const array& b);
+/// beta * c + alpha * (a @ b).
+array addmm(const array& c, const array& a, const array& b, float alpha = 1.0f, float beta = 1.0f);
+array outer(const array& a, const array& b);
+/// Sum product over the last axes of a and b.
+array inner(const array& a, const array& b);
+
+}  // namespace loom

@@ -1,0 +1,557 @@
+#include <algorithm>
+#include <numeric>
+
+#include "loom/core/primitive.h"
+#include "loom/ops/kernels/elementwise.h"
+#include "loom/ops/ops.h"
+#include "loom/ops/utils.h"
+
+namespace loom {
+
+using detail::msg;
+using detail::shape_str;
+
+namespace {
+
+enum class ReduceType { sum, prod, max, min, all, any };
+
+const char* reduce_name(ReduceType t) {
+  switch (t) {
+    case ReduceType::sum: return "sum";
+    case ReduceType::prod: return "prod";
+    case ReduceType::max: return "max";
+    case ReduceType::min: return "min";
+    case ReduceType::all: return "all";
+    case ReduceType::any: return "any";
+  }
+  return "reduce";
+}
+
+// Splits the dimensions of `in` into kept ones (with input and output strides) and reduced ones
+// (with input strides), each collapsed.
+struct ReducePlan {
+  Shape kept_shape;
+  std::array<Strides, 2> kept_strides;  // input, output
+  Shape red_shape;
+  Strides red_strides;
+};
+
+ReducePlan plan_reduce(const array& in, const array& out, const std::vector<int>& axes) {
+  ReducePlan p;
+  std::vector<std::pair<int64_t, int>> red;  // (input stride, size)
+  size_t k = 0;
+  for (int i = 0; i < static_cast<int>(in.ndim()); ++i) {
+    if (k < axes.size() && axes[k] == i) {
+      ++k;
+      if (in.shape()[i] != 1) red.push_back({in.strides()[i], in.shape()[i]});
+    } else {
+      p.kept_shape.push_back(in.shape()[i]);
+      p.kept_strides[0].push_back(in.strides()[i]);
+      p.kept_strides[1].push_back(out.strides()[i]);
+    }
+  }
+  kernels::collapse(p.kept_shape, p.kept_strides);
+  // Reduction order does not matter, so sort by stride (largest first) before merging.
+  std::stable_sort(red.begin(), red.end(), [](auto& a, auto& b) { return std::abs(a.first) > std::abs(b.first); });
+  for (auto& [st, n] : red) {
+    if (!p.red_shape.empty() && p.red_strides.back() == st * n) {
+      p.red_shape.back() *= n;
+      p.red_strides.back() = st;
+    } else {
+      p.red_shape.push_back(n);
+      p.red_strides.push_back(st);
+    }
+  }
+  return p;
+}
+
+// Visits every offset of the reduced dimensions.
+template <typename F>
+void for_each_reduced(const Shape& shape, const Strides& strides, F f) {
+  if (shape.empty()) {
+    f(int64_t(0));
+    return;
+  }
+  int nd = static_cast<int>(shape.size());
+  std::vector<int> idx(nd, 0);
+  int64_t off = 0;
+  while (true) {
+    f(off);
+    int d = nd - 1;
+    for (; d >= 0; --d) {
+      off += strides[d];
+      if (++idx[d] < shape[d]) break;
+      off -= strides[d] * shape[d];
+      idx[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+template <typename In, typename Out, typename Acc, typename Op>
+void reduce_kernel(const array& in, array& out, const std::vector<int>& axes, Acc init, Op op) {
+  out.alloc();
+  const In* x = kernels::ptr<In>(in);
+  Out* y = kernels::ptr<Out>(out);
+  if (out.size() == 0) return;
+  if (in.size() == 0) {
+    std::fill(y, y + out.size(), static_cast<Out>(init));
+    return;
+  }
+  ReducePlan p = plan_reduce(in, out, axes);
+  const bool inner_contig = p.red_shape.size() == 1 && p.red_strides[0] == 1;
+  if (inner_contig) {
+    const int64_t n = p.red_shape[0];
+    kernels::for_each_row<2>(p.kept_shape, p.kept_strides,
+                             [&](const std::array<int64_t, 2>& o, int cnt, const std::array<int64_t, 2>& s) {
+                               for (int j = 0; j < cnt; ++j) {
+                                 const In* xp = x + o[0] + j * s[0];
+                                 Acc lanes[8] = {init, init, init, init, init, init, init, init};
+                                 int64_t i = 0;
+                                 for (; i + 8 <= n; i += 8) {
+                                   for (int l = 0; l < 8; ++l) lanes[l] = op(lanes[l], static_cast<Acc>(xp[i + l]));
+                                 }
+                                 Acc acc = init;
+                                 for (int l = 0; l < 8; ++l) acc = op(acc, lanes[l]);
+                                 for (; i < n; ++i) acc = op(acc, static_cast<Acc>(xp[i]));
+                                 y[o[1] + j * s[1]] = static_cast<Out>(acc);
+                               }
+                             });
+    return;
+  }
+  const bool outer = p.kept_shape.size() == 1 && p.kept_strides[0][0] == 1 && p.kept_strides[1][0] == 1;
+  if (outer) {
+    // Reduce the leading axes: accumulate whole rows into the (contiguous) output.
+    const int64_t k = p.kept_shape[0];
+    kernels::parallel_for(static_cast<size_t>(k), [&](size_t b, size_t e) {
+      std::vector<Acc> acc(e - b, init);
+      for_each_reduced(p.red_shape, p.red_strides, [&](int64_t off) {
+        const In* xp = x + off;
+        for (size_t j = b; j < e; ++j) acc[j - b] = op(acc[j - b], static_cast<Acc>(xp[j]));
+      });
+      for (size_t j = b; j < e; ++j) y[j] = static_cast<Out>(acc[j - b]);
+    }, 4096);
+    return;
+  }
+  kernels::for_each_row<2>(p.kept_shape, p.kept_strides,
+                           [&](const std::array<int64_t, 2>& o, int cnt, const std::array<int64_t, 2>& s) {
+                             for (int j = 0; j < cnt; ++j) {
+                               const In* xp = x + o[0] + j * s[0];
+                               Acc acc = init;
+                               for_each_reduced(p.red_shape, p.red_strides,
+                                                [&](int64_t off) { acc = op(acc, static_cast<Acc>(xp[off])); });
+                               y[o[1] + j * s[1]] = static_cast<Out>(acc);
+                             }
+                           });
+}
+
+template <typename T>
+T lowest() {
+  if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
+  else return std::numeric_limits<T>::lowest();
+}
+template <typename T>
+T highest() {
+  if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::infinity();
+  else return std::numeric_limits<T>::max();
+}
+
+class Reduce : public UnaryPrimitive {
+ public:
+  Reduce(ReduceType t, std::vector<int> axes) : type_(t), axes_(std::move(axes)) {}
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    const array& x = in[0];
+    switch (type_) {
+      case ReduceType::all:
+        LOOM_DISPATCH_ALL(x.dtype(), T, {
+          reduce_kernel<T, bool, bool>(x, out, axes_, true, [](bool a, bool b) { return a && b; });
+        });
+        return;
+      case ReduceType::any:
+        LOOM_DISPATCH_ALL(x.dtype(), T, {
+          reduce_kernel<T, bool, bool>(x, out, axes_, false, [](bool a, bool b) { return a || b; });
+        });
+        return;
+      default:
+        break;
+    }
+    LOOM_DISPATCH_ALL(x.dtype(), T, {
+      if constexpr (!std::is_same_v<T, bool>) {
+        using A = std::conditional_t<is_half_v<T>, float, std::conditional_t<std::is_same_v<T, uint8_t>, int32_t, T>>;
+        switch (type_) {
+          case ReduceType::sum:
+            if (out.dtype() == int32) reduce_kernel<T, int32_t, int32_t>(x, out, axes_, 0, std::plus<int32_t>());
+            else reduce_kernel<T, T, A>(x, out, axes_, A(0), [](A a, A b) { return a + b; });
+            break;
+          case ReduceType::prod:
+            if (out.dtype() == int32) reduce_kernel<T, int32_t, int32_t>(x, out, axes_, 1, std::multiplies<int32_t>());
+            else reduce_kernel<T, T, A>(x, out, axes_, A(1), [](A a, A b) { return a * b; });
+            break;
+          case ReduceType::max:
+            reduce_kernel<T, T, A>(x, out, axes_, lowest<A>(), [](A a, A b) {
+              if constexpr (std::is_floating_point_v<A>) {
+                if (std::isnan(a)) return a;
+              }
+              return (b > a || b != b) ? b : a;
+            });
+            break;
+          case ReduceType::min:
+            reduce_kernel<T, T, A>(x, out, axes_, highest<A>(), [](A a, A b) {
+              if constexpr (std::is_floating_point_v<A>) {
+                if (std::isnan(a)) return a;
+              }
+              return (b < a || b != b) ? b : a;
+            });
+            break;
+          default:
+            break;
+        }
+      } else {
+        // bool: sum and prod count in int32; max/min are any/all.
+        switch (type_) {
+          case ReduceType::sum:
+            reduce_kernel<bool, int32_t, int32_t>(x, out, axes_, 0, std::plus<int32_t>());
+            break;
+          case ReduceType::prod:
+            reduce_kernel<bool, int32_t, int32_t>(x, out, axes_, 1, std::multiplies<int32_t>());
+            break;
+          case ReduceType::max:
+            reduce_kernel<bool, bool, bool>(x, out, axes_, false, [](bool a, bool b) { return a || b; });
+            break;
+          default:
+            reduce_kernel<bool, bool, bool>(x, out, axes_, true, [](bool a, bool b) { return a && b; });
+            break;
+        }
+      }
+    });
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
+                         const std::vector<array>& outputs) override {
+    return {input_grad(p[0], outputs[0], cot[0])};
+  }
+  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t, const std::vector<int>&) override {
+    const array& x = p[0];
+    if (type_ == ReduceType::sum) return {sum(t[0], axes_, true)};
+    array y(shape_with_ones(x.shape()), x.dtype(), std::make_shared<Reduce>(type_, axes_), {x});
+    // Both prod and max/min are linear in the tangent with the weights the vjp uses.
+    return {sum(multiply(t[0], input_grad(x, y, ones_like(y))), axes_, true)};
+  }
+  const char* name() const override { return "Reduce"; }
+  void print(std::ostream& os) const override { os << "Reduce(" << reduce_name(type_) << ")"; }
+  bool is_differentiable() const override { return type_ != ReduceType::all && type_ != ReduceType::any; }
+
+ private:
+  Shape shape_with_ones(Shape s) const {
+    for (int a : axes_) s[a] = 1;
+    return s;
+  }
+  // d out / d x weighted by the (keepdims-shaped) cotangent v.
+  array input_grad(const array& x, const array& y, const array& v) const {
+    switch (type_) {
+      case ReduceType::sum:
+        return broadcast_to(v, x.shape());
+      case ReduceType::prod: {
+        // Product of all other elements, exact when some elements are zero: move the reduced axes
+        // last, flatten them, and multiply exclusive running products from both ends.
+        int nd = static_cast<int>(x.ndim());
+        std::vector<int> perm, inv(nd);
+        for (int i = 0; i < nd; ++i) {
+          if (!std::binary_search(axes_.begin(), axes_.end(), i)) perm.push_back(i);
+        }
+        perm.insert(perm.end(), axes_.begin(), axes_.end());
+        for (int i = 0; i < nd; ++i) inv[perm[i]] = i;
+        array xt = transpose(x, perm);
+        Shape tshape = xt.shape();
+        int lead = nd - static_cast<int>(axes_.size());
+        Shape flat(tshape.begin(), tshape.begin() + lead);
+        flat.push_back(-1);
+        array xf = reshape(xt, flat);
+        array others = multiply(cumprod(xf, -1, false, false), cumprod(xf, -1, true, false));
+        array g = transpose(reshape(others, tshape), inv);
+        return multiply(broadcast_to(v, x.shape()), g);
+      }
+      case ReduceType::max:
+      case ReduceType::min: {
+        // Ties share the gradient evenly.
+        array mask = astype(equal(x, y), v.dtype());
+        return multiply(broadcast_to(v, x.shape()), divide(mask, sum(mask, axes_, true)));
+      }
+      default:
+        return zeros_like(x);
+    }
+  }
+  static array cumprod(const array& a, int axis, bool reverse, bool inclusive);
+
+  ReduceType type_;
+  std::vector<int> axes_;
+};
+
+// ---- scans ----
+enum class ScanType { sum, prod };
+
+class Scan : public UnaryPrimitive {
+ public:
+  Scan(ScanType t, int axis, bool reverse, bool inclusive)
+      : type_(t), axis_(axis), reverse_(reverse), inclusive_(inclusive) {}
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    const array& x = in[0];
+    out.alloc();
+    if (out.size() == 0) return;
+    Shape kept;
+    std::array<Strides, 2> st;
+    for (int i = 0; i < static_cast<int>(x.ndim()); ++i) {
+      if (i == axis_) continue;
+      kept.push_back(x.shape()[i]);
+      st[0].push_back(x.strides()[i]);
+      st[1].push_back(out.strides()[i]);
+    }
+    kernels::collapse(kept, st);
+    const int n = x.shape()[axis_];
+    const int64_t xs = x.strides()[axis_], ys = out.strides()[axis_];
+    LOOM_DISPATCH_ALL(out.dtype(), T, {
+      LOOM_DISPATCH_ALL(x.dtype(), S, {
+        using A = std::conditional_t<std::is_floating_point_v<compute_t<T>>, compute_t<T>, T>;
+        const S* xp0 = kernels::ptr<S>(x);
+        T* yp0 = kernels::ptr<T>(out);
+        const bool is_sum = type_ == ScanType::sum;
+        kernels::for_each_row<2>(kept, st, [&](const std::array<int64_t, 2>& o, int cnt, const std::array<int64_t, 2>& s) {
+          for (int j = 0; j < cnt; ++j) {
+            const S* xp = xp0 + o[0] + j * s[0];
+            T* yp = yp0 + o[1] + j * s[1];
+            A acc = is_sum ? A(0) : A(1);
+            for (int k = 0; k < n; ++k) {
+              int i = reverse_ ? n - 1 - k : k;
+              A v = cast_value<A>(xp[i * xs]);
+              if (inclusive_) acc = is_sum ? A(acc + v) : A(acc * v);
+              yp[i * ys] = cast_value<T>(acc);
+              if (!inclusive_) acc = is_sum ? A(acc + v) : A(acc * v);
+            }
+          }
+        });
+      });
+    });
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
+                         const std::vector<array>& outputs) override {
+    if (type_ == ScanType::sum) return {cumsum(cot[0], axis_, !reverse_, inclusive_)};
+    // prod: d y_j / d x_i = y_j / x_i for the terms that include x_i (x nonzero).
+    array s = (inclusive_ ? cumsum(multiply(cot[0], outputs[0]), axis_, !reverse_, true)
+                          : cumsum(multiply(cot[0], outputs[0]), axis_, !reverse_, false));
+    return {divide(s, p[0])};
+  }
+  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t, const std::vector<int>&) override {
+    if (type_ == ScanType::sum) return {cumsum(t[0], axis_, reverse_, inclusive_)};
+    array y(p[0].shape(), p[0].dtype(), std::make_shared<Scan>(type_, axis_, reverse_, inclusive_), {p[0]});
+    return {multiply(y, cumsum(divide(t[0], p[0]), axis_, reverse_, inclusive_))};
+  }
+  const char* name() const override { return type_ == ScanType::sum ? "CumSum" : "CumProd"; }
+
+ private:
+  ScanType type_;
+  int axis_;
+  bool reverse_, inclusive_;
+};
+
+array Reduce::cumprod(const array& a, int axis, bool reverse, bool inclusive) {
+  int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "cumprod");
+  return array(a.shape(), a.dtype(), std::make_shared<Scan>(ScanType::prod, ax, reverse, inclusive), {a});
+}
+
+// ---- arg reductions ----
+class ArgReduce : public UnaryPrimitive {
+ public:
+  ArgReduce(bool is_max, int axis) : is_max_(is_max), axis_(axis) {}
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    const array& x = in[0];
+    out.alloc();
+    Shape kept;
+    std::array<Strides, 2> st;
+    for (int i = 0; i < static_cast<int>(x.ndim()); ++i) {
+      if (i == axis_) continue;
+      kept.push_back(x.shape()[i]);
+      st[0].push_back(x.strides()[i]);
+      st[1].push_back(out.strides()[i]);
+    }
+    if (out.size() == 0) return;
+    kernels::collapse(kept, st);
+    const int n = x.shape()[axis_];
+    const int64_t xs = x.strides()[axis_];
+    int32_t* y = kernels::ptr<int32_t>(out);
+    LOOM_DISPATCH_ALL(x.dtype(), T, {
+      using C = compute_t<T>;
+      const T* x0 = kernels::ptr<T>(x);
+      kernels::for_each_row<2>(kept, st, [&](const std::array<int64_t, 2>& o, int cnt, const std::array<int64_t, 2>& s) {
+        for (int j = 0; j < cnt; ++j) {
+          const T* xp = x0 + o[0] + j * s[0];
+          int32_t best = 0;
+          C bv = static_cast<C>(xp[0]);
+          for (int i = 1; i < n; ++i) {
+            C v = static_cast<C>(xp[i * xs]);
+            if constexpr (std::is_floating_point_v<C>) {
+              if (bv != bv) break;  // the first NaN wins
+              if (v != v) {
+                best = i;
+                break;
+              }
+            }
+            if (is_max_ ? (v > bv) : (v < bv)) {
+              bv = v;
+              best = i;
+            }
+          }
+          y[o[1] + j * s[1]] = best;
+        }
+      });
+    });
+  }
+  const char* name() const override { return is_max_ ? "ArgMax" : "ArgMin"; }
+  bool is_differentiable() const override { return false; }
+
+ private:
+  bool is_max_;
+  int axis_;
+};
+
+std::vector<int> all_axes(const array& a) {
+  std::vector<int> axes(a.ndim());
+  std::iota(axes.begin(), axes.end(), 0);
+  return axes;
+}
+
+array reduce(const array& a, const std::vector<int>& axes_in, bool keepdims, ReduceType type) {
+  const char* name = reduce_name(type);
+  auto axes = detail::normalize_axes(axes_in, static_cast<int>(a.ndim()), name);
+  if ((type == ReduceType::max || type == ReduceType::min)) {
+    for (int ax : axes) {
+      if (a.shape()[ax] == 0) {
+        throw std::invalid_argument(msg("[", name, "] cannot reduce the empty axis ", ax, " of shape ",
+                                        shape_str(a.shape()), ": it has no identity"));
+      }
+    }
+  }
+  if (axes.empty()) return a;
+  Dtype out_dtype = a.dtype();
+  if (type == ReduceType::all || type == ReduceType::any) out_dtype = bool_;
+  else if ((type == ReduceType::sum || type == ReduceType::prod) && (a.dtype() == bool_ || a.dtype() == uint8))
+    out_dtype = int32;
+  Shape kshape = a.shape();
+  for (int ax : axes) kshape[ax] = 1;
+  array out(kshape, out_dtype, std::make_shared<Reduce>(type, axes), {a});
+  return keepdims ? out : squeeze(out, axes);
+}
+
+size_t reduced_count(const array& a, const std::vector<int>& axes) {
+  auto ax = detail::normalize_axes(axes, static_cast<int>(a.ndim()), "mean");
+  size_t n = 1;
+  for (int i : ax) n *= a.shape()[i];
+  return n;
+}
+
+}  // namespace
+
+#define LOOM_REDUCTION(FN, TYPE)                                                                             \
+  array FN(const array& a, const std::vector<int>& axes, bool keepdims) { return reduce(a, axes, keepdims, TYPE); } \
+  array FN(const array& a, int axis, bool keepdims) { return reduce(a, {axis}, keepdims, TYPE); }          \
+  array FN(const array& a, bool keepdims) { return reduce(a, all_axes(a), keepdims, TYPE); }
+LOOM_REDUCTION(sum, ReduceType::sum)
+LOOM_REDUCTION(prod, ReduceType::prod)
+LOOM_REDUCTION(max, ReduceType::max)
+LOOM_REDUCTION(min, ReduceType::min)
+LOOM_REDUCTION(all, ReduceType::all)
+LOOM_REDUCTION(any, ReduceType::any)
+#undef LOOM_REDUCTION
+
+array mean(const array& a, const std::vector<int>& axes, bool keepdims) {
+  size_t n = reduced_count(a, axes);
+  Dtype d = is_floating_point(a.dtype()) ? a.dtype() : float32;
+  array s = sum(astype(a, d), axes, keepdims);
+  return multiply(s, array(n ? 1.0 / double(n) : std::nan(""), d));
+}
+array mean(const array& a, int axis, bool keepdims) { return mean(a, std::vector<int>{axis}, keepdims); }
+array mean(const array& a, bool keepdims) { return mean(a, all_axes(a), keepdims); }
+
+array var(const array& a, const std::vector<int>& axes, bool keepdims, int ddof) {
+  size_t n = reduced_count(a, axes);
+  Dtype d = is_floating_point(a.dtype()) ? a.dtype() : float32;
+  array x = astype(a, d);
+  array centered = subtract(x, mean(x, axes, true));
+  array s = sum(square(centered), axes, keepdims);
+  double denom = double(n) - ddof;
+  return multiply(s, array(denom > 0 ? 1.0 / denom : std::nan(""), d));
+}
+array var(const array& a, int axis, bool keepdims, int ddof) { return var(a, std::vector<int>{axis}, keepdims, ddof); }
+array var(const array& a, bool keepdims, int ddof) { return var(a, all_axes(a), keepdims, ddof); }
+array std(const array& a, const std::vector<int>& axes, bool keepdims, int ddof) {
+  return sqrt(var(a, axes, keepdims, ddof));
+}
+array std(const array& a, int axis, bool keepdims, int ddof) { return std(a, std::vector<int>{axis}, keepdims, ddof); }
+array std(const array& a, bool keepdims, int ddof) { return std(a, all_axes(a), keepdims, ddof); }
+
+namespace {
+// The max over `axes` (keepdims) with infinities replaced by 0, as a constant for stabilizing exps.
+array stable_shift(const array& x, const std::vector<int>& axes) {
+  array m = stop_gradient(max(x, axes, true));
+  return where(isinf(m), zeros_like(m), m);
+}
+}  // namespace
+
+array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims) {
+  Dtype d = is_floating_point(a.dtype()) ? a.dtype() : float32;
+  array x = astype(a, d);
+  if (x.size() == 0) return log(sum(exp(x), axes, keepdims));
+  array m = stable_shift(x, axes);
+  array out = add(log(sum(exp(subtract(x, m)), axes, true)), m);
+  return keepdims ? out : squeeze(out, detail::normalize_axes(axes, static_cast<int>(a.ndim()), "logsumexp"));
+}
+array logsumexp(const array& a, int axis, bool keepdims) { return logsumexp(a, std::vector<int>{axis}, keepdims); }
+array logsumexp(const array& a, bool keepdims) { return logsumexp(a, all_axes(a), keepdims); }
+
+array softmax(const array& a, const std::vector<int>& axes) {
+  Dtype d = is_floating_point(a.dtype()) ? a.dtype() : float32;
+  array x = astype(a, d);
+  array e = exp(subtract(x, stable_shift(x, axes)));
+  return divide(e, sum(e, axes, true));
+}
+array softmax(const array& a, int axis) { return softmax(a, std::vector<int>{axis}); }
+
+array log_softmax(const array& a, const std::vector<int>& axes) {
+  Dtype d = is_floating_point(a.dtype()) ? a.dtype() : float32;
+  array x = astype(a, d);
+  array shifted = subtract(x, stable_shift(x, axes));
+  return subtract(shifted, log(sum(exp(shifted), axes, true)));
+}
+array log_softmax(const array& a, int axis) { return log_softmax(a, std::vector<int>{axis}); }
+
+array argmax(const array& a, int axis, bool keepdims) {
+  int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "argmax");
+  if (a.shape()[ax] == 0) throw std::invalid_argument(msg("[argmax] axis ", ax, " of shape ", shape_str(a.shape()), " is empty"));
+  Shape s = a.shape();
+  s[ax] = 1;
+  array out(s, int32, std::make_shared<ArgReduce>(true, ax), {a});
+  return keepdims ? out : squeeze(out, ax);
+}
+array argmax(const array& a, bool keepdims) {
+  array out = argmax(flatten(a), 0, true);
+  return keepdims ? reshape(out, Shape(a.ndim(), 1)) : reshape(out, {});
+}
+array argmin(const array& a, int axis, bool keepdims) {
+  int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "argmin");
+  if (a.shape()[ax] == 0) throw std::invalid_argument(msg("[argmin] axis ", ax, " of shape ", shape_str(a.shape()), " is empty"));
+  Shape s = a.shape();
+  s[ax] = 1;
+  array out(s, int32, std::make_shared<ArgReduce>(false, ax), {a});
+  return keepdims ? out : squeeze(out, ax);
+}
+array argmin(const array& a, bool keepdims) {
+  array out = argmin(flatten(a), 0, true);
+  return keepdims ? reshape(out, Shape(a.ndim(), 1)) : reshape(out, {});
+}
+
+array cumsum(const array& a, int axis, bool reverse, bool inclusive) {
+  int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "cumsum");
+  Dtype d = (a.dtype() == bool_ || a.dtype() == uint8) ? int32 : a.dtype();
+  return array(a.shape(), d, std::make_shared<Scan>(ScanType::sum, ax, reverse, inclusive), {a});
+}
+array cumsum(const array& a) { return cumsum(flatten(a), 0); }
+
+}  // namespace loom

@@ -1,0 +1,630 @@
+#include <algorithm>
+#include <numeric>
+
+#include "loom/core/primitive.h"
+#include "loom/ops/kernels/elementwise.h"
+#include "loom/ops/ops.h"
+#include "loom/ops/utils.h"
+
+namespace loom {
+
+using detail::msg;
+using detail::shape_str;
+
+namespace {
+
+// Sets `out` to view `in` with new strides and an element offset.
+void make_view(const array& in, array& out, const Strides& strides, int64_t offset) {
+  size_t data_size;
+  auto flags = array::layout_flags(out.shape(), strides, &data_size);
+  out.copy_shared_buffer(in, strides, flags, data_size, offset);
+}
+
+std::vector<array> tangents_or_zeros(const std::vector<array>& primals, const std::vector<array>& tangents,
+                                     const std::vector<int>& argnums) {
+  std::vector<array> t;
+  for (auto& p : primals) t.push_back(zeros_like(p));
+  for (size_t i = 0; i < argnums.size(); ++i) t[argnums[i]] = tangents[i];
+  return t;
+}
+
+class Reshape : public UnaryPrimitive {
+ public:
+  explicit Reshape(Shape s) : shape_(std::move(s)) {}
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    const array& x = in[0];
+    if (x.flags().row_contiguous) {
+      make_view(x, out, out.strides(), 0);
+      return;
+    }
+    out.alloc();
+    kernels::copy_strided(x, out.raw_data(), out.dtype(), out.strides());
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
+                         const std::vector<array>&) override {
+    return {reshape(cot[0], p[0].shape())};
+  }
+  std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
+    return {reshape(t[0], shape_)};
+  }
+  const char* name() const override { return "Reshape"; }
+
+ private:
+  Shape shape_;
+};
+
+class Broadcast : public UnaryPrimitive {
+ public:
+  explicit Broadcast(Shape s) : shape_(std::move(s)) {}
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    const array& x = in[0];
+    int diff = static_cast<int>(out.ndim() - x.ndim());
+    Strides st(out.ndim(), 0);
+    for (size_t i = 0; i < x.ndim(); ++i) {
+      st[i + diff] = (x.shape()[i] == 1 && out.shape()[i + diff] != 1) ? 0 : x.strides()[i];
+    }
+    make_view(x, out, st, 0);
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
+                         const std::vector<array>&) override {
+    const Shape& in = p[0].shape();
+    int diff = static_cast<int>(shape_.size() - in.size());
+    std::vector<int> axes;
+    for (int i = 0; i < static_cast<int>(shape_.size()); ++i) {
+      if (i < diff || (in[i - diff] == 1 && shape_[i] != 1)) axes.push_back(i);
+    }
+    array g = axes.empty() ? cot[0] : sum(cot[0], axes, true);
+    return {reshape(g, in)};
+  }
+  std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
+    return {broadcast_to(t[0], shape_)};
+  }
+  const char* name() const override { return "Broadcast"; }
+
+ private:
+  Shape shape_;
+};
+
+class Transpose : public UnaryPrimitive {
+ public:
+  explicit Transpose(std::vector<int> axes) : axes_(std::move(axes)) {}
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    Strides st(axes_.size());
+    for (size_t i = 0; i < axes_.size(); ++i) st[i] = in[0].strides()[axes_[i]];
+    make_view(in[0], out, st, 0);
+  }
+  std::vector<array> vjp(const std::vector<array>&, const std::vector<array>& cot, const std::vector<int>&,
+                         const std::vector<array>&) override {
+    std::vector<int> inv(axes_.size());
+    for (size_t i = 0; i < axes_.size(); ++i) inv[axes_[i]] = static_cast<int>(i);
+    return {transpose(cot[0], inv)};
+  }
+  std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
+    return {transpose(t[0], axes_)};
+  }
+  const char* name() const override { return "Transpose"; }
+
+ private:
+  std::vector<int> axes_;
+};
+
+class Slice : public UnaryPrimitive {
+ public:
+  Slice(Shape start, Shape stop, Shape strides)
+      : start_(std::move(start)), stop_(std::move(stop)), strides_(std::move(strides)) {}
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    const array& x = in[0];
+    Strides st(x.ndim());
+    int64_t offset = 0;
+    for (size_t i = 0; i < x.ndim(); ++i) {
+      st[i] = x.strides()[i] * strides_[i];
+      if (out.shape()[i] > 0) offset += int64_t(start_[i]) * x.strides()[i];
+    }
+    if (out.size() == 0) offset = 0;
+    make_view(x, out, st, offset);
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
+                         const std::vector<array>&) override {
+    return {slice_update(zeros_like(p[0]), cot[0], start_, stop_, strides_)};
+  }
+  std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
+    return {slice(t[0], start_, stop_, strides_)};
+  }
+  const char* name() const override { return "Slice"; }
+
+ private:
+  Shape start_, stop_, strides_;
+};
+
+class SliceUpdate : public UnaryPrimitive {
+ public:
+  SliceUpdate(Shape start, Shape stop, Shape strides)
+      : start_(std::move(start)), stop_(std::move(stop)), strides_(std::move(strides)) {}
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    const array& src = in[0];
+    const array& upd = in[1];
+    if (src.is_donatable() && src.flags().row_contiguous) {
+      out.copy_shared_buffer(src);  // write the update in place
+    } else {
+      out.alloc();
+      kernels::copy_strided(src, out.raw_data(), out.dtype(), out.strides());
+    }
+    Strides st(out.ndim());
+    int64_t offset = 0;
+    for (size_t i = 0; i < out.ndim(); ++i) {
+      st[i] = out.strides()[i] * strides_[i];
+      offset += int64_t(start_[i]) * out.strides()[i];
+    }
+    if (upd.size() == 0) return;
+    char* base = static_cast<char*>(out.raw_data()) + offset * int64_t(out.itemsize());
+    kernels::copy_strided(upd, base, out.dtype(), st);
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
+                         const std::vector<array>&) override {
+    std::vector<array> out;
+    for (int arg : argnums) {
+      if (arg == 0) out.push_back(slice_update(cot[0], zeros_like(p[1]), start_, stop_, strides_));
+      else out.push_back(slice(cot[0], start_, stop_, strides_));
+    }
+    return out;
+  }
+  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t,
+                         const std::vector<int>& argnums) override {
+    auto tt = tangents_or_zeros(p, t, argnums);
+    return {slice_update(tt[0], tt[1], start_, stop_, strides_)};
+  }
+  const char* name() const override { return "SliceUpdate"; }
+
+ private:
+  Shape start_, stop_, strides_;
+};
+
+class Concatenate : public UnaryPrimitive {
+ public:
+  explicit Concatenate(int axis) : axis_(axis) {}
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    out.alloc();
+    int64_t offset = 0;
+    for (const array& x : in) {
+      char* base = static_cast<char*>(out.raw_data()) + offset * int64_t(out.itemsize());
+      kernels::copy_strided(x, base, out.dtype(), out.strides());
+      offset += int64_t(x.shape()[axis_]) * out.strides()[axis_];
+    }
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
+                         const std::vector<array>&) override {
+    std::vector<int> starts;
+    int s = 0;
+    for (auto& x : p) {
+      starts.push_back(s);
+      s += x.shape()[axis_];
+    }
+    std::vector<array> out;
+    for (int arg : argnums) {
+      Shape start(cot[0].ndim(), 0), stop = cot[0].shape();
+      start[axis_] = starts[arg];
+      stop[axis_] = starts[arg] + p[arg].shape()[axis_];
+      out.push_back(slice(cot[0], start, stop));
+    }
+    return out;
+  }
+  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t,
+                         const std::vector<int>& argnums) override {
+    return {concatenate(tangents_or_zeros(p, t, argnums), axis_)};
+  }
+  const char* name() const override { return "Concatenate"; }
+
+ private:
+  int axis_;
+};
+
+class Pad : public UnaryPrimitive {
+ public:
+  Pad(std::vector<int> axes, Shape low, Shape high) : axes_(std::move(axes)), low_(std::move(low)), high_(std::move(high)) {}
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    const array& x = in[0];
+    out.alloc();
+    LOOM_DISPATCH_ALL(out.dtype(), T, {
+      T v = *kernels::ptr<T>(in[1]);
+      T* y = kernels::ptr<T>(out);
+      kernels::parallel_for(out.size(), [&](size_t b, size_t e) { std::fill(y + b, y + e, v); });
+    });
+    int64_t offset = 0;
+    for (size_t i = 0; i < axes_.size(); ++i) offset += int64_t(low_[i]) * out.strides()[axes_[i]];
+    char* base = static_cast<char*>(out.raw_data()) + offset * int64_t(out.itemsize());
+    kernels::copy_strided(x, base, out.dtype(), out.strides());
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
+                         const std::vector<array>&) override {
+    array inner = interior(cot[0], p[0].shape());
+    std::vector<array> out;
+    for (int arg : argnums) {
+      if (arg == 0) out.push_back(inner);
+      else out.push_back(subtract(sum(cot[0]), sum(inner)));
+    }
+    return out;
+  }
+  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t,
+                         const std::vector<int>& argnums) override {
+    auto tt = tangents_or_zeros(p, t, argnums);
+    return {pad(tt[0], axes_, low_, high_, tt[1])};
+  }
+  const char* name() const override { return "Pad"; }
+
+ private:
+  array interior(const array& a, const Shape& in_shape) const {
+    Shape start(a.ndim(), 0), stop = in_shape;
+    for (size_t i = 0; i < axes_.size(); ++i) {
+      start[axes_[i]] = low_[i];
+      stop[axes_[i]] = low_[i] + in_shape[axes_[i]];
+    }
+    return slice(a, start, stop);
+  }
+  std::vector<int> axes_;
+  Shape low_, high_;
+};
+
+// Normalizes numpy-style slice bounds in place; returns the output shape.
+Shape normalize_slice(const Shape& shape, Shape& start, Shape& stop, const Shape& strides, const char* op) {
+  if (start.size() != shape.size() || stop.size() != shape.size() || strides.size() != shape.size()) {
+    throw std::invalid_argument(msg("[", op, "] start, stop and strides need one entry per dimension of ",
+                                    shape_str(shape), "; got ", start.size(), ", ", stop.size(), ", ",
+                                    strides.size()));
+  }
+  Shape out(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) {
+    int n = shape[i], st = strides[i];
+    if (st == 0) throw std::invalid_argument(msg("[", op, "] slice step of axis ", i, " is zero"));
+    auto fix = [&](int v) {
+      if (v < 0) v += n;
+      return st > 0 ? std::clamp(v, 0, n) : std::clamp(v, -1, n - 1);
+    };
+    start[i] = fix(start[i]);
+    stop[i] = fix(stop[i]);
+    int64_t count = st > 0 ? (int64_t(stop[i]) - start[i] + st - 1) / st : (int64_t(start[i]) - stop[i] - st - 1) / -st;
+    out[i] = static_cast<int>(std::max<int64_t>(count, 0));
+  }
+  return out;
+}
+
+}  // namespace
+
+Shape broadcast_shapes(const Shape& a, const Shape& b) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1) {
+      throw std::invalid_argument(msg("[broadcast_shapes] shapes ", shape_str(a), " and ", shape_str(b),
+                                      " cannot be broadcast together"));
+    }
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+array reshape(const array& a, Shape shape) {
+  int infer = -1;
+  size_t known = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      if (infer >= 0) throw std::invalid_argument(msg("[reshape] more than one -1 in shape ", shape_str(shape)));
+      infer = static_cast<int>(i);
+    } else if (shape[i] < 0) {
+      throw std::invalid_argument(msg("[reshape] negative dimension in shape ", shape_str(shape)));
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || a.size() % known != 0) {
+      throw std::invalid_argument(msg("[reshape] cannot infer the -1 of ", shape_str(shape), " for an array of ",
+                                      a.size(), " elements ", shape_str(a.shape())));
+    }
+    shape[infer] = static_cast<int>(a.size() / known);
+    known *= shape[infer];
+  }
+  if (known != a.size()) {
+    throw std::invalid_argument(msg("[reshape] cannot reshape an array of shape ", shape_str(a.shape()), " (",
+                                    a.size(), " elements) to ", shape_str(shape)));
+  }
+  if (shape == a.shape()) return a;
+  Shape s = shape;
+  return array(std::move(shape), a.dtype(), std::make_shared<Reshape>(std::move(s)), {a});
+}
+
+array flatten(const array& a, int start_axis, int end_axis) {
+  int nd = static_cast<int>(a.ndim());
+  if (nd == 0) return reshape(a, {1});
+  int s = detail::normalize_axis(start_axis, nd, "flatten");
+  int e = detail::normalize_axis(end_axis, nd, "flatten");
+  if (s > e) throw std::invalid_argument(msg("[flatten] start_axis ", start_axis, " is after end_axis ", end_axis));
+  Shape shape(a.shape().begin(), a.shape().begin() + s);
+  int m = 1;
+  for (int i = s; i <= e; ++i) m *= a.shape()[i];
+  shape.push_back(m);
+  shape.insert(shape.end(), a.shape().begin() + e + 1, a.shape().end());
+  return reshape(a, shape);
+}
+
+array transpose(const array& a, std::vector<int> axes) {
+  int nd = static_cast<int>(a.ndim());
+  if (static_cast<int>(axes.size()) != nd) {
+    throw std::invalid_argument(msg("[transpose] ", axes.size(), " axes given for an array of ", nd, " dimensions"));
+  }
+  std::vector<bool> seen(nd, false);
+  for (auto& ax : axes) {
+    ax = detail::normalize_axis(ax, nd, "transpose");
+    if (seen[ax]) throw std::invalid_argument(msg("[transpose] axis ", ax, " is repeated"));
+    seen[ax] = true;
+  }
+  bool identity = true;
+  for (int i = 0; i < nd; ++i) identity &= axes[i] == i;
+  if (identity) return a;
+  Shape shape(nd);
+  for (int i = 0; i < nd; ++i) shape[i] = a.shape()[axes[i]];
+  return array(std::move(shape), a.dtype(), std::make_shared<Transpose>(std::move(axes)), {a});
+}
+
+array transpose(const array& a) {
+  std::vector<int> axes(a.ndim());
+  std::iota(axes.rbegin(), axes.rend(), 0);
+  return transpose(a, axes);
+}
+
+array swapaxes(const array& a, int axis1, int axis2) {
+  int nd = static_cast<int>(a.ndim());
+  int a1 = detail::normalize_axis(axis1, nd, "swapaxes"), a2 = detail::normalize_axis(axis2, nd, "swapaxes");
+  std::vector<int> axes(nd);
+  std::iota(axes.begin(), axes.end(), 0);
+  std::swap(axes[a1], axes[a2]);
+  return transpose(a, axes);
+}
+
+array moveaxis(const array& a, int source, int destination) {
+  int nd = static_cast<int>(a.ndim());
+  int s = detail::normalize_axis(source, nd, "moveaxis"), d = detail::normalize_axis(destination, nd, "moveaxis");
+  std::vector<int> axes;
+  for (int i = 0; i < nd; ++i) {
+    if (i != s) axes.push_back(i);
+  }
+  axes.insert(axes.begin() + d, s);
+  return transpose(a, axes);
+}
+
+array squeeze(const array& a, const std::vector<int>& axes) {
+  auto ax = detail::normalize_axes(axes, static_cast<int>(a.ndim()), "squeeze");
+  Shape shape;
+  size_t k = 0;
+  for (int i = 0; i < static_cast<int>(a.ndim()); ++i) {
+    if (k < ax.size() && ax[k] == i) {
+      if (a.shape()[i] != 1) {
+        throw std::invalid_argument(msg("[squeeze] axis ", i, " of shape ", shape_str(a.shape()), " has size ",
+                                        a.shape()[i], ", not 1"));
+      }
+      ++k;
+    } else {
+      shape.push_back(a.shape()[i]);
+    }
+  }
+  return reshape(a, shape);
+}
+array squeeze(const array& a, int axis) { return squeeze(a, std::vector<int>{axis}); }
+array squeeze(const array& a) {
+  Shape shape;
+  for (int s : a.shape()) {
+    if (s != 1) shape.push_back(s);
+  }
+  return reshape(a, shape);
+}
+
+array expand_dims(const array& a, const std::vector<int>& axes) {
+  int out_nd = static_cast<int>(a.ndim() + axes.size());
+  auto ax = detail::normalize_axes(axes, out_nd, "expand_dims");
+  Shape shape;
+  size_t k = 0, j = 0;
+  for (int i = 0; i < out_nd; ++i) {
+    if (k < ax.size() && ax[k] == i) {
+      shape.push_back(1);
+      ++k;
+    } else {
+      shape.push_back(a.shape()[j++]);
+    }
+  }
+  return reshape(a, shape);
+}
+array expand_dims(const array& a, int axis) { return expand_dims(a, std::vector<int>{axis}); }
+
+array broadcast_to(const array& a, const Shape& shape) {
+  if (a.shape() == shape) return a;
+  Shape b;
+  try {
+    b = broadcast_shapes(a.shape(), shape);
+  } catch (const std::invalid_argument&) {
+    b.clear();
+  }
+  if (b != shape) {
+    throw std::invalid_argument(msg("[broadcast_to] cannot broadcast shape ", shape_str(a.shape()), " to ",
+                                    shape_str(shape)));
+  }
+  return array(shape, a.dtype(), std::make_shared<Broadcast>(shape), {a});
+}
+
+std::vector<array> broadcast_arrays(const std::vector<array>& inputs) {
+  Shape shape;
+  for (auto& x : inputs) shape = broadcast_shapes(shape, x.shape());
+  std::vector<array> out;
+  for (auto& x : inputs) out.push_back(broadcast_to(x, shape));
+  return out;
+}
+
+array slice(const array& a, Shape start, Shape stop, Shape strides) {
+  Shape shape = normalize_slice(a.shape(), start, stop, strides, "slice");
+  if (shape == a.shape() && std::all_of(strides.begin(), strides.end(), [](int s) { return s == 1; })) return a;
+  return array(std::move(shape), a.dtype(), std::make_shared<Slice>(std::move(start), std::move(stop), std::move(strides)),
+               {a});
+}
+array slice(const array& a, Shape start, Shape stop) {
+  return slice(a, std::move(start), std::move(stop), Shape(a.ndim(), 1));
+}
+
+array slice_update(const array& src, const array& update, Shape start, Shape stop, Shape strides) {
+  Shape shape = normalize_slice(src.shape(), start, stop, strides, "slice_update");
+  array upd = astype(update, src.dtype());
+  try {
+    upd = broadcast_to(upd, shape);
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument(msg("[slice_update] update of shape ", shape_str(update.shape()),
+                                    " does not broadcast to the slice shape ", shape_str(shape)));
+  }
+  return array(src.shape(), src.dtype(),
+               std::make_shared<SliceUpdate>(std::move(start), std::move(stop), std::move(strides)), {src, upd});
+}
+array slice_update(const array& src, const array& update, Shape start, Shape stop) {
+  return slice_update(src, update, std::move(start), std::move(stop), Shape(src.ndim(), 1));
+}
+
+array concatenate(const std::vector<array>& arrays, int axis) {
+  if (arrays.empty()) throw std::invalid_argument("[concatenate] needs at least one array");
+  int nd = static_cast<int>(arrays[0].ndim());
+  if (nd == 0) throw std::invalid_argument("[concatenate] cannot concatenate 0-d arrays");
+  int ax = detail::normalize_axis(axis, nd, "concatenate");
+  Shape shape = arrays[0].shape();
+  Dtype d = arrays[0].dtype();
+  for (size_t i = 1; i < arrays.size(); ++i) {
+    const Shape& s = arrays[i].shape();
+    bool ok = static_cast<int>(s.size()) == nd;
+    for (int j = 0; ok && j < nd; ++j) ok = j == ax || s[j] == shape[j];
+    if (!ok) {
+      throw std::invalid_argument(msg("[concatenate] array ", i, " has shape ", shape_str(s),
+                                      ", which does not match ", shape_str(arrays[0].shape()),
+                                      " outside axis ", ax));
+    }
+    shape[ax] += s[ax];
+    d = promote_types(d, arrays[i].dtype());
+  }
+  if (arrays.size() == 1) return arrays[0];
+  std::vector<array> ins;
+  for (auto& x : arrays) ins.push_back(astype(x, d));
+  return array(std::move(shape), d, std::make_shared<Concatenate>(ax), std::move(ins));
+}
+
+array stack(const std::vector<array>& arrays, int axis) {
+  if (arrays.empty()) throw std::invalid_argument("[stack] needs at least one array");
+  int ax = detail::normalize_axis(axis, static_cast<int>(arrays[0].ndim()) + 1, "stack");
+  std::vector<array> ex;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    if (arrays[i].shape() != arrays[0].shape()) {
+      throw std::invalid_argument(msg("[stack] array ", i, " has shape ", shape_str(arrays[i].shape()),
+                                      " but array 0 has ", shape_str(arrays[0].shape())));
+    }
+    ex.push_back(expand_dims(arrays[i], ax));
+  }
+  if (ex.size() == 1) return ex[0];
+  return concatenate(ex, ax);
+}
+
+std::vector<array> split(const array& a, const std::vector<int>& indices, int axis) {
+  int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "split");
+  int n = a.shape()[ax];
+  std::vector<array> out;
+  int prev = 0;
+  for (size_t i = 0; i <= indices.size(); ++i) {
+    int next = i < indices.size() ? std::clamp(indices[i] < 0 ? indices[i] + n : indices[i], 0, n) : n;
+    next = std::max(next, prev);
+    Shape start(a.ndim(), 0), stop = a.shape();
+    start[ax] = prev;
+    stop[ax] = next;
+    out.push_back(slice(a, start, stop));
+    prev = next;
+  }
+  return out;
+}
+
+std::vector<array> split(const array& a, int num_splits, int axis) {
+  int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "split");
+  if (num_splits <= 0 || a.shape()[ax] % num_splits != 0) {
+    throw std::invalid_argument(msg("[split] cannot split axis ", ax, " of size ", a.shape()[ax], " into ",
+                                    num_splits, " equal parts"));
+  }
+  std::vector<int> idx;
+  int step = a.shape()[ax] / num_splits;
+  for (int i = 1; i < num_splits; ++i) idx.push_back(i * step);
+  return split(a, idx, ax);
+}
+
+array pad(const array& a, const std::vector<int>& axes, const Shape& low, const Shape& high, const array& value) {
+  if (axes.size() != low.size() || axes.size() != high.size()) {
+    throw std::invalid_argument(msg("[pad] axes, low and high need the same length; got ", axes.size(), ", ",
+                                    low.size(), ", ", high.size()));
+  }
+  if (value.size() != 1) {
+    throw std::invalid_argument(msg("[pad] the pad value must be a scalar; got shape ", shape_str(value.shape())));
+  }
+  Shape shape = a.shape();
+  std::vector<int> ax;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int k = detail::normalize_axis(axes[i], static_cast<int>(a.ndim()), "pad");
+    if (low[i] < 0 || high[i] < 0) {
+      throw std::invalid_argument(msg("[pad] negative padding (", low[i], ", ", high[i], ") on axis ", k));
+    }
+    shape[k] += low[i] + high[i];
+    ax.push_back(k);
+  }
+  array v = astype(reshape(value, {}), a.dtype());
+  return array(std::move(shape), a.dtype(), std::make_shared<Pad>(ax, low, high), {a, v});
+}
+
+array pad(const array& a, const std::vector<std::pair<int, int>>& pad_width, const array& value) {
+  std::vector<int> axes;
+  Shape low, high;
+  std::vector<std::pair<int, int>> pw = pad_width;
+  if (pw.size() == 1) pw.assign(a.ndim(), pad_width[0]);
+  if (pw.size() != a.ndim()) {
+    throw std::invalid_argument(msg("[pad] ", pad_width.size(), " (before, after) pairs for an array of ", a.ndim(),
+                                    " dimensions"));
+  }
+  for (size_t i = 0; i < pw.size(); ++i) {
+    axes.push_back(static_cast<int>(i));
+    low.push_back(pw[i].first);
+    high.push_back(pw[i].second);
+  }
+  return pad(a, axes, low, high, value);
+}
+array pad(const array& a, int pad_width, const array& value) { return pad(a, {{pad_width, pad_width}}, value); }
+
+array tile(const array& a, std::vector<int> reps) {
+  for (int r : reps) {
+    if (r < 0) throw std::invalid_argument(msg("[tile] negative repetition ", r));
+  }
+  size_t nd = std::max(a.ndim(), reps.size());
+  Shape ashape = a.shape();
+  ashape.insert(ashape.begin(), nd - ashape.size(), 1);
+  reps.insert(reps.begin(), nd - reps.size(), 1);
+  // Broadcast each axis to (reps, size) then merge.
+  Shape expanded, bshape, final_shape;
+  for (size_t i = 0; i < nd; ++i) {
+    expanded.push_back(1);
+    expanded.push_back(ashape[i]);
+    bshape.push_back(reps[i]);
+    bshape.push_back(ashape[i]);
+    final_shape.push_back(reps[i] * ashape[i]);
+  }
+  return reshape(broadcast_to(reshape(a, expanded), bshape), final_shape);
+}
+
+array repeat(const array& a, int repeats, int axis) {
+  if (repeats < 0) throw std::invalid_argument(msg("[repeat] negative repeats ", repeats));
+  int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "repeat");
+  Shape ex = a.shape();
+  ex.insert(ex.begin() + ax + 1, 1);
+  Shape b = ex;
+  b[ax + 1] = repeats;
+  Shape out = a.shape();
+  out[ax] *= repeats;
+  return reshape(broadcast_to(reshape(a, ex), b), out);
+}
+array repeat(const array& a, int repeats) { return repeat(flatten(a), repeats, 0); }
+
+}  // namespace loom

@@ -1,0 +1,33 @@
+// Argument checking shared by the op functions (internal).
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "loom/core/array.h"
+
+namespace loom::detail {
+
+/// Maps a possibly negative axis into [0, ndim); throws std::out_of_range naming `op` otherwise.
+inline int normalize_axis(int axis, int ndim, const char* op) {
+  int ax = axis < 0 ? axis + ndim : axis;
+  if (ax < 0 || ax >= ndim) {
+    throw std::out_of_range(std::string("[") + op + "] axis " + std::to_string(axis) +
+                            " is out of range for an array of " + std::to_string(ndim) + " dimensions");
+  }
+  return ax;
+}
+
+/// Normalizes, sorts and checks a list of axes for duplicates.
+std::vector<int> normalize_axes(const std::vector<int>& axes, int ndim, const char* op);
+
+template <typename... Parts>
+std::string msg(const Parts&... parts) {
+  std::ostringstream os;
+  (os << ... << parts);
+  return os.str();
+}
+
+}  // namespace loom::detail

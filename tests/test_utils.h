@@ -1,0 +1,43 @@
+// Helpers shared by the test suites.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "loom/loom.h"
+
+namespace loom::testing {
+
+/// Asserts shape and values (row-major) within an absolute + relative tolerance; NaNs must match.
+inline void expect_array(const array& a_in, const Shape& shape, const std::vector<double>& expected,
+                         double tol = 1e-6) {
+  array a = a_in;
+  ASSERT_EQ(a.shape(), shape);
+  auto got = a.to_vector<double>();
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(expected[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "at " << i;
+    } else if (std::isinf(expected[i])) {
+      EXPECT_EQ(got[i], expected[i]) << "at " << i;
+    } else {
+      EXPECT_NEAR(got[i], expected[i], tol + tol * std::abs(expected[i])) << "at flat index " << i;
+    }
+  }
+}
+
+/// Asserts that evaluating/building `expr` throws E and the message contains `needle`.
+#define EXPECT_THROW_MSG(expr, E, needle)                                               \
+  do {                                                                                  \
+    try {                                                                               \
+      expr;                                                                             \
+      ADD_FAILURE() << "expected " #E " from " #expr;                                   \
+    } catch (const E& e) {                                                              \
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();     \
+    }                                                                                   \
+  } while (0)
+
+}  // namespace loom::testing
