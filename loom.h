@@ -9,3 +9,4 @@
 #include "loom/ops/ops.h"
 #include "loom/autograd/check.h"
 #include "loom/autograd/transforms.h"
+#include "loom/distributed/distributed.h"
