@@ -10,3 +10,4 @@
 #include "loom/autograd/check.h"
 #include "loom/autograd/transforms.h"
 #include "loom/distributed/distributed.h"
+#include "loom/io/io.h"
