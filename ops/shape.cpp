@@ -38,7 +38,14 @@ class Reshape : public UnaryPrimitive {
       return;
     }
     out.alloc();
-    kernels::copy_strided(x, out.raw_data(), out.dtype(), out.strides());
+    // Copy x in row-major order: the destination strides index x's shape, not the output's.
+    Strides st(x.ndim());
+    int64_t s = 1;
+    for (int i = static_cast<int>(x.ndim()) - 1; i >= 0; --i) {
+      st[i] = s;
+      s *= x.shape()[i];
+    }
+    kernels::copy_strided(x, out.raw_data(), out.dtype(), st);
   }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
                          const std::vector<array>&) override {
