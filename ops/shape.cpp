@@ -538,8 +538,8 @@ std::vector<array> split(const array& a, const std::vector<int>& indices, int ax
   std::vector<array> out;
   int prev = 0;
   for (size_t i = 0; i <= indices.size(); ++i) {
+    // numpy: part i is a[indices[i-1]:indices[i]], empty when the indices decrease
     int next = i < indices.size() ? std::clamp(indices[i] < 0 ? indices[i] + n : indices[i], 0, n) : n;
-    next = std::max(next, prev);
     Shape start(a.ndim(), 0), stop = a.shape();
     start[ax] = prev;
     stop[ax] = next;
@@ -573,6 +573,9 @@ array pad(const array& a, const std::vector<int>& axes, const Shape& low, const 
   std::vector<int> ax;
   for (size_t i = 0; i < axes.size(); ++i) {
     int k = detail::normalize_axis(axes[i], static_cast<int>(a.ndim()), "pad");
+    if (std::find(ax.begin(), ax.end(), k) != ax.end()) {
+      throw std::invalid_argument(msg("[pad] axis ", k, " is repeated"));
+    }
     if (low[i] < 0 || high[i] < 0) {
       throw std::invalid_argument(msg("[pad] negative padding (", low[i], ", ", high[i], ") on axis ", k));
     }
