@@ -429,11 +429,12 @@ array reduce(const array& a, const std::vector<int>& axes_in, bool keepdims, Red
       }
     }
   }
-  if (axes.empty()) return a;
   Dtype out_dtype = a.dtype();
   if (type == ReduceType::all || type == ReduceType::any) out_dtype = bool_;
   else if ((type == ReduceType::sum || type == ReduceType::prod) && (a.dtype() == bool_ || a.dtype() == uint8))
     out_dtype = int32;
+  // Nothing to reduce (no axes, or a 0-d input): the values as they are, in the reduction's dtype.
+  if (axes.empty()) return astype(a, out_dtype);
   Shape kshape = a.shape();
   for (int ax : axes) kshape[ax] = 1;
   array out(kshape, out_dtype, std::make_shared<Reduce>(type, axes), {a});
