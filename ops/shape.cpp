@@ -288,7 +288,8 @@ Shape normalize_slice(const Shape& shape, Shape& start, Shape& stop, const Shape
     };
     start[i] = fix(start[i]);
     stop[i] = fix(stop[i]);
-    int64_t count = st > 0 ? (int64_t(stop[i]) - start[i] + st - 1) / st : (int64_t(start[i]) - stop[i] - st - 1) / -st;
+    const int64_t step = st;  // int64: -INT_MIN overflows int
+    int64_t count = step > 0 ? (int64_t(stop[i]) - start[i] + step - 1) / step : (int64_t(start[i]) - stop[i] - step - 1) / -step;
     out[i] = static_cast<int>(std::max<int64_t>(count, 0));
   }
   return out;
