@@ -88,7 +88,7 @@ TEST(RandomKeys, StreamLayoutKnownAnswers) {
   EXPECT_EQ(b2.dtype(), int32);
   EXPECT_EQ(ints(b2), (std::vector<int64_t>{0x0159, 0x6b20, 0x4efe, 0x99ba}));
 
-  // Blocks 0 and 1 of the pi key, through the array API: bits = split rows.
+  // Blocks 0 and 1 of key 0 through the array API: split rows are consecutive blocks.
   auto blk1 = random::detail::block({0, 0}, 1);
   EXPECT_EQ(words(random::split(k0, 2)), (std::vector<uint32_t>{0x6b200159u, 0x99ba4efeu, blk1[0], blk1[1]}));
   auto [a, b] = random::split(k0);
