@@ -11,3 +11,4 @@
 #include "loom/autograd/transforms.h"
 #include "loom/distributed/distributed.h"
 #include "loom/io/io.h"
+#include "loom/ops/random.h"
