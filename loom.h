@@ -7,3 +7,5 @@
 #include "loom/core/eval.h"
 #include "loom/core/threads.h"
 #include "loom/ops/ops.h"
+#include "loom/autograd/check.h"
+#include "loom/autograd/transforms.h"

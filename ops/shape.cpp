@@ -37,8 +37,8 @@ class Reshape : public UnaryPrimitive {
       make_view(x, out, out.strides(), 0);
       return;
     }
-    out.alloc();
-    kernels::copy_strided(x, out.raw_data(), out.dtype(), out.strides());
+    out.alloc();  // row-major in the input's shape is the same memory as row-major in ours
+    kernels::copy_strided(x, out.raw_data(), out.dtype(), kernels::row_major_strides(x.shape()));
   }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
                          const std::vector<array>&) override {
