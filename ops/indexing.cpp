@@ -261,7 +261,9 @@ class ScatterAxis : public UnaryPrimitive {
       } else if (arg == 1) {
         out.push_back(zeros_like(p[1]));
       } else {
-        out.push_back(take_along_axis(cot[0], p[1], axis_));
+        array g = take_along_axis(cot[0], p[1], axis_);
+        if (mode_ == ScatterMode::put) g = where(last_writer_mask(p[0], p[1]), g, zeros_like(g));
+        out.push_back(g);
       }
     }
     return out;
@@ -277,6 +279,16 @@ class ScatterAxis : public UnaryPrimitive {
 
  private:
   const char* op_name() const { return mode_ == ScatterMode::put ? "put_along_axis" : "scatter_add_axis"; }
+  // True where a value survives the put: with repeated indices along the axis only the last write
+  // lands, so only it gets a gradient. Found by putting each value's position j and reading it back.
+  array last_writer_mask(const array& a, const array& idx) const {
+    const Shape& s = idx.shape();
+    Shape pshape(s.size(), 1);
+    pshape[axis_] = s[axis_];
+    array pos = broadcast_to(reshape(arange(0, s[axis_]), pshape), s);
+    array winner = put_along_axis(full(a.shape(), -1, int32), idx, pos, axis_);
+    return equal(take_along_axis(winner, idx, axis_), pos);
+  }
   ScatterMode mode_;
   int axis_;
 };

@@ -41,9 +41,9 @@ array take_along_axis(const array& a, const array& indices, int axis);
 /// ...] along `axis`. `indices` must have a.ndim() dimensions; `values` is cast to a.dtype() (leading
 /// size-1 dimensions beyond a.ndim() are dropped). `indices` and `values` broadcast together, and
 /// outside `axis` each of their dimensions must be 1 or a's size there; the result has a's shape.
-/// When indices repeat along the axis the value that comes last along the axis wins. Its vjp sends
-/// each output cotangent to every value written there (as MLX), so with repeated indices the values'
-/// gradient counts the overwritten ones too.
+/// When indices repeat along the axis the value that comes last along the axis wins, and only that
+/// value gets a gradient (the overwritten ones get zero; MLX would give every duplicate the
+/// cotangent). The entries of `a` that were written over get zero gradient.
 array put_along_axis(const array& a, const array& indices, const array& values, int axis);
 
 /// Like put_along_axis, but adds: out = a, then out[..., indices[..., j, ...], ...] += values[..., j,

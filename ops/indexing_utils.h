@@ -13,17 +13,6 @@
 
 namespace loom::detail {
 
-/// Row-major strides of `shape`.
-inline Strides row_major_strides(const Shape& shape) {
-  Strides st(shape.size());
-  int64_t acc = 1;
-  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
-    st[d] = acc;
-    acc *= shape[d];
-  }
-  return st;
-}
-
 inline int64_t prod(const Shape& shape, size_t begin, size_t end) {
   int64_t p = 1;
   for (size_t d = begin; d < end; ++d) p *= shape[d];
@@ -95,7 +84,7 @@ inline void check_index_dtype(const array& indices, const char* op) {
 inline std::vector<int64_t> load_indices(const array& indices, int n, int axis, const char* op) {
   std::vector<int64_t> v(indices.size());
   if (v.empty()) return v;
-  kernels::copy_strided(indices, v.data(), int64, row_major_strides(indices.shape()));
+  kernels::copy_strided(indices, v.data(), int64, kernels::row_major_strides(indices.shape()));
   for (auto& x : v) {
     int64_t y = x < 0 ? x + n : x;
     if (y < 0 || y >= n) {

@@ -2,6 +2,8 @@
 // other value (numpy); index results are int32.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <utility>
 
 #include "loom/core/primitive.h"
@@ -27,10 +29,13 @@ inline bool is_nan(C v) {
   }
 }
 
-// Calls row(in_offset, out_offset) for every 1-d row along `axis` of `in` (input strides) and `out`
-// (row-major), split across threads when the work is large. `make_state` builds per-thread scratch.
-template <typename MakeState, typename Row>
-void for_each_axis_row(const array& in, const array& out, int axis, MakeState make_state, Row row) {
+// Calls tile(state, in_offset, out_offset, count, in_step, out_step) over every 1-d row along `axis`
+// of `in` (input strides) and `out` (row-major). A tile is `count` rows that follow each other along
+// the innermost other dimension (row b starts at offset + b * step), so when the sorted axis is not the
+// innermost one in memory a tile reads and writes whole cache lines instead of one element per line.
+// Tiles are split across threads when the work is large; `make_state` builds per-thread scratch.
+template <typename MakeState, typename Tile>
+void for_each_axis_tile(const array& in, const array& out, int axis, MakeState make_state, Tile tile) {
   Shape shape;
   std::array<Strides, 2> st;
   for (int d = 0; d < static_cast<int>(in.ndim()); ++d) {
@@ -39,91 +44,152 @@ void for_each_axis_row(const array& in, const array& out, int axis, MakeState ma
     st[0].push_back(in.strides()[d]);
     st[1].push_back(out.strides()[d]);
   }
-  const int64_t rows = detail::prod(shape, 0, shape.size());
+  if (shape.empty()) {  // one row
+    shape.push_back(1);
+    st[0].push_back(0);
+    st[1].push_back(0);
+  }
   const int64_t n = std::max(in.shape()[axis], 1);
+  // Rows of the innermost other dimension, grouped in tiles of B.
+  const int64_t inner = shape.back(), in_step = st[0].back(), out_step = st[1].back();
+  const int64_t B = (std::abs(in.strides()[axis]) == 1 || inner == 1) ? 1 : 16;
+  const int64_t tiles_per_line = (inner + B - 1) / B;
+  shape.pop_back();
+  st[0].pop_back();
+  st[1].pop_back();
+  const int64_t lines = detail::prod(shape, 0, shape.size());
+  const int64_t tiles = lines * tiles_per_line;
   kernels::parallel_for(
-      static_cast<size_t>(rows),
+      static_cast<size_t>(tiles),
       [&](size_t b, size_t e) {
-        auto state = make_state();
-        detail::Walker<2> w(shape, st, static_cast<int64_t>(b));
-        for (size_t r = b; r < e; ++r, w.next()) row(state, w.off[0], w.off[1]);
+        auto state = make_state(B);
+        int64_t line = static_cast<int64_t>(b) / tiles_per_line, t = static_cast<int64_t>(b) % tiles_per_line;
+        detail::Walker<2> w(shape, st, line);
+        for (size_t r = b; r < e; ++r) {
+          const int64_t first = t * B;
+          tile(state, w.off[0] + first * in_step, w.off[1] + first * out_step, std::min(B, inner - first), in_step,
+               out_step);
+          if (++t == tiles_per_line) {
+            t = 0;
+            w.next();
+          }
+        }
       },
-      std::max<size_t>(1, kernels::kParallelThreshold / n));
+      std::max<size_t>(1, kernels::kParallelThreshold / (n * B)));
 }
 
 enum class SortKind { sort, argsort, topk, argtopk, argpartition };
 
-// Each row is loaded as (value, index) pairs with the non-NaN ones first (in index order) and the
-// NaNs after them (in index order). Ordering pairs lexicographically then gives a strict total order
-// that is the stable ascending order with NaNs last.
+// The values of one row (v[0..n)) sorted, or the k largest ascending, into res[0..total); NaNs last.
+template <typename C, SortKind kind>
+void sort_values_row(C* v, int n, int k, C* res) {
+  int m = 0, nans = 0;
+  for (int i = 0; i < n; ++i) {
+    if (is_nan(v[i])) ++nans;
+    else v[m++] = v[i];
+  }
+  int lo = 0, from_buf = m;
+  if constexpr (kind == SortKind::topk) {
+    from_buf = std::max(k - nans, 0);
+    lo = m - from_buf;
+    std::nth_element(v, v + lo, v + m);
+    std::sort(v + lo, v + m);
+  } else {
+    std::sort(v, v + m);
+  }
+  const int total = kind == SortKind::topk ? k : n;
+  int j = 0;
+  for (; j < from_buf; ++j) res[j] = v[lo + j];
+  for (; j < total; ++j) res[j] = std::numeric_limits<C>::quiet_NaN();
+}
+
+// The indices of one row. The row is loaded as (value, index) pairs with the non-NaN ones first (in
+// index order) and the NaNs after them (in index order); ordering pairs lexicographically then gives
+// a strict total order that is the stable ascending order with NaNs last.
+template <typename C, SortKind kind>
+void sort_indices_row(const C* v, int n, int k, std::vector<std::pair<C, int32_t>>& buf, int32_t* res) {
+  int m = 0;
+  for (int i = 0; i < n; ++i) {
+    if (!is_nan(v[i])) buf[m++] = {v[i], i};
+  }
+  for (int i = 0, j = m; j < n; ++i) {
+    if (is_nan(v[i])) buf[j++] = {v[i], i};
+  }
+  int lo = 0, total = n;
+  if constexpr (kind == SortKind::argsort) {
+    std::sort(buf.begin(), buf.begin() + m);
+  } else if constexpr (kind == SortKind::argtopk) {
+    lo = n - k;  // the last k of the total order
+    total = k;
+    if (lo < m) {
+      std::nth_element(buf.begin(), buf.begin() + lo, buf.begin() + m);
+      std::sort(buf.begin() + lo, buf.begin() + m);
+    }
+  } else {  // argpartition: position k lands in sorted place
+    if (k < m) std::nth_element(buf.begin(), buf.begin() + k, buf.begin() + m);
+  }
+  for (int j = 0; j < total; ++j) res[j] = buf[lo + j].second;
+}
+
 template <typename T, SortKind kind>
 void sort_kernel(const array& in, array& out, int axis, int k) {
-  using C = compute_t<T>;
-  using OutT = std::conditional_t<kind == SortKind::sort || kind == SortKind::topk, T, int32_t>;
+  // The type rows are sorted in: float for the half types, uint8 for bool (std::vector<bool> packs bits).
+  using C = std::conditional_t<std::is_same_v<T, bool>, uint8_t, compute_t<T>>;
+  constexpr bool values = kind == SortKind::sort || kind == SortKind::topk;
+  using R = std::conditional_t<values, C, int32_t>;  // one result element
+  using OutT = std::conditional_t<values, T, int32_t>;
   const int n = in.shape()[axis];
+  const int total = out.shape()[axis];
   const int64_t si = in.strides()[axis], so = out.strides()[axis];
   const T* x = kernels::ptr<T>(in);
   OutT* y = kernels::ptr<OutT>(out);
-  if constexpr (kind == SortKind::sort || kind == SortKind::topk) {
-    // Values only: sort a plain buffer.
-    for_each_axis_row(
-        in, out, axis, [&] { return std::vector<C>(n); },
-        [&](std::vector<C>& buf, int64_t oi, int64_t oo) {
-          int m = 0, nans = 0;
-          for (int i = 0; i < n; ++i) {
-            C v = static_cast<C>(x[oi + i * si]);
-            if (is_nan(v)) ++nans;
-            else buf[m++] = v;
-          }
-          int lo = 0;  // first position of buf written out
-          int from_buf = m;
-          if constexpr (kind == SortKind::topk) {
-            from_buf = std::max(k - nans, 0);
-            lo = m - from_buf;
-            std::nth_element(buf.begin(), buf.begin() + lo, buf.begin() + m);
-            std::sort(buf.begin() + lo, buf.begin() + m);
+  struct State {
+    std::vector<C> vals;
+    std::vector<R> res;
+    std::vector<std::pair<C, int32_t>> pairs;
+  };
+  for_each_axis_tile(
+      in, out, axis,
+      [&](int64_t B) {
+        State s;
+        s.vals.resize(B * n);
+        s.res.resize(B * std::max(total, 1));
+        if constexpr (!values) s.pairs.resize(n);
+        return s;
+      },
+      [&](State& s, int64_t oi, int64_t oo, int64_t count, int64_t in_step, int64_t out_step) {
+        C* v = s.vals.data();
+        R* res = s.res.data();
+        if (count == 1) {
+          const T* xp = x + oi;
+          if (si == 1) {
+            for (int i = 0; i < n; ++i) v[i] = static_cast<C>(xp[i]);
           } else {
-            std::sort(buf.begin(), buf.begin() + m);
+            for (int i = 0; i < n; ++i) v[i] = static_cast<C>(xp[i * si]);
           }
-          const int total = kind == SortKind::topk ? k : n;
-          int j = 0;
-          for (; j < from_buf; ++j) y[oo + j * so] = static_cast<T>(buf[lo + j]);
-          for (; j < total; ++j) y[oo + j * so] = static_cast<T>(std::numeric_limits<C>::quiet_NaN());
-        });
-  } else {
-    using Pair = std::pair<C, int32_t>;
-    for_each_axis_row(
-        in, out, axis, [&] { return std::vector<Pair>(n); },
-        [&](std::vector<Pair>& buf, int64_t oi, int64_t oo) {
-          int m = 0;
+        } else {
           for (int i = 0; i < n; ++i) {
-            C v = static_cast<C>(x[oi + i * si]);
-            if (!is_nan(v)) buf[m++] = {v, i};
+            const T* xp = x + oi + i * si;
+            for (int64_t b = 0; b < count; ++b) v[b * n + i] = static_cast<C>(xp[b * in_step]);
           }
-          if (m < n) {
-            int j = m;
-            for (int i = 0; i < n; ++i) {
-              C v = static_cast<C>(x[oi + i * si]);
-              if (is_nan(v)) buf[j++] = {v, i};
-            }
+        }
+        for (int64_t b = 0; b < count; ++b) {
+          if constexpr (values) {
+            sort_values_row<C, kind>(v + b * n, n, k, res + b * total);
+          } else {
+            sort_indices_row<C, kind>(v + b * n, n, k, s.pairs, res + b * total);
           }
-          int lo = 0, total = n;
-          if constexpr (kind == SortKind::argsort) {
-            std::sort(buf.begin(), buf.begin() + m);
-          } else if constexpr (kind == SortKind::argtopk) {
-            // The last k of the total order.
-            lo = n - k;
-            total = k;
-            if (lo < m) {
-              std::nth_element(buf.begin(), buf.begin() + lo, buf.begin() + m);
-              std::sort(buf.begin() + lo, buf.begin() + m);
-            }
-          } else {  // argpartition: position k is in sorted place
-            if (k < m) std::nth_element(buf.begin(), buf.begin() + k, buf.begin() + m);
+        }
+        if (count == 1) {
+          OutT* yp = y + oo;
+          for (int j = 0; j < total; ++j) yp[j * so] = static_cast<OutT>(res[j]);
+        } else {
+          for (int j = 0; j < total; ++j) {
+            OutT* yp = y + oo + j * so;
+            for (int64_t b = 0; b < count; ++b) yp[b * out_step] = static_cast<OutT>(res[b * total + j]);
           }
-          for (int j = 0; j < total; ++j) y[oo + j * so] = buf[lo + j].second;
-        });
-  }
+        }
+      });
 }
 
 template <SortKind kind>

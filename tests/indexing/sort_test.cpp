@@ -88,6 +88,46 @@ TEST(Sort, NonContiguousInputs) {
   expect_array(argsort(r), {4}, {3, 2, 1, 0});
 }
 
+TEST(Sort, AlongOuterAxesInTiles) {
+  // a[i, j] = (7 i + j) mod 5 for (5, 37): every column is a permutation of 0..4, so the sorted column
+  // is 0..4 and value v sits at row 3 (v - j) mod 5. 37 columns make full and partial tiles.
+  const int R = 5, C = 37;
+  std::vector<float> v(R * C);
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < C; ++j) v[i * C + j] = float((7 * i + j) % 5);
+  array a(v, {R, C});
+  std::vector<double> want_sort, want_arg, want_top;
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < C; ++j) {
+      want_sort.push_back(i);
+      want_arg.push_back(((3 * (i - j)) % 5 + 5) % 5);
+    }
+  for (int i = 3; i < 5; ++i)
+    for (int j = 0; j < C; ++j) want_top.push_back(i);
+  expect_array(sort(a, 0), {R, C}, want_sort);
+  expect_array(argsort(a, 0), {R, C}, want_arg);
+  expect_array(topk(a, 2, 0), {2, C}, want_top);
+  // 3-D, middle axis: a[p, i, j] = (3 i + j + p) mod 4, value v at i = 3 (v - j - p) mod 4.
+  std::vector<int> w;
+  for (int p = 0; p < 2; ++p)
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 20; ++j) w.push_back((3 * i + j + p) % 4);
+  std::vector<double> want3;
+  for (int p = 0; p < 2; ++p)
+    for (int vv = 0; vv < 4; ++vv)
+      for (int j = 0; j < 20; ++j) want3.push_back(((3 * (vv - j - p)) % 4 + 4) % 4);
+  expect_array(argsort(array(w, {2, 4, 20}), 1), {2, 4, 20}, want3);
+  // NaNs along an outer axis: column j of (3, 18) holds [NaN, j, -j].
+  std::vector<float> nv;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 18; ++j) nv.push_back(i == 0 ? NAN : (i == 1 ? float(j) : -float(j)));
+  std::vector<double> want_n;
+  for (int j = 0; j < 18; ++j) want_n.push_back(-j);
+  for (int j = 0; j < 18; ++j) want_n.push_back(j);
+  for (int j = 0; j < 18; ++j) want_n.push_back(NAN);
+  expect_array(sort(array(nv, {3, 18}), 0), {3, 18}, want_n);
+}
+
 TEST(Sort, EmptyAndLength1) {
   expect_array(sort(zeros({0})), {0}, {});
   expect_array(sort(zeros({3, 0})), {3, 0}, {});
