@@ -1,0 +1,326 @@
+// Sorting along an axis: sort, argsort, topk, partition and argpartition. NaNs order after every
+// other value (numpy); index results are int32.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <utility>
+
+#include "loom/core/primitive.h"
+#include "loom/ops/indexing.h"
+#include "loom/ops/indexing_utils.h"
+#include "loom/ops/kernels/elementwise.h"
+#include "loom/ops/ops.h"
+#include "loom/ops/utils.h"
+
+namespace loom {
+
+using detail::msg;
+using detail::shape_str;
+
+namespace {
+
+template <typename C>
+inline bool is_nan(C v) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return std::isnan(v);
+  } else {
+    return false;
+  }
+}
+
+// Calls tile(state, in_offset, out_offset, count, in_step, out_step) over every 1-d row along `axis`
+// of `in` (input strides) and `out` (row-major). A tile is `count` rows that follow each other along
+// the innermost other dimension (row b starts at offset + b * step), so when the sorted axis is not the
+// innermost one in memory a tile reads and writes whole cache lines instead of one element per line.
+// Tiles are split across threads when the work is large; `make_state` builds per-thread scratch.
+template <typename MakeState, typename Tile>
+void for_each_axis_tile(const array& in, const array& out, int axis, MakeState make_state, Tile tile) {
+  Shape shape;
+  std::array<Strides, 2> st;
+  for (int d = 0; d < static_cast<int>(in.ndim()); ++d) {
+    if (d == axis) continue;
+    shape.push_back(in.shape()[d]);
+    st[0].push_back(in.strides()[d]);
+    st[1].push_back(out.strides()[d]);
+  }
+  if (shape.empty()) {  // one row
+    shape.push_back(1);
+    st[0].push_back(0);
+    st[1].push_back(0);
+  }
+  const int64_t n = std::max(in.shape()[axis], 1);
+  // Rows of the innermost other dimension, grouped in tiles of B.
+  const int64_t inner = shape.back(), in_step = st[0].back(), out_step = st[1].back();
+  const int64_t B = (std::abs(in.strides()[axis]) == 1 || inner == 1) ? 1 : 16;
+  const int64_t tiles_per_line = (inner + B - 1) / B;
+  shape.pop_back();
+  st[0].pop_back();
+  st[1].pop_back();
+  const int64_t lines = detail::prod(shape, 0, shape.size());
+  const int64_t tiles = lines * tiles_per_line;
+  kernels::parallel_for(
+      static_cast<size_t>(tiles),
+      [&](size_t b, size_t e) {
+        auto state = make_state(B);
+        int64_t line = static_cast<int64_t>(b) / tiles_per_line, t = static_cast<int64_t>(b) % tiles_per_line;
+        detail::Walker<2> w(shape, st, line);
+        for (size_t r = b; r < e; ++r) {
+          const int64_t first = t * B;
+          tile(state, w.off[0] + first * in_step, w.off[1] + first * out_step, std::min(B, inner - first), in_step,
+               out_step);
+          if (++t == tiles_per_line) {
+            t = 0;
+            w.next();
+          }
+        }
+      },
+      std::max<size_t>(1, kernels::kParallelThreshold / (n * B)));
+}
+
+enum class SortKind { sort, argsort, topk, argtopk, argpartition };
+
+// The values of one row (v[0..n)) sorted, or the k largest ascending, into res[0..total); NaNs last.
+template <typename C, SortKind kind>
+void sort_values_row(C* v, int n, int k, C* res) {
+  int m = 0, nans = 0;
+  for (int i = 0; i < n; ++i) {
+    if (is_nan(v[i])) ++nans;
+    else v[m++] = v[i];
+  }
+  int lo = 0, from_buf = m;
+  if constexpr (kind == SortKind::topk) {
+    from_buf = std::max(k - nans, 0);
+    lo = m - from_buf;
+    std::nth_element(v, v + lo, v + m);
+    std::sort(v + lo, v + m);
+  } else {
+    std::sort(v, v + m);
+  }
+  const int total = kind == SortKind::topk ? k : n;
+  int j = 0;
+  for (; j < from_buf; ++j) res[j] = v[lo + j];
+  for (; j < total; ++j) res[j] = std::numeric_limits<C>::quiet_NaN();
+}
+
+// The indices of one row. The row is loaded as (value, index) pairs with the non-NaN ones first (in
+// index order) and the NaNs after them (in index order); ordering pairs lexicographically then gives
+// a strict total order that is the stable ascending order with NaNs last.
+template <typename C, SortKind kind>
+void sort_indices_row(const C* v, int n, int k, std::vector<std::pair<C, int32_t>>& buf, int32_t* res) {
+  int m = 0;
+  for (int i = 0; i < n; ++i) {
+    if (!is_nan(v[i])) buf[m++] = {v[i], i};
+  }
+  for (int i = 0, j = m; j < n; ++i) {
+    if (is_nan(v[i])) buf[j++] = {v[i], i};
+  }
+  int lo = 0, total = n;
+  if constexpr (kind == SortKind::argsort) {
+    std::sort(buf.begin(), buf.begin() + m);
+  } else if constexpr (kind == SortKind::argtopk) {
+    lo = n - k;  // the last k of the total order
+    total = k;
+    if (lo < m) {
+      std::nth_element(buf.begin(), buf.begin() + lo, buf.begin() + m);
+      std::sort(buf.begin() + lo, buf.begin() + m);
+    }
+  } else {  // argpartition: position k lands in sorted place
+    if (k < m) std::nth_element(buf.begin(), buf.begin() + k, buf.begin() + m);
+  }
+  for (int j = 0; j < total; ++j) res[j] = buf[lo + j].second;
+}
+
+template <typename T, SortKind kind>
+void sort_kernel(const array& in, array& out, int axis, int k) {
+  // The type rows are sorted in: float for the half types, uint8 for bool (std::vector<bool> packs bits).
+  using C = std::conditional_t<std::is_same_v<T, bool>, uint8_t, compute_t<T>>;
+  constexpr bool values = kind == SortKind::sort || kind == SortKind::topk;
+  using R = std::conditional_t<values, C, int32_t>;  // one result element
+  using OutT = std::conditional_t<values, T, int32_t>;
+  const int n = in.shape()[axis];
+  const int total = out.shape()[axis];
+  const int64_t si = in.strides()[axis], so = out.strides()[axis];
+  const T* x = kernels::ptr<T>(in);
+  OutT* y = kernels::ptr<OutT>(out);
+  struct State {
+    std::vector<C> vals;
+    std::vector<R> res;
+    std::vector<std::pair<C, int32_t>> pairs;
+  };
+  for_each_axis_tile(
+      in, out, axis,
+      [&](int64_t B) {
+        State s;
+        s.vals.resize(B * n);
+        s.res.resize(B * std::max(total, 1));
+        if constexpr (!values) s.pairs.resize(n);
+        return s;
+      },
+      [&](State& s, int64_t oi, int64_t oo, int64_t count, int64_t in_step, int64_t out_step) {
+        C* v = s.vals.data();
+        R* res = s.res.data();
+        if (count == 1) {
+          const T* xp = x + oi;
+          if (si == 1) {
+            for (int i = 0; i < n; ++i) v[i] = static_cast<C>(xp[i]);
+          } else {
+            for (int i = 0; i < n; ++i) v[i] = static_cast<C>(xp[i * si]);
+          }
+        } else {
+          for (int i = 0; i < n; ++i) {
+            const T* xp = x + oi + i * si;
+            for (int64_t b = 0; b < count; ++b) v[b * n + i] = static_cast<C>(xp[b * in_step]);
+          }
+        }
+        for (int64_t b = 0; b < count; ++b) {
+          if constexpr (values) {
+            sort_values_row<C, kind>(v + b * n, n, k, res + b * total);
+          } else {
+            sort_indices_row<C, kind>(v + b * n, n, k, s.pairs, res + b * total);
+          }
+        }
+        if (count == 1) {
+          OutT* yp = y + oo;
+          for (int j = 0; j < total; ++j) yp[j * so] = static_cast<OutT>(res[j]);
+        } else {
+          for (int j = 0; j < total; ++j) {
+            OutT* yp = y + oo + j * so;
+            for (int64_t b = 0; b < count; ++b) yp[b * out_step] = static_cast<OutT>(res[b * total + j]);
+          }
+        }
+      });
+}
+
+template <SortKind kind>
+void run_sort(const array& in, array& out, int axis, int k) {
+  out.alloc();
+  if (out.size() == 0 || in.size() == 0) return;
+  LOOM_DISPATCH_ALL(in.dtype(), T, sort_kernel<T, kind>(in, out, axis, k));
+}
+
+class Sort : public UnaryPrimitive {
+ public:
+  explicit Sort(int axis) : axis_(axis) {}
+  void eval_cpu(const std::vector<array>& in, array& out) override { run_sort<SortKind::sort>(in[0], out, axis_, 0); }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
+                         const std::vector<array>&) override {
+    // sorted[j] = a[idx[j]]: send each cotangent back to where its value came from.
+    return {scatter_add_axis(zeros_like(p[0]), argsort(p[0], axis_), cot[0], axis_)};
+  }
+  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t, const std::vector<int>&) override {
+    return {take_along_axis(t[0], argsort(p[0], axis_), axis_)};
+  }
+  const char* name() const override { return "Sort"; }
+
+ private:
+  int axis_;
+};
+
+class ArgSort : public UnaryPrimitive {
+ public:
+  explicit ArgSort(int axis) : axis_(axis) {}
+  void eval_cpu(const std::vector<array>& in, array& out) override { run_sort<SortKind::argsort>(in[0], out, axis_, 0); }
+  const char* name() const override { return "ArgSort"; }
+  bool is_differentiable() const override { return false; }
+
+ private:
+  int axis_;
+};
+
+// The indices of the k largest (the last k of argsort), ascending; used by TopK's gradients.
+class ArgTopK : public UnaryPrimitive {
+ public:
+  ArgTopK(int k, int axis) : k_(k), axis_(axis) {}
+  void eval_cpu(const std::vector<array>& in, array& out) override { run_sort<SortKind::argtopk>(in[0], out, axis_, k_); }
+  const char* name() const override { return "ArgTopK"; }
+  bool is_differentiable() const override { return false; }
+
+ private:
+  int k_, axis_;
+};
+
+Shape with_axis(Shape s, int axis, int size) {
+  s[axis] = size;
+  return s;
+}
+
+class TopK : public UnaryPrimitive {
+ public:
+  TopK(int k, int axis) : k_(k), axis_(axis) {}
+  void eval_cpu(const std::vector<array>& in, array& out) override { run_sort<SortKind::topk>(in[0], out, axis_, k_); }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
+                         const std::vector<array>&) override {
+    return {scatter_add_axis(zeros_like(p[0]), indices(p[0]), cot[0], axis_)};
+  }
+  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t, const std::vector<int>&) override {
+    return {take_along_axis(t[0], indices(p[0]), axis_)};
+  }
+  const char* name() const override { return "TopK"; }
+
+ private:
+  array indices(const array& a) const {
+    return array(with_axis(a.shape(), axis_, k_), int32, std::make_shared<ArgTopK>(k_, axis_), {a});
+  }
+  int k_, axis_;
+};
+
+class ArgPartition : public UnaryPrimitive {
+ public:
+  ArgPartition(int kth, int axis) : kth_(kth), axis_(axis) {}
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    run_sort<SortKind::argpartition>(in[0], out, axis_, kth_);
+  }
+  const char* name() const override { return "ArgPartition"; }
+  bool is_differentiable() const override { return false; }
+
+ private:
+  int kth_, axis_;
+};
+
+int normalize_kth(const array& a, int kth, int ax, const char* op) {
+  const int n = a.shape()[ax];
+  const int k = kth < 0 ? kth + n : kth;
+  if (k < 0 || k >= n) {
+    throw std::out_of_range(msg("[", op, "] kth ", kth, " is out of range for axis ", ax, " of size ", n,
+                                " of the array of shape ", shape_str(a.shape())));
+  }
+  return k;
+}
+
+}  // namespace
+
+array sort(const array& a, int axis) {
+  const int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "sort");
+  return array(a.shape(), a.dtype(), std::make_shared<Sort>(ax), {a});
+}
+
+array argsort(const array& a, int axis) {
+  const int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "argsort");
+  return array(a.shape(), int32, std::make_shared<ArgSort>(ax), {a});
+}
+
+array topk(const array& a, int k, int axis) {
+  const int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "topk");
+  const int n = a.shape()[ax];
+  if (k < 0 || k > n) {
+    throw std::invalid_argument(msg("[topk] k = ", k, " is not in [0, ", n, "] for axis ", ax,
+                                    " of the array of shape ", shape_str(a.shape())));
+  }
+  return array(with_axis(a.shape(), ax, k), a.dtype(), std::make_shared<TopK>(k, ax), {a});
+}
+
+array argpartition(const array& a, int kth, int axis) {
+  const int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "argpartition");
+  const int k = normalize_kth(a, kth, ax, "argpartition");
+  return array(a.shape(), int32, std::make_shared<ArgPartition>(k, ax), {a});
+}
+
+array partition(const array& a, int kth, int axis) {
+  const int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "partition");
+  const int k = normalize_kth(a, kth, ax, "partition");
+  // The values follow the indices, so the gradient flows through take_along_axis.
+  return take_along_axis(a, array(a.shape(), int32, std::make_shared<ArgPartition>(k, ax), {a}), ax);
+}
+
+}  // namespace loom
