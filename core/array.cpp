@@ -17,6 +17,11 @@ std::string shape_str(const Shape& shape) {
   return os.str();
 }
 
+int& tracing_depth() {
+  thread_local int depth = 0;
+  return depth;
+}
+
 Node::~Node() {
   // Inputs that this node alone keeps alive are released through a worklist instead of recursively.
   thread_local bool draining = false;

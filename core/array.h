@@ -23,7 +23,15 @@ class array;
 
 namespace detail {
 struct Node;
-}
+/// How many transforms (vjp, jvp, ...) are tracing on this thread.
+int& tracing_depth();
+struct InTracing {
+  InTracing() { ++tracing_depth(); }
+  ~InTracing() { --tracing_depth(); }
+  InTracing(const InTracing&) = delete;
+  InTracing& operator=(const InTracing&) = delete;
+};
+}  // namespace detail
 
 class array {
  public:
@@ -113,7 +121,9 @@ class array {
   /// An identifier stable for the lifetime of the array.
   std::uintptr_t id() const { return reinterpret_cast<std::uintptr_t>(desc_.get()); }
   const detail::Node* node_id() const { return desc_->node.get(); }
-  bool is_tracer() const { return desc_->is_tracer; }
+  /// True for arrays that depend on a transform's inputs while that transform is tracing; eval keeps
+  /// their graph so the transform can still differentiate through them.
+  bool is_tracer() const { return desc_->is_tracer && detail::tracing_depth() > 0; }
   void set_tracer(bool t) { desc_->is_tracer = t; }
 
   // ---- buffers (for kernels) ----

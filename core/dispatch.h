@@ -27,7 +27,7 @@ inline To cast_value(From v) {
   } else if constexpr (std::is_same_v<To, bool>) {
     return v != From(0);
   } else if constexpr (is_half_v<To>) {
-    return To(static_cast<float>(v));
+    return To(v);  // rounds once from v (not via a rounded float)
   } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
     if (std::isnan(v)) return To(0);
     constexpr From lo = static_cast<From>(std::numeric_limits<To>::min());

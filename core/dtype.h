@@ -9,13 +9,33 @@
 
 namespace loom {
 
+namespace detail {
+/// `v` as a float rounded to odd: exact conversions are unchanged, inexact ones are truncated and
+/// get their lowest bit set. Rounding that float again to float16/bfloat16 (13 or 16 fewer bits)
+/// then gives the correctly rounded result of `v`, with no double-rounding error (int64 values
+/// beyond 2^53 are first rounded to double).
+template <typename T>
+inline float to_float_round_to_odd(T v) {
+  const double d = static_cast<double>(v);
+  float f = static_cast<float>(d);
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) >= 0x7f800000u || static_cast<double>(f) == d) return f;  // inf, NaN or exact
+  const double af = f < 0 ? -static_cast<double>(f) : static_cast<double>(f), ad = d < 0 ? -d : d;
+  if (af > ad) u -= 1;  // rounded away from zero: step the magnitude back toward zero
+  u |= 1u;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+}  // namespace detail
+
 /// IEEE-754 binary16 storage. Arithmetic happens in float32.
 struct float16_t {
   uint16_t bits = 0;
   float16_t() = default;
   float16_t(float f) : bits(from_float(f)) {}
   template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
-  float16_t(T v) : float16_t(static_cast<float>(v)) {}
+  float16_t(T v) : float16_t(detail::to_float_round_to_odd(v)) {}
   operator float() const { return to_float(bits); }
   static uint16_t from_float(float f);
   static float to_float(uint16_t h);
@@ -27,7 +47,7 @@ struct bfloat16_t {
   bfloat16_t() = default;
   bfloat16_t(float f) : bits(from_float(f)) {}
   template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
-  bfloat16_t(T v) : bfloat16_t(static_cast<float>(v)) {}
+  bfloat16_t(T v) : bfloat16_t(detail::to_float_round_to_odd(v)) {}
   operator float() const { return to_float(bits); }
   static uint16_t from_float(float f) {
     uint32_t u;

@@ -115,8 +115,13 @@ array full(const Shape& shape, const array& value, Dtype dtype) {
   check_shape(shape, "full");
   if (value.size() != 1) {
     array v = astype(value, dtype);
-    Shape bshape = broadcast_shapes(v.shape(), shape);
-    if (bshape != shape) {
+    bool ok = true;
+    try {
+      ok = broadcast_shapes(v.shape(), shape) == shape;
+    } catch (const std::invalid_argument&) {
+      ok = false;
+    }
+    if (!ok) {
       throw std::invalid_argument(detail::msg("[full] value of shape ", detail::shape_str(value.shape()),
                                               " does not broadcast to ", detail::shape_str(shape)));
     }

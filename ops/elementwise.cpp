@@ -464,18 +464,34 @@ Dtype input_dtype(K kind, Dtype in, const char* name) {
   }
 }
 
+// `name` is the public op's name (e.g. "floor_divide"), used in error messages.
 template <typename Op>
-array make_unary(const array& a) {
-  Dtype d = input_dtype(Op::kind, a.dtype(), Op::name);
+array make_unary(const array& a, const char* name) {
+  Dtype d = input_dtype(Op::kind, a.dtype(), name);
   array x = a.dtype() == d ? a : astype(a, d);
   Dtype out = Op::kind == K::predicate ? bool_ : d;
   return array(x.shape(), out, std::make_shared<Unary<Op>>(), {x});
 }
 
+// broadcast_shapes, with the error naming the public op instead of broadcast_shapes.
+Shape broadcast_for(const std::vector<const array*>& arrays, const char* name) {
+  Shape shape;
+  for (const array* x : arrays) {
+    try {
+      shape = broadcast_shapes(shape, x->shape());
+    } catch (const std::invalid_argument&) {
+      std::string shapes;
+      for (const array* y : arrays) shapes += (shapes.empty() ? "" : " and ") + detail::shape_str(y->shape());
+      throw std::invalid_argument(detail::msg("[", name, "] shapes ", shapes, " cannot be broadcast together"));
+    }
+  }
+  return shape;
+}
+
 template <typename Op>
-array make_binary(const array& a, const array& b) {
-  Dtype d = input_dtype(Op::kind, promote_types(a.dtype(), b.dtype()), Op::name);
-  Shape shape = broadcast_shapes(a.shape(), b.shape());
+array make_binary(const array& a, const array& b, const char* name) {
+  Dtype d = input_dtype(Op::kind, promote_types(a.dtype(), b.dtype()), name);
+  Shape shape = broadcast_for({&a, &b}, name);
   array x = a.dtype() == d ? a : astype(a, d);
   array y = b.dtype() == d ? b : astype(b, d);
   if (x.shape() != shape) x = broadcast_to(x, shape);
@@ -519,53 +535,53 @@ void Binary<Op>::eval_cpu(const std::vector<array>& inputs, array& out) {
 }
 
 // ---- public unary ops ----
-array negative(const array& a) { return make_unary<NegativeOp>(a); }
-array abs(const array& a) { return make_unary<AbsOp>(a); }
-array sign(const array& a) { return make_unary<SignOp>(a); }
-array square(const array& a) { return make_unary<SquareOp>(a); }
-array sqrt(const array& a) { return make_unary<SqrtOp>(a); }
-array rsqrt(const array& a) { return make_unary<RsqrtOp>(a); }
-array reciprocal(const array& a) { return make_unary<ReciprocalOp>(a); }
-array exp(const array& a) { return make_unary<ExpOp>(a); }
-array expm1(const array& a) { return make_unary<Expm1Op>(a); }
-array log(const array& a) { return make_unary<LogOp>(a); }
-array log1p(const array& a) { return make_unary<Log1pOp>(a); }
-array log2(const array& a) { return make_unary<Log2Op>(a); }
-array log10(const array& a) { return make_unary<Log10Op>(a); }
-array sin(const array& a) { return make_unary<SinOp>(a); }
-array cos(const array& a) { return make_unary<CosOp>(a); }
-array tan(const array& a) { return make_unary<TanOp>(a); }
-array tanh(const array& a) { return make_unary<TanhOp>(a); }
-array sigmoid(const array& a) { return make_unary<SigmoidOp>(a); }
-array erf(const array& a) { return make_unary<ErfOp>(a); }
-array erfinv(const array& a) { return make_unary<ErfinvOp>(a); }
-array floor(const array& a) { return make_unary<FloorOp>(a); }
-array ceil(const array& a) { return make_unary<CeilOp>(a); }
-array round(const array& a) { return make_unary<RoundOp>(a); }
-array logical_not(const array& a) { return make_unary<LogicalNotOp>(a); }
-array isnan(const array& a) { return make_unary<IsNanOp>(a); }
-array isinf(const array& a) { return make_unary<IsInfOp>(a); }
-array isfinite(const array& a) { return make_unary<IsFiniteOp>(a); }
+array negative(const array& a) { return make_unary<NegativeOp>(a, "negative"); }
+array abs(const array& a) { return make_unary<AbsOp>(a, "abs"); }
+array sign(const array& a) { return make_unary<SignOp>(a, "sign"); }
+array square(const array& a) { return make_unary<SquareOp>(a, "square"); }
+array sqrt(const array& a) { return make_unary<SqrtOp>(a, "sqrt"); }
+array rsqrt(const array& a) { return make_unary<RsqrtOp>(a, "rsqrt"); }
+array reciprocal(const array& a) { return make_unary<ReciprocalOp>(a, "reciprocal"); }
+array exp(const array& a) { return make_unary<ExpOp>(a, "exp"); }
+array expm1(const array& a) { return make_unary<Expm1Op>(a, "expm1"); }
+array log(const array& a) { return make_unary<LogOp>(a, "log"); }
+array log1p(const array& a) { return make_unary<Log1pOp>(a, "log1p"); }
+array log2(const array& a) { return make_unary<Log2Op>(a, "log2"); }
+array log10(const array& a) { return make_unary<Log10Op>(a, "log10"); }
+array sin(const array& a) { return make_unary<SinOp>(a, "sin"); }
+array cos(const array& a) { return make_unary<CosOp>(a, "cos"); }
+array tan(const array& a) { return make_unary<TanOp>(a, "tan"); }
+array tanh(const array& a) { return make_unary<TanhOp>(a, "tanh"); }
+array sigmoid(const array& a) { return make_unary<SigmoidOp>(a, "sigmoid"); }
+array erf(const array& a) { return make_unary<ErfOp>(a, "erf"); }
+array erfinv(const array& a) { return make_unary<ErfinvOp>(a, "erfinv"); }
+array floor(const array& a) { return make_unary<FloorOp>(a, "floor"); }
+array ceil(const array& a) { return make_unary<CeilOp>(a, "ceil"); }
+array round(const array& a) { return make_unary<RoundOp>(a, "round"); }
+array logical_not(const array& a) { return make_unary<LogicalNotOp>(a, "logical_not"); }
+array isnan(const array& a) { return make_unary<IsNanOp>(a, "isnan"); }
+array isinf(const array& a) { return make_unary<IsInfOp>(a, "isinf"); }
+array isfinite(const array& a) { return make_unary<IsFiniteOp>(a, "isfinite"); }
 
 // ---- public binary ops ----
-array add(const array& a, const array& b) { return make_binary<AddOp>(a, b); }
-array subtract(const array& a, const array& b) { return make_binary<SubtractOp>(a, b); }
-array multiply(const array& a, const array& b) { return make_binary<MultiplyOp>(a, b); }
-array divide(const array& a, const array& b) { return make_binary<DivideOp>(a, b); }
-array floor_divide(const array& a, const array& b) { return make_binary<FloorDivideOp>(a, b); }
-array remainder(const array& a, const array& b) { return make_binary<RemainderOp>(a, b); }
-array power(const array& a, const array& b) { return make_binary<PowerOp>(a, b); }
-array maximum(const array& a, const array& b) { return make_binary<MaximumOp>(a, b); }
-array minimum(const array& a, const array& b) { return make_binary<MinimumOp>(a, b); }
-array arctan2(const array& a, const array& b) { return make_binary<ArcTan2Op>(a, b); }
-array equal(const array& a, const array& b) { return make_binary<EqualOp>(a, b); }
-array not_equal(const array& a, const array& b) { return make_binary<NotEqualOp>(a, b); }
-array less(const array& a, const array& b) { return make_binary<LessOp>(a, b); }
-array less_equal(const array& a, const array& b) { return make_binary<LessEqualOp>(a, b); }
-array greater(const array& a, const array& b) { return make_binary<GreaterOp>(a, b); }
-array greater_equal(const array& a, const array& b) { return make_binary<GreaterEqualOp>(a, b); }
-array logical_and(const array& a, const array& b) { return make_binary<LogicalAndOp>(a, b); }
-array logical_or(const array& a, const array& b) { return make_binary<LogicalOrOp>(a, b); }
+array add(const array& a, const array& b) { return make_binary<AddOp>(a, b, "add"); }
+array subtract(const array& a, const array& b) { return make_binary<SubtractOp>(a, b, "subtract"); }
+array multiply(const array& a, const array& b) { return make_binary<MultiplyOp>(a, b, "multiply"); }
+array divide(const array& a, const array& b) { return make_binary<DivideOp>(a, b, "divide"); }
+array floor_divide(const array& a, const array& b) { return make_binary<FloorDivideOp>(a, b, "floor_divide"); }
+array remainder(const array& a, const array& b) { return make_binary<RemainderOp>(a, b, "remainder"); }
+array power(const array& a, const array& b) { return make_binary<PowerOp>(a, b, "power"); }
+array maximum(const array& a, const array& b) { return make_binary<MaximumOp>(a, b, "maximum"); }
+array minimum(const array& a, const array& b) { return make_binary<MinimumOp>(a, b, "minimum"); }
+array arctan2(const array& a, const array& b) { return make_binary<ArcTan2Op>(a, b, "arctan2"); }
+array equal(const array& a, const array& b) { return make_binary<EqualOp>(a, b, "equal"); }
+array not_equal(const array& a, const array& b) { return make_binary<NotEqualOp>(a, b, "not_equal"); }
+array less(const array& a, const array& b) { return make_binary<LessOp>(a, b, "less"); }
+array less_equal(const array& a, const array& b) { return make_binary<LessEqualOp>(a, b, "less_equal"); }
+array greater(const array& a, const array& b) { return make_binary<GreaterOp>(a, b, "greater"); }
+array greater_equal(const array& a, const array& b) { return make_binary<GreaterEqualOp>(a, b, "greater_equal"); }
+array logical_and(const array& a, const array& b) { return make_binary<LogicalAndOp>(a, b, "logical_and"); }
+array logical_or(const array& a, const array& b) { return make_binary<LogicalOrOp>(a, b, "logical_or"); }
 
 // ---- where and clip ----
 namespace {
@@ -602,7 +618,7 @@ class Select : public UnaryPrimitive {
 
 array where(const array& cond, const array& x, const array& y) {
   Dtype d = promote_types(x.dtype(), y.dtype());
-  Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), x.shape()), y.shape());
+  Shape shape = broadcast_for({&cond, &x, &y}, "where");
   array c = cond.dtype() == bool_ ? cond : astype(cond, bool_);
   array a = x.dtype() == d ? x : astype(x, d);
   array b = y.dtype() == d ? y : astype(y, d);
@@ -614,6 +630,10 @@ array where(const array& cond, const array& x, const array& y) {
 
 array clip(const array& a, const std::optional<array>& lo, const std::optional<array>& hi) {
   if (!lo && !hi) throw std::invalid_argument("[clip] needs at least one of lo and hi");
+  std::vector<const array*> operands{&a};
+  if (lo) operands.push_back(&*lo);
+  if (hi) operands.push_back(&*hi);
+  broadcast_for(operands, "clip");
   // Gradient flows to `a` wherever lo <= a <= hi (as torch.clamp).
   array out = a;
   if (lo) out = where(less(out, *lo), astype(*lo, promote_types(a.dtype(), lo->dtype())), out);

@@ -169,9 +169,21 @@ array matmul(const array& a_in, const array& b_in) {
 
 array addmm(const array& c, const array& a, const array& b, float alpha, float beta) {
   array ab = matmul(a, b);
+  bool ok = true;
+  try {
+    ok = broadcast_shapes(c.shape(), ab.shape()) == ab.shape();
+  } catch (const std::invalid_argument&) {
+    ok = false;
+  }
+  if (!ok) {
+    throw std::invalid_argument(msg("[addmm] c of shape ", shape_str(c.shape()),
+                                    " does not broadcast to the shape of a @ b ", shape_str(ab.shape())));
+  }
   if (alpha != 1.0f) ab = multiply(ab, array(alpha, ab.dtype()));
   if (beta == 0.0f) return ab;
-  return add(beta == 1.0f ? c : multiply(c, array(beta, c.dtype())), ab);
+  // Scale c in the result dtype: beta in an integer c's dtype would truncate (0.5 -> 0).
+  array cc = astype(c, promote_types(c.dtype(), ab.dtype()));
+  return add(beta == 1.0f ? cc : multiply(cc, array(beta, cc.dtype())), ab);
 }
 
 array outer(const array& a, const array& b) {
@@ -187,7 +199,11 @@ array inner(const array& a, const array& b) {
   int K = a.shape(-1);
   Shape out(a.shape().begin(), a.shape().end() - 1);
   out.insert(out.end(), b.shape().begin(), b.shape().end() - 1);
-  array r = matmul(reshape(a, {-1, K}), transpose(reshape(b, {-1, K})));
+  // Leading sizes spelled out: reshape cannot infer a -1 next to K = 0.
+  int ma = 1, mb = 1;
+  for (size_t i = 0; i + 1 < a.ndim(); ++i) ma *= a.shape()[i];
+  for (size_t i = 0; i + 1 < b.ndim(); ++i) mb *= b.shape()[i];
+  array r = matmul(reshape(a, {ma, K}), transpose(reshape(b, {mb, K})));
   return reshape(r, out);
 }
 

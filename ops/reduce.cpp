@@ -429,19 +429,21 @@ array reduce(const array& a, const std::vector<int>& axes_in, bool keepdims, Red
       }
     }
   }
-  if (axes.empty()) return a;
   Dtype out_dtype = a.dtype();
   if (type == ReduceType::all || type == ReduceType::any) out_dtype = bool_;
   else if ((type == ReduceType::sum || type == ReduceType::prod) && (a.dtype() == bool_ || a.dtype() == uint8))
     out_dtype = int32;
+  // Nothing to reduce (no axes, or a 0-d input): the values as they are, in the reduction's dtype.
+  if (axes.empty()) return astype(a, out_dtype);
   Shape kshape = a.shape();
   for (int ax : axes) kshape[ax] = 1;
   array out(kshape, out_dtype, std::make_shared<Reduce>(type, axes), {a});
   return keepdims ? out : squeeze(out, axes);
 }
 
-size_t reduced_count(const array& a, const std::vector<int>& axes) {
-  auto ax = detail::normalize_axes(axes, static_cast<int>(a.ndim()), "mean");
+// The number of elements reduced over `axes`; validates the axes with `name` as the op in errors.
+size_t reduced_count(const array& a, const std::vector<int>& axes, const char* name) {
+  auto ax = detail::normalize_axes(axes, static_cast<int>(a.ndim()), name);
   size_t n = 1;
   for (int i : ax) n *= a.shape()[i];
   return n;
@@ -462,7 +464,7 @@ LOOM_REDUCTION(any, ReduceType::any)
 #undef LOOM_REDUCTION
 
 array mean(const array& a, const std::vector<int>& axes, bool keepdims) {
-  size_t n = reduced_count(a, axes);
+  size_t n = reduced_count(a, axes, "mean");
   Dtype d = is_floating_point(a.dtype()) ? a.dtype() : float32;
   array s = sum(astype(a, d), axes, keepdims);
   return multiply(s, array(n ? 1.0 / double(n) : std::nan(""), d));
@@ -470,8 +472,9 @@ array mean(const array& a, const std::vector<int>& axes, bool keepdims) {
 array mean(const array& a, int axis, bool keepdims) { return mean(a, std::vector<int>{axis}, keepdims); }
 array mean(const array& a, bool keepdims) { return mean(a, all_axes(a), keepdims); }
 
-array var(const array& a, const std::vector<int>& axes, bool keepdims, int ddof) {
-  size_t n = reduced_count(a, axes);
+namespace {
+array var_impl(const array& a, const std::vector<int>& axes, bool keepdims, int ddof, const char* name) {
+  size_t n = reduced_count(a, axes, name);
   Dtype d = is_floating_point(a.dtype()) ? a.dtype() : float32;
   array x = astype(a, d);
   array centered = subtract(x, mean(x, axes, true));
@@ -479,10 +482,15 @@ array var(const array& a, const std::vector<int>& axes, bool keepdims, int ddof)
   double denom = double(n) - ddof;
   return multiply(s, array(denom > 0 ? 1.0 / denom : std::nan(""), d));
 }
+}  // namespace
+
+array var(const array& a, const std::vector<int>& axes, bool keepdims, int ddof) {
+  return var_impl(a, axes, keepdims, ddof, "var");
+}
 array var(const array& a, int axis, bool keepdims, int ddof) { return var(a, std::vector<int>{axis}, keepdims, ddof); }
 array var(const array& a, bool keepdims, int ddof) { return var(a, all_axes(a), keepdims, ddof); }
 array std(const array& a, const std::vector<int>& axes, bool keepdims, int ddof) {
-  return sqrt(var(a, axes, keepdims, ddof));
+  return sqrt(var_impl(a, axes, keepdims, ddof, "std"));
 }
 array std(const array& a, int axis, bool keepdims, int ddof) { return std(a, std::vector<int>{axis}, keepdims, ddof); }
 array std(const array& a, bool keepdims, int ddof) { return std(a, all_axes(a), keepdims, ddof); }
@@ -496,6 +504,7 @@ array stable_shift(const array& x, const std::vector<int>& axes) {
 }  // namespace
 
 array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims) {
+  reduced_count(a, axes, "logsumexp");
   Dtype d = is_floating_point(a.dtype()) ? a.dtype() : float32;
   array x = astype(a, d);
   if (x.size() == 0) return log(sum(exp(x), axes, keepdims));
@@ -507,16 +516,20 @@ array logsumexp(const array& a, int axis, bool keepdims) { return logsumexp(a, s
 array logsumexp(const array& a, bool keepdims) { return logsumexp(a, all_axes(a), keepdims); }
 
 array softmax(const array& a, const std::vector<int>& axes) {
+  reduced_count(a, axes, "softmax");
   Dtype d = is_floating_point(a.dtype()) ? a.dtype() : float32;
   array x = astype(a, d);
+  if (x.size() == 0) return x;  // max (for the shift) has no identity on an empty axis
   array e = exp(subtract(x, stable_shift(x, axes)));
   return divide(e, sum(e, axes, true));
 }
 array softmax(const array& a, int axis) { return softmax(a, std::vector<int>{axis}); }
 
 array log_softmax(const array& a, const std::vector<int>& axes) {
+  reduced_count(a, axes, "log_softmax");
   Dtype d = is_floating_point(a.dtype()) ? a.dtype() : float32;
   array x = astype(a, d);
+  if (x.size() == 0) return x;
   array shifted = subtract(x, stable_shift(x, axes));
   return subtract(shifted, log(sum(exp(shifted), axes, true)));
 }

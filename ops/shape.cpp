@@ -37,8 +37,8 @@ class Reshape : public UnaryPrimitive {
       make_view(x, out, out.strides(), 0);
       return;
     }
-    out.alloc();
-    kernels::copy_strided(x, out.raw_data(), out.dtype(), out.strides());
+    out.alloc();  // row-major in the input's shape is the same memory as row-major in ours
+    kernels::copy_strided(x, out.raw_data(), out.dtype(), kernels::row_major_strides(x.shape()));
   }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
                          const std::vector<array>&) override {
@@ -281,7 +281,8 @@ Shape normalize_slice(const Shape& shape, Shape& start, Shape& stop, const Shape
     };
     start[i] = fix(start[i]);
     stop[i] = fix(stop[i]);
-    int64_t count = st > 0 ? (int64_t(stop[i]) - start[i] + st - 1) / st : (int64_t(start[i]) - stop[i] - st - 1) / -st;
+    const int64_t step = st;  // int64: -INT_MIN overflows int
+    int64_t count = step > 0 ? (int64_t(stop[i]) - start[i] + step - 1) / step : (int64_t(start[i]) - stop[i] - step - 1) / -step;
     out[i] = static_cast<int>(std::max<int64_t>(count, 0));
   }
   return out;
@@ -531,8 +532,8 @@ std::vector<array> split(const array& a, const std::vector<int>& indices, int ax
   std::vector<array> out;
   int prev = 0;
   for (size_t i = 0; i <= indices.size(); ++i) {
+    // numpy: part i is a[indices[i-1]:indices[i]], empty when the indices decrease
     int next = i < indices.size() ? std::clamp(indices[i] < 0 ? indices[i] + n : indices[i], 0, n) : n;
-    next = std::max(next, prev);
     Shape start(a.ndim(), 0), stop = a.shape();
     start[ax] = prev;
     stop[ax] = next;
@@ -566,6 +567,9 @@ array pad(const array& a, const std::vector<int>& axes, const Shape& low, const 
   std::vector<int> ax;
   for (size_t i = 0; i < axes.size(); ++i) {
     int k = detail::normalize_axis(axes[i], static_cast<int>(a.ndim()), "pad");
+    if (std::find(ax.begin(), ax.end(), k) != ax.end()) {
+      throw std::invalid_argument(msg("[pad] axis ", k, " is repeated"));
+    }
     if (low[i] < 0 || high[i] < 0) {
       throw std::invalid_argument(msg("[pad] negative padding (", low[i], ", ", high[i], ") on axis ", k));
     }

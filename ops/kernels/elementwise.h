@@ -137,6 +137,17 @@ void ternary(const array& c, const array& a, const array& b, array& out, F f) {
 /// Copies (and converts) `src` into memory at `dst` laid out with `dst_strides` (elements of dst_dtype).
 void copy_strided(const array& src, void* dst, Dtype dst_dtype, const Strides& dst_strides);
 
+/// Row-major (C order) strides of a shape, in elements.
+inline Strides row_major_strides(const Shape& shape) {
+  Strides st(shape.size());
+  int64_t s = 1;
+  for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
+    st[i] = s;
+    s *= std::max(shape[i], 1);
+  }
+  return st;
+}
+
 /// `src` itself when row-contiguous, otherwise an evaluated row-contiguous copy.
 array row_contiguous(const array& src);
 

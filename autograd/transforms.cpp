@@ -1,0 +1,270 @@
+#include "loom/autograd/transforms.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "loom/core/primitive.h"
+#include "loom/ops/ops.h"
+#include "loom/ops/utils.h"
+
+namespace loom {
+
+using detail::msg;
+using detail::shape_str;
+
+namespace {
+
+// Copies of the primals that the traced function sees; everything computed from them is a tracer.
+std::vector<array> make_tracers(const std::vector<array>& primals) {
+  std::vector<array> out;
+  for (const auto& p : primals) {
+    array t = copy(p);
+    t.set_tracer(true);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// The nodes between `sources` and `outputs` that depend on a source through floating-point values,
+// in topological order (one array per node). Ids of every array that carries a derivative are
+// added to `live`.
+std::vector<array> tape_between(const std::vector<array>& outputs, std::unordered_set<std::uintptr_t>& live) {
+  std::vector<array> tape;
+  std::unordered_set<const void*> visited;
+  struct Frame {
+    array a;
+    size_t next;
+  };
+  std::vector<Frame> stack;
+  auto key = [](const array& a) -> const void* {
+    return a.has_primitive() ? static_cast<const void*>(a.node_id()) : reinterpret_cast<const void*>(a.id());
+  };
+  for (const auto& out : outputs) {
+    if (!visited.insert(key(out)).second) continue;
+    stack.push_back({out, 0});
+    while (!stack.empty()) {
+      Frame& f = stack.back();
+      // Sources are leaves: never walk past them.
+      const bool leaf = live.count(f.a.id()) || !f.a.has_primitive();
+      const auto& ins = f.a.inputs();
+      if (!leaf && f.next < ins.size()) {
+        const array& in = ins[f.next++];
+        if (visited.insert(key(in)).second) stack.push_back({in, 0});
+        continue;
+      }
+      array a = std::move(f.a);
+      stack.pop_back();
+      if (leaf) continue;
+      bool depends = false;
+      for (const auto& in : a.inputs()) depends |= live.count(in.id()) > 0;
+      if (!depends) continue;
+      bool any_float = false;
+      for (const auto& o : a.outputs()) {
+        if (is_floating_point(o.dtype())) {
+          live.insert(o.id());
+          any_float = true;
+        }
+      }
+      if (any_float) tape.push_back(std::move(a));
+    }
+  }
+  return tape;
+}
+
+void accumulate(std::unordered_map<std::uintptr_t, array>& acc, const array& target, array v) {
+  if (v.shape() != target.shape()) {
+    throw std::logic_error(msg("[vjp] a gradient of shape ", shape_str(v.shape()), " was produced for an input of shape ",
+                               shape_str(target.shape())));
+  }
+  if (v.dtype() != target.dtype()) v = astype(v, target.dtype());
+  auto it = acc.find(target.id());
+  if (it == acc.end()) acc.emplace(target.id(), std::move(v));
+  else it->second = add(it->second, v);
+}
+
+}  // namespace
+
+namespace detail {
+
+std::pair<std::vector<array>, std::vector<array>> vjp_impl(const VectorFn& fun, const std::vector<array>& primals,
+                                                           const CotangentFn& make_cotangents,
+                                                           const std::vector<int>& argnums) {
+  detail::InTracing tracing;
+  std::vector<array> tracers = make_tracers(primals);
+  std::vector<array> outputs = fun(tracers);
+  std::vector<array> cotangents = make_cotangents(outputs);
+  if (cotangents.size() > outputs.size()) {
+    throw std::invalid_argument(msg("[vjp] ", cotangents.size(), " cotangents for ", outputs.size(), " outputs"));
+  }
+  std::unordered_set<std::uintptr_t> live;
+  for (int i : argnums) {
+    if (is_floating_point(primals[i].dtype())) live.insert(tracers[i].id());
+  }
+  std::vector<array> tape = tape_between(outputs, live);
+
+  std::unordered_map<std::uintptr_t, array> cot;
+  for (size_t i = 0; i < cotangents.size(); ++i) {
+    const array& o = outputs[i];
+    if (cotangents[i].shape() != o.shape()) {
+      throw std::invalid_argument(msg("[vjp] cotangent ", i, " has shape ", shape_str(cotangents[i].shape()),
+                                      " but output ", i, " has shape ", shape_str(o.shape())));
+    }
+    if (!is_floating_point(o.dtype()) || !live.count(o.id())) continue;
+    accumulate(cot, o, cotangents[i]);
+  }
+
+  for (auto it = tape.rbegin(); it != tape.rend(); ++it) {
+    const array& a = *it;
+    std::vector<array> outs = a.outputs();
+    std::vector<array> cots;
+    bool any = false;
+    for (const auto& o : outs) {
+      auto c = cot.find(o.id());
+      if (c != cot.end()) {
+        cots.push_back(c->second);
+        cot.erase(c);  // consumed: the graph keeps what it needs
+        any = true;
+      } else {
+        cots.push_back(zeros_like(o));
+      }
+    }
+    if (!any) continue;
+    const auto& ins = a.inputs();
+    std::vector<int> args;
+    for (size_t j = 0; j < ins.size(); ++j) {
+      if (live.count(ins[j].id())) args.push_back(static_cast<int>(j));
+    }
+    if (args.empty()) continue;
+    std::vector<array> grads = a.primitive().vjp(ins, cots, args, outs);
+    for (size_t k = 0; k < args.size(); ++k) accumulate(cot, ins[args[k]], std::move(grads[k]));
+  }
+
+  std::vector<array> result;
+  for (int i : argnums) {
+    auto c = cot.find(tracers[i].id());
+    result.push_back(c != cot.end() ? c->second : zeros_like(primals[i]));
+  }
+  return {outputs, result};
+}
+
+}  // namespace detail
+
+std::pair<std::vector<array>, std::vector<array>> vjp(const VectorFn& fun, const std::vector<array>& primals,
+                                                      const std::vector<array>& cotangents) {
+  std::vector<int> argnums(primals.size());
+  for (size_t i = 0; i < argnums.size(); ++i) argnums[i] = static_cast<int>(i);
+  return detail::vjp_impl(fun, primals, [&](const std::vector<array>&) { return cotangents; }, argnums);
+}
+
+std::pair<array, array> vjp(const UnaryFn& fun, const array& primal, const array& cotangent) {
+  auto [outs, grads] = vjp([&](const std::vector<array>& x) { return std::vector<array>{fun(x[0])}; }, {primal},
+                           {cotangent});
+  return {outs[0], grads[0]};
+}
+
+std::pair<std::vector<array>, std::vector<array>> jvp(const VectorFn& fun, const std::vector<array>& primals,
+                                                      const std::vector<array>& tangents) {
+  if (tangents.size() != primals.size()) {
+    throw std::invalid_argument(msg("[jvp] ", tangents.size(), " tangents for ", primals.size(), " primals"));
+  }
+  for (size_t i = 0; i < primals.size(); ++i) {
+    if (tangents[i].shape() != primals[i].shape()) {
+      throw std::invalid_argument(msg("[jvp] tangent ", i, " has shape ", shape_str(tangents[i].shape()),
+                                      " but primal ", i, " has shape ", shape_str(primals[i].shape())));
+    }
+  }
+  detail::InTracing tracing;
+  std::vector<array> tracers = make_tracers(primals);
+  std::vector<array> outputs = fun(tracers);
+  std::unordered_set<std::uintptr_t> live;
+  std::unordered_map<std::uintptr_t, array> tan;
+  for (size_t i = 0; i < primals.size(); ++i) {
+    if (!is_floating_point(primals[i].dtype())) continue;
+    live.insert(tracers[i].id());
+    tan.emplace(tracers[i].id(), astype(tangents[i], primals[i].dtype()));
+  }
+  std::vector<array> tape = tape_between(outputs, live);
+  for (const array& a : tape) {
+    const auto& ins = a.inputs();
+    std::vector<int> args;
+    std::vector<array> ts;
+    for (size_t j = 0; j < ins.size(); ++j) {
+      auto t = tan.find(ins[j].id());
+      if (t != tan.end()) {
+        args.push_back(static_cast<int>(j));
+        ts.push_back(t->second);
+      }
+    }
+    if (args.empty()) continue;
+    std::vector<array> outs = a.outputs();
+    std::vector<array> jv = a.primitive().jvp(ins, ts, args);
+    for (size_t k = 0; k < outs.size(); ++k) {
+      if (is_floating_point(outs[k].dtype())) tan.emplace(outs[k].id(), jv[k]);
+    }
+  }
+  std::vector<array> result;
+  for (const auto& o : outputs) {
+    auto t = tan.find(o.id());
+    result.push_back(t != tan.end() ? t->second : zeros_like(o));
+  }
+  return {outputs, result};
+}
+
+std::pair<array, array> jvp(const UnaryFn& fun, const array& primal, const array& tangent) {
+  auto [outs, tans] = jvp([&](const std::vector<array>& x) { return std::vector<array>{fun(x[0])}; }, {primal},
+                          {tangent});
+  return {outs[0], tans[0]};
+}
+
+ValueAndGradFn value_and_grad(const VectorFn& fun, const std::vector<int>& argnums) {
+  if (argnums.empty()) throw std::invalid_argument("[value_and_grad] argnums is empty");
+  return [fun, argnums](const std::vector<array>& inputs) {
+    for (int i : argnums) {
+      if (i < 0 || i >= static_cast<int>(inputs.size())) {
+        throw std::out_of_range(msg("[value_and_grad] argnum ", i, " is out of range for ", inputs.size(), " inputs"));
+      }
+      if (!is_floating_point(inputs[i].dtype())) {
+        throw std::invalid_argument(msg("[value_and_grad] cannot differentiate with respect to input ", i,
+                                        " of dtype ", inputs[i].dtype(), "; only floating-point inputs have gradients"));
+      }
+    }
+    // The first output must be a scalar; its cotangent is 1 and the other outputs get none.
+    auto seed = [](const std::vector<array>& outs) {
+      if (outs.empty() || outs[0].size() != 1) {
+        throw std::invalid_argument(msg("[value_and_grad] the function must return a scalar first output; got ",
+                                        outs.empty() ? std::string("no output") : "shape " + shape_str(outs[0].shape())));
+      }
+      return std::vector<array>{ones_like(outs[0])};
+    };
+    return detail::vjp_impl(fun, inputs, seed, argnums);
+  };
+}
+
+SimpleValueAndGradFn value_and_grad(const ScalarVectorFn& fun, const std::vector<int>& argnums) {
+  auto vg = value_and_grad(VectorFn([fun](const std::vector<array>& x) { return std::vector<array>{fun(x)}; }), argnums);
+  return [vg](const std::vector<array>& inputs) {
+    auto [outs, grads] = vg(inputs);
+    return std::make_pair(outs[0], grads);
+  };
+}
+
+std::function<std::pair<array, array>(const array&)> value_and_grad(const UnaryFn& fun) {
+  auto vg = value_and_grad(ScalarVectorFn([fun](const std::vector<array>& x) { return fun(x[0]); }), {0});
+  return [vg](const array& x) {
+    auto [value, grads] = vg({x});
+    return std::make_pair(value, grads[0]);
+  };
+}
+
+std::function<std::vector<array>(const std::vector<array>&)> grad(const ScalarVectorFn& fun,
+                                                                  const std::vector<int>& argnums) {
+  auto vg = value_and_grad(fun, argnums);
+  return [vg](const std::vector<array>& inputs) { return vg(inputs).second; };
+}
+
+std::function<array(const array&)> grad(const UnaryFn& fun) {
+  auto vg = value_and_grad(fun);
+  return [vg](const array& x) { return vg(x).second; };
+}
+
+}  // namespace loom

@@ -1,0 +1,51 @@
+// Function transforms over the lazy graph: vjp, jvp, grad, value_and_grad.
+// They build more graph and evaluate nothing: the forward and backward run in the eval that follows.
+#pragma once
+
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "loom/core/array.h"
+
+namespace loom {
+
+using VectorFn = std::function<std::vector<array>(const std::vector<array>&)>;
+using ScalarVectorFn = std::function<array(const std::vector<array>&)>;
+using UnaryFn = std::function<array(const array&)>;
+
+/// Outputs of `fun` at `primals` and the vector-Jacobian products with `cotangents` (one per output),
+/// one per primal. Integer and bool primals get zero cotangents.
+std::pair<std::vector<array>, std::vector<array>> vjp(const VectorFn& fun, const std::vector<array>& primals,
+                                                      const std::vector<array>& cotangents);
+std::pair<array, array> vjp(const UnaryFn& fun, const array& primal, const array& cotangent);
+
+/// Outputs of `fun` at `primals` and the Jacobian-vector products with `tangents` (one per primal).
+std::pair<std::vector<array>, std::vector<array>> jvp(const VectorFn& fun, const std::vector<array>& primals,
+                                                      const std::vector<array>& tangents);
+std::pair<array, array> jvp(const UnaryFn& fun, const array& primal, const array& tangent);
+
+using ValueAndGradFn = std::function<std::pair<std::vector<array>, std::vector<array>>(const std::vector<array>&)>;
+using SimpleValueAndGradFn = std::function<std::pair<array, std::vector<array>>(const std::vector<array>&)>;
+
+/// A function returning `fun`'s outputs and the gradient of its first output (a scalar) with respect
+/// to the inputs in `argnums`. Differentiating with respect to an integer input throws.
+ValueAndGradFn value_and_grad(const VectorFn& fun, const std::vector<int>& argnums = {0});
+SimpleValueAndGradFn value_and_grad(const ScalarVectorFn& fun, const std::vector<int>& argnums = {0});
+std::function<std::pair<array, array>(const array&)> value_and_grad(const UnaryFn& fun);
+
+/// The gradient part of value_and_grad.
+std::function<std::vector<array>(const std::vector<array>&)> grad(const ScalarVectorFn& fun,
+                                                                  const std::vector<int>& argnums = {0});
+std::function<array(const array&)> grad(const UnaryFn& fun);
+
+namespace detail {
+/// Makes the cotangents once the traced outputs are known.
+using CotangentFn = std::function<std::vector<array>(const std::vector<array>& outputs)>;
+/// vjp restricted to the primals in `argnums`; the workhorse of every reverse-mode transform.
+std::pair<std::vector<array>, std::vector<array>> vjp_impl(const VectorFn& fun, const std::vector<array>& primals,
+                                                           const CotangentFn& make_cotangents,
+                                                           const std::vector<int>& argnums);
+}  // namespace detail
+
+}  // namespace loom

@@ -1,0 +1,71 @@
+// matmul_1024, matmul_2048, eltwise_chain_4m and op_overhead as ../shared/BENCHMARKS.md defines them.
+#include <loom/loom.h>
+
+#include "bench.h"
+
+using namespace loom;
+
+int main(int argc, char** argv) {
+  const bool quick = bench::quick();
+  for (int threads : bench::thread_counts(argc, argv)) {
+    set_num_threads(threads);
+    for (int n : {1024, 2048}) {
+      array a = ones({n, n}) * 0.5f, b = ones({n, n}) * 0.25f;
+      eval(a, b);
+      matmul(a, b).eval();  // warm-up
+      int reps = quick ? 3 : (n == 1024 ? 30 : 10);
+      std::vector<double> ms;
+      for (int r = 0; r < reps; ++r) {
+        double t0 = bench::now_ms();
+        array c = matmul(a, b);
+        c.eval();
+        ms.push_back(bench::now_ms() - t0);
+      }
+      double t = bench::median(ms);
+      std::printf("{\"bench\":\"matmul_%d\",\"impl\":\"loom\",\"threads\":%d,\"median_ms\":%.3f,\"gflops\":%.2f,\"n\":%d}\n",
+                  n, threads, t, 2.0 * n * n * n / (t * 1e-3) / 1e9, reps);
+      std::fflush(stdout);
+    }
+    {
+      const int n = 4 << 20;
+      array x = arange(0.0, double(n), 1.0, float32) * (1.0f / n) - 0.5f;
+      x.eval();
+      auto chain = [&] { return exp(tanh(x * 2.0f + 1.0f) * x) - x; };
+      chain().eval();
+      int reps = quick ? 10 : 50;
+      std::vector<double> ms;
+      for (int r = 0; r < reps; ++r) {
+        double t0 = bench::now_ms();
+        array y = chain();
+        y.eval();
+        ms.push_back(bench::now_ms() - t0);
+      }
+      double t = bench::median(ms);
+      std::printf("{\"bench\":\"eltwise_chain_4m\",\"impl\":\"loom\",\"threads\":%d,\"median_ms\":%.3f,\"gbps\":%.2f,\"n\":%d}\n",
+                  threads, t, n * 8.0 / (t * 1e-3) / 1e9, reps);
+      std::fflush(stdout);
+    }
+    {
+      const int ops = 1000, reps = quick ? 10 : 50;
+      array one = ones({1});
+      one.eval();
+      std::vector<double> ms;
+      for (int r = 0; r < reps + 1; ++r) {
+        array x = zeros({1});
+        x.eval();
+        double t0 = bench::now_ms();
+        for (int i = 0; i < ops; ++i) {
+          x = x + one;
+          x.eval();
+        }
+        if (r > 0) ms.push_back(bench::now_ms() - t0);
+        if (x.item<float>() != ops) std::fprintf(stderr, "op_overhead: wrong sum\n");
+      }
+      double t = bench::median(ms);
+      std::printf("{\"bench\":\"op_overhead\",\"impl\":\"loom\",\"threads\":%d,\"median_ms\":%.4f,\"us_per_op\":%.3f,\"n\":%d}\n",
+                  threads, t, t * 1e3 / ops, reps);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}

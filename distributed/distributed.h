@@ -1,0 +1,51 @@
+// Data-parallel communication: process groups and collectives as lazy graph primitives (MPI).
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "loom/core/array.h"
+
+namespace loom::distributed {
+
+namespace detail {
+struct GroupImpl;
+}
+
+/// A set of processes that communicate. The world group is returned by init().
+class Group {
+ public:
+  int rank() const;
+  int size() const;
+  /// Processes with the same `color` form a new group, ordered by `key` (default: current rank).
+  Group split(int color, int key = -1) const;
+
+  explicit Group(std::shared_ptr<detail::GroupImpl> impl) : impl_(std::move(impl)) {}
+  const std::shared_ptr<detail::GroupImpl>& impl() const { return impl_; }
+
+ private:
+  std::shared_ptr<detail::GroupImpl> impl_;
+};
+
+/// True when Loom was built with a multi-process backend (MPI).
+bool is_available();
+
+/// The world group. Joins MPI only when a launcher (mpirun, mpiexec) started this process; otherwise
+/// returns a group of size 1 without touching MPI, so one binary runs alone or data parallel.
+/// `strict` throws when no multi-process backend can be joined. Calling init again returns the same
+/// world; MPI is finalized at exit.
+Group init(bool strict = false);
+
+/// Sum of `x` over every process of the group (every process gets the result).
+array all_sum(const array& x, std::optional<Group> group = std::nullopt);
+array all_max(const array& x, std::optional<Group> group = std::nullopt);
+array all_min(const array& x, std::optional<Group> group = std::nullopt);
+/// The arrays of every process concatenated along axis 0, in rank order.
+array all_gather(const array& x, std::optional<Group> group = std::nullopt);
+/// Sends `x` to `dst`; the result (x itself) must be evaluated for the send to happen.
+array send(const array& x, int dst, std::optional<Group> group = std::nullopt);
+/// Receives an array of `shape` and `dtype` from `src`.
+array recv(const Shape& shape, Dtype dtype, int src, std::optional<Group> group = std::nullopt);
+array recv_like(const array& x, int src, std::optional<Group> group = std::nullopt);
+
+}  // namespace loom::distributed

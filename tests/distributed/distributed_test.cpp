@@ -1,0 +1,108 @@
+// Runs alone (a group of size 1) and under mpirun -np 2 / -np 3; every assertion holds for any size.
+#include "../test_utils.h"
+#include "loom/distributed/distributed.h"
+
+using namespace loom;
+using loom::testing::expect_array;
+namespace dist = loom::distributed;
+
+TEST(Distributed, InitTwiceReturnsTheSameWorld) {
+  auto a = dist::init(), b = dist::init();
+  EXPECT_EQ(a.impl(), b.impl());
+  EXPECT_GE(a.size(), 1);
+  EXPECT_GE(a.rank(), 0);
+  EXPECT_LT(a.rank(), a.size());
+  EXPECT_TRUE(dist::is_available());
+}
+
+TEST(Distributed, AllSumEveryDtype) {
+  auto g = dist::init();
+  const int n = g.size(), r = g.rank();
+  double tri = n * (n + 1) / 2.0;
+  for (Dtype d : {uint8, int32, int64, float16, bfloat16, float32, float64}) {
+    array x = astype(array({1.0, 2.0, 3.0}) * double(r + 1), d);
+    array s = dist::all_sum(x);
+    EXPECT_EQ(s.dtype(), d);
+    expect_array(s, {3}, {tri, 2 * tri, 3 * tri});
+  }
+  array b = dist::all_sum(array({r == 0, false}));  // bool: logical or
+  expect_array(b, {2}, {1, 0});
+}
+
+TEST(Distributed, AllSumOfAStridedViewAndSizeOneIsFree) {
+  auto g = dist::init();
+  array m = reshape(arange(0.0, 6.0, 1.0, float32), {2, 3});
+  array s = dist::all_sum(transpose(m));
+  double n = g.size();
+  expect_array(s, {3, 2}, {0, 3 * n, 1 * n, 4 * n, 2 * n, 5 * n});
+  if (g.size() == 1) {
+    array x = ones({4});
+    EXPECT_EQ(dist::all_sum(x).id(), x.id());  // no node, no copy
+  }
+}
+
+TEST(Distributed, AllMaxMinAndGather) {
+  auto g = dist::init();
+  const int n = g.size(), r = g.rank();
+  array x = array({float(r), float(-r)});
+  expect_array(dist::all_max(x), {2}, {double(n - 1), 0});
+  expect_array(dist::all_min(x), {2}, {0, double(1 - n)});
+  array rows = full({1, 2}, array(float(r)));
+  std::vector<double> want;
+  for (int i = 0; i < n; ++i) want.insert(want.end(), {double(i), double(i)});
+  expect_array(dist::all_gather(rows), {n, 2}, want);
+  EXPECT_THROW_MSG(dist::all_gather(array(1.0f)), std::invalid_argument, "at least 1 dimension");
+}
+
+TEST(Distributed, SendRecvRing) {
+  auto g = dist::init();
+  const int n = g.size(), r = g.rank();
+  if (n == 1) {
+    EXPECT_THROW_MSG(dist::send(ones({2}), 0), std::invalid_argument, "cannot send to itself");
+    EXPECT_THROW_MSG(dist::recv({2}, float32, 0), std::invalid_argument, "cannot receive from itself");
+    EXPECT_THROW_MSG(dist::send(ones({2}), 1), std::invalid_argument, "outside the group of size 1");
+    return;
+  }
+  // Even ranks send first, odd ranks receive first: no deadlock for any size.
+  array mine = full({3}, array(float(r)));
+  int next = (r + 1) % n, prev = (r + n - 1) % n;
+  array got = zeros({3});
+  if (r % 2 == 0) {
+    dist::send(mine, next).eval();
+    got = dist::recv({3}, float32, prev);
+    got.eval();
+  } else {
+    got = dist::recv_like(mine, prev);
+    got.eval();
+    dist::send(mine, next).eval();
+  }
+  expect_array(got, {3}, {double(prev), double(prev), double(prev)});
+  EXPECT_THROW_MSG(dist::send(mine, n), std::invalid_argument, "outside the group");
+}
+
+TEST(Distributed, SplitByParity) {
+  auto g = dist::init();
+  auto sub = g.split(g.rank() % 2);
+  int expected = (g.size() + (g.rank() % 2 == 0 ? 1 : 0)) / 2;
+  EXPECT_EQ(sub.size(), expected);
+  array s = dist::all_sum(array(1.0f), sub);
+  EXPECT_FLOAT_EQ(s.item<float>(), float(expected));
+}
+
+TEST(Distributed, GradientThroughAllSum) {
+  // L = sum(w * all_sum(x)) on each rank; the total loss sum_r L_r has d/dx = all_sum(w) = n w.
+  auto g = dist::init();
+  array w({1.0f, -2.0f});
+  auto gx = grad([&](const array& x) { return sum(w * dist::all_sum(x)); })(array({0.5f, 0.25f}));
+  double n = g.size();
+  expect_array(gx, {2}, {n, -2 * n});
+}
+
+TEST(Distributed, ManyIndependentCollectivesInOneEval) {
+  // Every rank builds the same graph, so eval issues the collectives in the same order everywhere.
+  auto g = dist::init();
+  std::vector<array> outs;
+  for (int i = 0; i < 50; ++i) outs.push_back(dist::all_sum(full({i + 1}, array(float(i)))));
+  eval(outs);
+  for (int i = 0; i < 50; ++i) EXPECT_FLOAT_EQ(outs[i].to_vector<float>()[i], float(i * g.size()));
+}
