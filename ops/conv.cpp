@@ -25,12 +25,13 @@ namespace {
 struct ConvParams {
   std::vector<int> stride, pad_lo, pad_hi, kdil, idil;
   int groups = 1;
+  bool flip = false;  // the kernel's spatial axes are reversed (a true convolution)
 };
 
 // x (N, S.., C_in), w (C_out, K.., C_in/groups), y (N, O.., C_out) are bound by the trilinear form
 //   T(x, w, y) = sum y[n, o, co] * w[co, k, ci] * xd[n, o * stride + k * kdil - pad_lo, ci]
-// (xd: x with input dilation and zero padding, ci in co's group). Each role computes the derivative of
-// T with respect to the array it outputs, from the other two.
+// (xd: x with input dilation and zero padding, ci in co's group; with `flip`, w's taps are reversed).
+// Each role computes the derivative of T with respect to the array it outputs, from the other two.
 enum class ConvRole {
   forward,      // inputs (x, w) -> y
   input_grad,   // inputs (y, w) -> x  (a transposed convolution)
@@ -96,7 +97,8 @@ struct Scratch {
   T* get() { return static_cast<T*>(buf.ptr); }
 };
 
-// Upper bound on im2col buffer elements; larger batches run in chunks of images.
+// Upper bound on im2col buffer elements (8 MiB of float32, so the matrix is still in cache when the
+// GEMM reads it or col2im walks it); larger batches run in chunks of whole images.
 constexpr int64_t kColLimit = int64_t(1) << 21;
 
 int64_t images_per_chunk(const ConvGeom& g) {
@@ -123,7 +125,7 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t
 template <bool kAdd, typename T>
 class RowWalker {
  public:
-  explicit RowWalker(const ConvGeom& g) : g_(g), p_(*g.p), idx_(g.D), kk_(g.D), xs_(g.D) {
+  explicit RowWalker(const ConvGeom& g) : g_(g), p_(*g.p), idx_(g.D), kk_(g.D), xs_(g.D), o_(g.D) {
     for (int d = 0; d < g.D; ++d) idx_[d].resize(g.K[d]);
     for (int64_t d = g.D - 1, s = g.Cin; d >= 0; --d) {
       xs_[d] = s;
@@ -138,16 +140,21 @@ class RowWalker {
     const int D = g_.D;
     const int64_t rl = g_.row(), kc = g_.kc(), Cin = g_.Cin, Cg = g_.Cg, G = g_.G;
     const int64_t img = g_.in_sp * Cin, KL = g_.K[D - 1], kouter = g_.kt / KL;
+    // The row's output position, decoded once and then advanced like an odometer.
+    int64_t n = n0 + r0 / g_.out_sp;
+    for (int64_t d = D - 1, rem = r0 % g_.out_sp; d >= 0; --d) {
+      o_[d] = rem % g_.O[d];
+      rem /= g_.O[d];
+    }
     for (int64_t r = r0; r < r1; ++r) {
-      int64_t n = n0 + r / g_.out_sp, rem = r % g_.out_sp;
-      for (int d = D - 1; d >= 0; --d) {
-        int64_t o = rem % g_.O[d];
-        rem /= g_.O[d];
-        for (int64_t k = 0; k < g_.K[d]; ++k) {
-          int64_t v = o * p_.stride[d] + k * p_.kdil[d] - p_.pad_lo[d];
-          int64_t i = -1;
-          if (v >= 0 && v % p_.idil[d] == 0 && v / p_.idil[d] < g_.S[d]) i = v / p_.idil[d];
-          idx_[d][k] = i;
+      for (int d = 0; d < D; ++d) {
+        const int64_t st = p_.stride[d], kd = p_.kdil[d], id = p_.idil[d], lo = p_.pad_lo[d], S = g_.S[d];
+        int64_t v = o_[d] * st - lo;
+        int64_t* out = idx_[d].data();
+        if (id == 1) {
+          for (int64_t k = 0; k < g_.K[d]; ++k, v += kd) out[k] = (v >= 0 && v < S) ? v : -1;
+        } else {
+          for (int64_t k = 0; k < g_.K[d]; ++k, v += kd) out[k] = (v >= 0 && v % id == 0 && v / id < S) ? v / id : -1;
         }
       }
       auto row = col + r * rl;
@@ -187,11 +194,22 @@ class RowWalker {
           kk_[d] = 0;
         }
       }
+      for (int d = D - 1; d >= 0; --d) {
+        if (++o_[d] < g_.O[d]) break;
+        o_[d] = 0;
+        if (d == 0) ++n;
+      }
     }
   }
 
  private:
-  static void move(const T* __restrict src, T* __restrict dst, int64_t n) { std::copy_n(src, n, dst); }
+  static void move(const T* __restrict src, T* __restrict dst, int64_t n) {
+    if (n >= 32) {
+      std::memcpy(dst, src, sizeof(T) * n);
+    } else {
+      for (int64_t j = 0; j < n; ++j) dst[j] = src[j];
+    }
+  }
   static void move(T* __restrict dst, const T* __restrict src, int64_t n) {
     for (int64_t j = 0; j < n; ++j) dst[j] += src[j];
   }
@@ -199,7 +217,7 @@ class RowWalker {
   const ConvGeom& g_;
   const ConvParams& p_;
   std::vector<std::vector<int64_t>> idx_;  // per dimension and tap: input index, or -1 for padding/holes
-  std::vector<int64_t> kk_, xs_;           // kernel odometer; element strides of x's spatial axes
+  std::vector<int64_t> kk_, xs_, o_;       // kernel odometer; element strides of x's spatial axes; output position
   bool fast_last_ = false;
 };
 
@@ -387,6 +405,21 @@ void conv_weight_grad(const T* x, const T* dy, T* dw, const ConvGeom& g) {
   }
 }
 
+// Reverses the spatial taps of a row-contiguous (C_out, taps, C_g) weight: reversing every spatial
+// axis of a row-major block reverses its flat tap order. `src` and `dst` may not overlap unless equal.
+template <typename T>
+void flip_taps(const T* src, T* dst, int64_t cout, int64_t kt, int64_t cg) {
+  for (int64_t co = 0; co < cout; ++co) {
+    const T* s = src + co * kt * cg;
+    T* d = dst + co * kt * cg;
+    if (s == d) {
+      for (int64_t k = 0; k < kt / 2; ++k) std::swap_ranges(d + k * cg, d + (k + 1) * cg, d + (kt - 1 - k) * cg);
+    } else {
+      for (int64_t k = 0; k < kt; ++k) std::copy_n(s + (kt - 1 - k) * cg, cg, d + k * cg);
+    }
+  }
+}
+
 // `a` as a row-contiguous evaluated array of dtype `d` (itself when it already is one).
 array contiguous_as(const array& a, Dtype d) {
   if (a.dtype() == d && a.flags().row_contiguous) return a;
@@ -423,6 +456,12 @@ class Convolution : public UnaryPrimitive {
       const T* ap = kernels::ptr<T>(a);
       const T* bp = kernels::ptr<T>(b);
       T* o = kernels::ptr<T>(res);
+      std::optional<array> wflip;
+      if (p_.flip && role_ != ConvRole::weight_grad) {
+        wflip = array(allocator::malloc(b.nbytes()), b.shape(), ct);
+        flip_taps<T>(bp, kernels::ptr<T>(*wflip), g.Cout, g.kt, g.Cg);
+        bp = kernels::ptr<T>(*wflip);
+      }
       switch (role_) {
         case ConvRole::forward:
           conv_forward<T>(ap, bp, o, g);
@@ -432,6 +471,7 @@ class Convolution : public UnaryPrimitive {
           break;
         case ConvRole::weight_grad:
           conv_weight_grad<T>(ap, bp, o, g);
+          if (p_.flip) flip_taps<T>(o, o, g.Cout, g.kt, g.Cg);
           break;
       }
     };
@@ -481,7 +521,8 @@ class Convolution : public UnaryPrimitive {
   const char* name() const override { return "Convolution"; }
   void print(std::ostream& os) const override {
     static const char* roles[] = {"forward", "input_grad", "weight_grad"};
-    os << "Convolution(" << roles[static_cast<int>(role_)] << ", groups=" << p_.groups << ")";
+    os << "Convolution(" << roles[static_cast<int>(role_)] << ", groups=" << p_.groups << (p_.flip ? ", flip" : "")
+       << ")";
   }
 
 
@@ -580,17 +621,8 @@ array conv_impl(const char* op, const array& input, const array& weight, const s
     out_shape.push_back(static_cast<int>(o));
   }
   out_shape.push_back(cout);
-  array w = weight;
-  if (flip) {
-    Shape start(nd, 0), stop = weight.shape(), steps(nd, 1);
-    for (int d = 1; d <= D; ++d) {
-      start[d] = weight.shape(d) - 1;
-      stop[d] = -weight.shape(d) - 1;
-      steps[d] = -1;
-    }
-    w = slice(weight, start, stop, steps);
-  }
-  return make_conv(ConvRole::forward, input, w, p, std::move(out_shape));
+  p.flip = flip;
+  return make_conv(ConvRole::forward, input, weight, p, std::move(out_shape));
 }
 
 }  // namespace

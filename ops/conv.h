@@ -20,8 +20,9 @@ namespace loom {
 /// input (N, S_1..S_D, C_in), weight (C_out, K_1..K_D, C_in / groups) -> (N, O_1..O_D, C_out) with
 /// O_d = ((S_d - 1) * input_dilation_d + 1 + padding_lo_d + padding_hi_d - ((K_d - 1) * kernel_dilation_d + 1))
 ///       / stride_d + 1.
-/// Each per-dimension list may be empty (default: stride 1, padding 0, dilation 1), hold one value
-/// (used for every dimension) or one value per spatial dimension. `input_dilation` inserts
+/// Each per-dimension list may be empty (default: stride 1, padding 0, dilation 1; an empty
+/// padding_hi copies padding_lo, as in MLX), hold one value (used for every dimension) or one value
+/// per spatial dimension. `input_dilation` inserts
 /// (input_dilation - 1) zeros between input elements; `flip` reverses the kernel's spatial axes
 /// (a true convolution instead of a cross-correlation). Both dtypes must be floating point; the
 /// result has their promoted dtype.
