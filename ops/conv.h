@@ -2,10 +2,10 @@
 // (C_out, kernel spatial..., C_in / groups). Every op validates its arguments and records a node.
 //
 // Convolutions run as im2col + BLAS GEMM (float32/float64; float16/bfloat16 compute in float32).
-// Their gradients are two more primitives: the input gradient (a transposed convolution, GEMM with
-// the weight then col2im) and the weight gradient (GEMM of the cotangent with the im2col matrix).
-// The three are the partial contractions of one trilinear form, so each one's vjp/jvp is built from
-// the three: gradients of any order work.
+// Their gradients are two more roles of the same primitive: the input gradient (a transposed
+// convolution: GEMM with the weight, then col2im) and the weight gradient (GEMM of the cotangent with
+// the im2col matrix). The three roles are the partial contractions of one trilinear form, so each
+// one's vjp/jvp is built from the three: gradients of any order work.
 #pragma once
 
 #include <optional>
@@ -22,10 +22,9 @@ namespace loom {
 ///       / stride_d + 1.
 /// Each per-dimension list may be empty (default: stride 1, padding 0, dilation 1; an empty
 /// padding_hi copies padding_lo, as in MLX), hold one value (used for every dimension) or one value
-/// per spatial dimension. `input_dilation` inserts
-/// (input_dilation - 1) zeros between input elements; `flip` reverses the kernel's spatial axes
-/// (a true convolution instead of a cross-correlation). Both dtypes must be floating point; the
-/// result has their promoted dtype.
+/// per spatial dimension. `input_dilation` inserts (input_dilation - 1) zeros between input elements;
+/// `flip` reverses the kernel's spatial axes (a true convolution instead of a cross-correlation).
+/// Both dtypes must be floating point; the result has their promoted dtype.
 array conv_general(const array& input, const array& weight, std::vector<int> stride = {},
                    std::vector<int> padding_lo = {}, std::vector<int> padding_hi = {},
                    std::vector<int> kernel_dilation = {}, std::vector<int> input_dilation = {}, int groups = 1,
