@@ -12,3 +12,5 @@
 #include "loom/distributed/distributed.h"
 #include "loom/io/io.h"
 #include "loom/ops/random.h"
+#include "loom/ops/indexing.h"
+#include "loom/ops/conv.h"
