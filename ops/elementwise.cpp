@@ -15,33 +15,7 @@ double erfinv_d(double y) {
   if (std::isnan(y) || y < -1.0 || y > 1.0) return std::numeric_limits<double>::quiet_NaN();
   if (y == 1.0) return std::numeric_limits<double>::infinity();
   if (y == -1.0) return -std::numeric_limits<double>::infinity();
-  // Giles' single-precision approximation, then Newton steps on erf(x) = y.
-  double w = -std::log((1.0 - y) * (1.0 + y)), x;
-  if (w < 5.0) {
-    w -= 2.5;
-    double p = 2.81022636e-08;
-    p = 3.43273939e-07 + p * w;
-    p = -3.5233877e-06 + p * w;
-    p = -4.39150654e-06 + p * w;
-    p = 0.00021858087 + p * w;
-    p = -0.00125372503 + p * w;
-    p = -0.00417768164 + p * w;
-    p = 0.246640727 + p * w;
-    p = 1.50140941 + p * w;
-    x = p * y;
-  } else {
-    w = std::sqrt(w) - 3.0;
-    double p = -0.000200214257;
-    p = 0.000100950558 + p * w;
-    p = 0.00134934322 + p * w;
-    p = -0.00367342844 + p * w;
-    p = 0.00573950773 + p * w;
-    p = -0.0076224613 + p * w;
-    p = 0.00943887047 + p * w;
-    p = 1.00167406 + p * w;
-    p = 2.83297682 + p * w;
-    x = p * y;
-  }
+  double x = erfinv_approx(y);  // then Newton steps on erf(x) = y
   for (int i = 0; i < 2; ++i) {
     double err = std::erf(x) - y;
     x -= err / (1.1283791670955126 * std::exp(-x * x));

@@ -83,41 +83,11 @@ T prev_below(T h) {
   }
 }
 
-// erfinv for results of at most 32 bits: Giles' single-precision polynomial evaluated in double
-// (relative error ~1e-7, a float32 ulp or two), without the Newton steps of the float64 erfinv.
-inline double erfinv_single(double y) {
-  double w = -std::log((1.0 - y) * (1.0 + y)), p;
-  if (w < 5.0) {
-    w -= 2.5;
-    p = 2.81022636e-08;
-    p = 3.43273939e-07 + p * w;
-    p = -3.5233877e-06 + p * w;
-    p = -4.39150654e-06 + p * w;
-    p = 0.00021858087 + p * w;
-    p = -0.00125372503 + p * w;
-    p = -0.00417768164 + p * w;
-    p = 0.246640727 + p * w;
-    p = 1.50140941 + p * w;
-  } else {
-    w = std::sqrt(w) - 3.0;
-    p = -0.000200214257;
-    p = 0.000100950558 + p * w;
-    p = 0.00134934322 + p * w;
-    p = -0.00367342844 + p * w;
-    p = 0.00573950773 + p * w;
-    p = -0.0076224613 + p * w;
-    p = 0.00943887047 + p * w;
-    p = 1.00167406 + p * w;
-    p = 2.83297682 + p * w;
-  }
-  return p * y;
-}
-
 // erfinv at the accuracy a result of type T needs (y strictly inside (-1, 1)).
 template <typename T>
 inline double erfinv_for(double y) {
   if constexpr (sizeof(T) == 8) return ::loom::detail::erfinv_d(y);
-  else return erfinv_single(y);
+  else return ::loom::detail::erfinv_approx(y);  // enough for 32-bit results
 }
 
 // erfc^{-1}(q) for q in (0, 2): through erfinv where that is accurate, otherwise Newton on
