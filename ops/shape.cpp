@@ -284,6 +284,9 @@ Shape normalize_slice(const Shape& shape, Shape& start, Shape& stop, const Shape
     const int64_t step = st;  // int64: -INT_MIN overflows int
     int64_t count = step > 0 ? (int64_t(stop[i]) - start[i] + step - 1) / step : (int64_t(start[i]) - stop[i] - step - 1) / -step;
     out[i] = static_cast<int>(std::max<int64_t>(count, 0));
+    // Keep normalized bounds a fixed point: with a negative step, a stop of -1 (before the first
+    // element) would be read as "the last element" when a vjp or jvp normalizes it again.
+    if (st < 0 && stop[i] < 0) stop[i] = -n - 1;
   }
   return out;
 }

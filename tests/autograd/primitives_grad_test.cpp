@@ -87,6 +87,8 @@ TEST(GradCheck, ShapesAndViews) {
   check([&](const std::vector<array>& p) { return broadcast_to(reshape(p[0], {2, 1, 3, 4}), {2, 5, 3, 4}); }, {x});
   check([&](const std::vector<array>& p) { return slice(p[0], {0, 2, 3}, {2, 0, 0}, {1, -1, -2}); }, {x});
   check([&](const std::vector<array>& p) { return slice(p[0], {1, 0, 1}, {2, 3, 4}, {1, 2, 2}); }, {x});
+  // A negative step that runs to the first element (stop before index 0).
+  check([&](const std::vector<array>& p) { return slice(p[0], {1, 2, 3}, {-3, -4, -5}, {-1, -1, -1}); }, {x});
   array u = rand_like_shape({2, 2, 2}, -1, 1, 8);
   check([&](const std::vector<array>& p) { return slice_update(p[0], p[1], {0, 1, 0}, {2, 3, 4}, {1, 1, 2}); },
         {x, u});
