@@ -1,0 +1,125 @@
+// nn::Module: the base of every layer and model. A module registers its parameters, buffers and
+// child modules by name; parameters() walks them into a tree with dotted names.
+#pragma once
+
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "loom/autograd/transforms.h"
+#include "loom/core/array.h"
+#include "loom/nn/tree.h"
+
+namespace loom::nn {
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  // A module holds pointers to its own members, so it is neither copied nor moved; build it in
+  // place (or hold it by std::unique_ptr / std::shared_ptr).
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  Module(Module&&) = delete;
+  Module& operator=(Module&&) = delete;
+
+  /// Every parameter and buffer as "child.name" paths, depth first in registration order: a
+  /// module's entries come in the order of its register_* calls, a child's at the place it was
+  /// registered.
+  ParamTree parameters() const;
+  /// The parameters that are not frozen (buffers never are trainable), in the same order.
+  ParamTree trainable_parameters() const;
+  /// The buffers alone (e.g. BatchNorm's running statistics).
+  ParamTree buffers() const;
+  /// Total number of elements of parameters() that are not buffers.
+  size_t num_parameters() const;
+
+  /// Replaces the named parameters and buffers with the given arrays. Every name must exist and
+  /// every shape must match; names not given keep their arrays.
+  void update(const ParamTree& params);
+
+  /// Freezes (excludes from trainable_parameters) everything, or the named parameters and modules
+  /// ("l1" freezes all of l1, "l1.bias" just that).
+  void freeze(const std::vector<std::string>& names = {});
+  void unfreeze(const std::vector<std::string>& names = {});
+
+  /// Training mode (dropout active, batch statistics) or evaluation mode, for this module and its
+  /// children. Modules start in training mode.
+  void train(bool mode = true);
+  void eval() { train(false); }
+  bool training() const { return training_; }
+
+  /// Writes parameters() to a safetensors file (atomically).
+  void save_weights(const std::string& path) const;
+  /// Reads weights saved by save_weights. With `strict`, the file must hold exactly this model's
+  /// names with the same shapes, or the error lists every difference; otherwise what matches loads
+  /// and the rest is left alone. Arrays are cast to the parameter's dtype.
+  void load_weights(const std::string& path, bool strict = true);
+
+  /// Child modules by dotted path, depth first (this module itself is not listed).
+  std::vector<std::pair<std::string, Module*>> modules();
+
+ protected:
+  void register_parameter(const std::string& name, array& param);
+  /// A buffer is saved and updated with the parameters but never trained.
+  void register_buffer(const std::string& name, array& buffer);
+  void register_module(const std::string& name, Module& child);
+
+ private:
+  enum class Kind { parameter, buffer, module };
+  struct Entry {
+    std::string name;
+    Kind kind;
+    array* value;
+    Module* child;
+    bool frozen;
+  };
+  std::vector<Entry> entries_;
+  bool training_ = true;
+
+  void add_entry(const std::string& name, Kind kind, array* value, Module* child);
+  template <typename Visit>
+  void walk(const std::string& prefix, Visit&& visit) const;
+  void set_frozen(const std::vector<std::string>& names, bool frozen, const char* op);
+};
+
+/// Wraps `fn(args...)` (returning the loss, or a vector whose first element is the loss) into a
+/// function of the same arguments returning `(value, grads)`, where grads are the gradients of the
+/// loss with respect to `model.trainable_parameters()`, under the same names. Nothing is evaluated.
+template <typename Fn>
+auto value_and_grad(Module& model, Fn fn) {
+  return [&model, fn](const auto&... args) {
+    const ParamTree params = model.trainable_parameters();
+    std::vector<int> argnums(params.size());
+    for (size_t i = 0; i < argnums.size(); ++i) argnums[i] = static_cast<int>(i);
+    constexpr bool single = std::is_same_v<std::decay_t<decltype(fn(args...))>, array>;
+    VectorFn traced = [&](const std::vector<array>& p) {
+      model.update(tree_unflatten(params, p));
+      std::vector<array> outs;
+      if constexpr (std::is_same_v<std::decay_t<decltype(fn(args...))>, array>) {
+        outs.push_back(fn(args...));
+      } else {
+        outs = fn(args...);
+      }
+      return outs;
+    };
+    struct Restore {  // the model keeps its real parameters even when fn throws
+      Module& m;
+      const ParamTree& p;
+      ~Restore() { m.update(p); }
+    } restore{model, params};
+    if (params.empty()) {
+      throw std::invalid_argument("[nn::value_and_grad] the model has no trainable parameters");
+    }
+    auto [outs, grads] = loom::value_and_grad(traced, argnums)(params.values());
+    ParamTree grad_tree = tree_unflatten(params, grads);
+    if constexpr (single) {
+      return std::make_pair(outs[0], std::move(grad_tree));
+    } else {
+      return std::make_pair(std::move(outs), std::move(grad_tree));
+    }
+  };
+}
+
+}  // namespace loom::nn

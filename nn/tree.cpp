@@ -1,0 +1,113 @@
+#include "loom/nn/tree.h"
+
+#include <stdexcept>
+
+namespace loom::nn {
+
+ParamTree::ParamTree(std::initializer_list<value_type> items) {
+  for (const auto& [name, value] : items) {
+    if (contains(name)) throw std::invalid_argument("[ParamTree] duplicate name '" + name + "'");
+    insert(name, value);
+  }
+}
+
+ParamTree::ParamTree(std::vector<value_type> items) {
+  for (auto& [name, value] : items) {
+    if (contains(name)) throw std::invalid_argument("[ParamTree] duplicate name '" + name + "'");
+    insert(name, std::move(value));
+  }
+}
+
+const array& ParamTree::at(const std::string& name) const {
+  auto it = index_.find(name);
+  if (it == index_.end()) throw std::out_of_range("[ParamTree] no entry named '" + name + "'");
+  return items_[it->second].second;
+}
+
+array& ParamTree::at(const std::string& name) {
+  return const_cast<array&>(static_cast<const ParamTree&>(*this).at(name));
+}
+
+void ParamTree::insert(const std::string& name, array value) {
+  auto it = index_.find(name);
+  if (it != index_.end()) {
+    items_[it->second].second = std::move(value);
+    return;
+  }
+  index_.emplace(name, items_.size());
+  items_.emplace_back(name, std::move(value));
+}
+
+void ParamTree::erase(const std::string& name) {
+  auto it = index_.find(name);
+  if (it == index_.end()) return;
+  items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(it->second));
+  index_.clear();
+  for (size_t i = 0; i < items_.size(); ++i) index_.emplace(items_[i].first, i);
+}
+
+std::vector<std::string> ParamTree::names() const {
+  std::vector<std::string> out;
+  out.reserve(items_.size());
+  for (const auto& item : items_) out.push_back(item.first);
+  return out;
+}
+
+std::vector<array> ParamTree::values() const {
+  std::vector<array> out;
+  out.reserve(items_.size());
+  for (const auto& item : items_) out.push_back(item.second);
+  return out;
+}
+
+ParamTree ParamTree::subtree(const std::string& prefix) const {
+  ParamTree out;
+  const std::string head = prefix + ".";
+  for (const auto& [name, value] : items_) {
+    if (name.compare(0, head.size(), head) == 0) out.insert(name.substr(head.size()), value);
+  }
+  return out;
+}
+
+ParamTree tree_map(const ParamTree& tree, const std::function<array(const array&)>& fn) {
+  ParamTree out;
+  for (const auto& [name, value] : tree) out.insert(name, fn(value));
+  return out;
+}
+
+ParamTree tree_map(const ParamTree& a, const ParamTree& b,
+                   const std::function<array(const array&, const array&)>& fn) {
+  if (a.size() != b.size()) {
+    throw std::invalid_argument("[tree_map] the trees hold " + std::to_string(a.size()) + " and " +
+                                std::to_string(b.size()) + " entries");
+  }
+  ParamTree out;
+  for (const auto& [name, value] : a) {
+    if (!b.contains(name)) throw std::invalid_argument("[tree_map] '" + name + "' is missing from the second tree");
+    out.insert(name, fn(value, b.at(name)));
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, array>> tree_flatten(const ParamTree& tree) {
+  return {tree.begin(), tree.end()};
+}
+
+ParamTree tree_unflatten(const std::vector<std::pair<std::string, array>>& items) { return ParamTree(items); }
+
+ParamTree tree_unflatten(const ParamTree& like, const std::vector<array>& values) {
+  if (like.size() != values.size()) {
+    throw std::invalid_argument("[tree_unflatten] " + std::to_string(values.size()) + " arrays for a tree of " +
+                                std::to_string(like.size()) + " names");
+  }
+  ParamTree out;
+  size_t i = 0;
+  for (const auto& item : like) out.insert(item.first, values[i++]);
+  return out;
+}
+
+void collect_arrays(std::vector<array>& out, const ParamTree& tree) {
+  for (const auto& item : tree) out.push_back(item.second);
+}
+
+}  // namespace loom::nn
