@@ -14,3 +14,8 @@
 #include "loom/ops/random.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/conv.h"
+#include "loom/nn/tree.h"
+#include "loom/nn/module.h"
+#include "loom/nn/init.h"
+#include "loom/nn/linear.h"
+#include "loom/nn/average_gradients.h"

@@ -1,0 +1,85 @@
+#include "loom/nn/average_gradients.h"
+
+#include <stdexcept>
+#include <vector>
+
+#include "loom/ops/ops.h"
+
+namespace loom::nn {
+
+namespace {
+
+array all_mean(const array& flat, std::optional<Dtype> comm, int size, const distributed::Group& g) {
+  const Dtype dt = flat.dtype();
+  array wire = comm ? astype(flat, *comm) : flat;
+  array summed = distributed::all_sum(wire, g);
+  if (comm) summed = astype(summed, dt);
+  return summed * (1.0 / size);
+}
+
+}  // namespace
+
+ParamTree average_gradients(const ParamTree& grads, std::ptrdiff_t all_reduce_size,
+                            std::optional<Dtype> communication_type, std::optional<distributed::Group> group) {
+  distributed::Group g = group ? *group : distributed::init();
+  const int n = g.size();
+  if (n == 1) return grads;
+  if (communication_type && !is_floating_point(*communication_type)) {
+    throw std::invalid_argument("[average_gradients] communication_type must be floating point, got " +
+                                to_string(*communication_type));
+  }
+  for (const auto& [name, gr] : grads) {
+    if (!is_floating_point(gr.dtype())) {
+      throw std::invalid_argument("[average_gradients] gradient '" + name + "' has dtype " +
+                                  to_string(gr.dtype()) + "; gradients are floating point");
+    }
+  }
+
+  std::vector<std::pair<std::string, array>> items(grads.begin(), grads.end());
+  std::vector<array> averaged(items.size(), array(0.0f));
+  if (all_reduce_size <= 0) {
+    for (size_t i = items.size(); i-- > 0;) averaged[i] = all_mean(items[i].second, communication_type, n, g);
+    return tree_unflatten(grads, averaged);
+  }
+
+  // Buckets of consecutive gradients, newest (last) first.
+  std::vector<size_t> bucket;
+  std::ptrdiff_t bucket_bytes = 0;
+  auto flush = [&] {
+    if (bucket.empty()) return;
+    if (bucket.size() == 1) {
+      size_t i = bucket[0];
+      averaged[i] = all_mean(items[i].second, communication_type, n, g);
+    } else {
+      std::vector<array> flats;
+      std::vector<int> offsets;
+      int offset = 0;
+      for (size_t i : bucket) {
+        flats.push_back(reshape(items[i].second, {-1}));
+        offset += static_cast<int>(items[i].second.size());
+        offsets.push_back(offset);
+      }
+      offsets.pop_back();
+      array mean = all_mean(concatenate(flats, 0), communication_type, n, g);
+      std::vector<array> parts = split(mean, offsets, 0);
+      for (size_t k = 0; k < bucket.size(); ++k) {
+        averaged[bucket[k]] = reshape(parts[k], items[bucket[k]].second.shape());
+      }
+    }
+    bucket.clear();
+    bucket_bytes = 0;
+  };
+  for (size_t i = items.size(); i-- > 0;) {
+    const array& gr = items[i].second;
+    const auto bytes = static_cast<std::ptrdiff_t>(gr.nbytes());
+    bool fits = bucket.empty() ||
+                (items[bucket[0]].second.dtype() == gr.dtype() && bucket_bytes + bytes <= all_reduce_size);
+    if (!fits) flush();
+    bucket.push_back(i);
+    bucket_bytes += bytes;
+  }
+  flush();
+  return tree_unflatten(grads, averaged);
+}
+
+}  // namespace loom::nn

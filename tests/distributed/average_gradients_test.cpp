@@ -1,0 +1,166 @@
+// nn::average_gradients and data-parallel equivalence; runs alone and under mpirun -np 2 / 3.
+#include <functional>
+#include <set>
+#include <unordered_set>
+
+#include "../test_utils.h"
+#include "loom/core/eval.h"
+#include "loom/core/primitive.h"
+#include "loom/nn/average_gradients.h"
+#include "loom/nn/linear.h"
+#include "loom/ops/ops.h"
+#include "loom/ops/random.h"
+
+using namespace loom;
+using loom::testing::expect_array;
+namespace dist = loom::distributed;
+
+namespace {
+
+// The all_sum nodes reachable from `tree`, with the sizes they carry, in a fixed order.
+std::vector<size_t> all_sum_sizes(const nn::ParamTree& tree) {
+  std::vector<size_t> sizes;
+  std::unordered_set<const detail::Node*> seen;
+  std::vector<array> stack = tree.values();
+  while (!stack.empty()) {
+    array a = stack.back();
+    stack.pop_back();
+    if (!a.has_primitive() || !seen.insert(a.node_id()).second) continue;
+    if (std::string(a.primitive().name()) == "all_sum") sizes.push_back(a.size());
+    for (const auto& in : a.inputs()) stack.push_back(in);
+  }
+  std::sort(sizes.begin(), sizes.end());
+  return sizes;
+}
+
+nn::ParamTree rank_scaled_grads(int rank, const std::vector<Shape>& shapes) {
+  nn::ParamTree t;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    int n = 1;
+    for (int s : shapes[i]) n *= s;
+    array base = reshape(arange(0.0, double(n), 1.0, float32) + float(i), shapes[i]);
+    t.insert("g" + std::to_string(i), base * float(rank + 1));
+  }
+  return t;
+}
+
+void expect_mean(const nn::ParamTree& avg, const std::vector<Shape>& shapes, int size, double tol = 1e-5) {
+  ASSERT_EQ(avg.size(), shapes.size());
+  const double factor = (size + 1) / 2.0;  // mean of 1..size
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const array& a = avg.at("g" + std::to_string(i));
+    ASSERT_EQ(a.shape(), shapes[i]) << "g" << i;
+    std::vector<double> want(a.size());
+    for (size_t k = 0; k < want.size(); ++k) want[k] = (double(k) + i) * factor;
+    expect_array(a, shapes[i], want, tol);
+  }
+}
+
+}  // namespace
+
+TEST(AverageGradients, MeanOverRanksWithUnevenBuckets) {
+  auto g = dist::init();
+  const std::vector<Shape> shapes{{3}, {2, 5}, {7}, {1}, {4, 4}, {}};
+  auto grads = rank_scaled_grads(g.rank(), shapes);
+  // Bucket limit of 40 bytes = 10 floats; reverse order: {} (1) + {4,4} (16) do not fit together.
+  for (std::ptrdiff_t limit : {std::ptrdiff_t(40), std::ptrdiff_t(0), std::ptrdiff_t(1) << 25, std::ptrdiff_t(4)}) {
+    auto avg = nn::average_gradients(grads, limit);
+    if (g.size() == 1) {
+      for (const auto& [name, a] : avg) EXPECT_EQ(a.id(), grads.at(name).id()) << "untouched on one process";
+      EXPECT_TRUE(all_sum_sizes(avg).empty());
+    } else if (limit == 40) {
+      // Reverse order: {} + ... : 1 | 16 | 1+7 | 10 | 3  -> buckets of 1, 16, 8, 10, 3 floats.
+      EXPECT_EQ(all_sum_sizes(avg), (std::vector<size_t>{1, 3, 8, 10, 16}));
+    } else if (limit == 0 || limit == 4) {
+      EXPECT_EQ(all_sum_sizes(avg), (std::vector<size_t>{1, 1, 3, 7, 10, 16}));
+    } else {
+      EXPECT_EQ(all_sum_sizes(avg), (std::vector<size_t>{38}));
+    }
+    expect_mean(avg, shapes, g.size());
+  }
+}
+
+TEST(AverageGradients, ManySmallGradientsShareOneAllSum) {
+  auto g = dist::init();
+  std::vector<Shape> shapes(100, Shape{100});
+  auto avg = nn::average_gradients(rank_scaled_grads(g.rank(), shapes));
+  if (g.size() > 1) EXPECT_EQ(all_sum_sizes(avg), (std::vector<size_t>{10000}));
+  expect_mean(avg, shapes, g.size());
+}
+
+TEST(AverageGradients, CommunicationTypeAndMixedDtypes) {
+  auto g = dist::init();
+  const std::vector<Shape> shapes{{5}, {2, 3}};
+  auto grads = rank_scaled_grads(g.rank(), shapes);
+  auto avg = nn::average_gradients(grads, 1 << 20, bfloat16);
+  for (const auto& [name, a] : avg) EXPECT_EQ(a.dtype(), float32) << name;
+  expect_mean(avg, shapes, g.size(), 0.05);  // small integers: exact enough in bfloat16
+  // float64 and float32 gradients travel in separate buckets and keep their dtypes.
+  grads.insert("g1", astype(grads.at("g1"), float64));
+  auto mixed = nn::average_gradients(grads);
+  EXPECT_EQ(mixed.at("g1").dtype(), float64);
+  EXPECT_EQ(mixed.at("g0").dtype(), float32);
+  if (g.size() > 1) EXPECT_EQ(all_sum_sizes(mixed), (std::vector<size_t>{5, 6}));
+  expect_mean(mixed, shapes, g.size());
+}
+
+TEST(AverageGradients, BadInput) {
+  auto g = dist::init();
+  if (g.size() == 1) GTEST_SKIP() << "a size-1 group returns the gradients untouched";
+  nn::ParamTree ints{{"i", array({1, 2})}};
+  EXPECT_THROW_MSG(nn::average_gradients(ints), std::invalid_argument, "gradient 'i' has dtype int32");
+  nn::ParamTree f{{"f", array({1.0f})}};
+  EXPECT_THROW_MSG(nn::average_gradients(f, 1024, int32), std::invalid_argument, "communication_type");
+}
+
+namespace {
+
+struct MLP : nn::Module {
+  nn::Linear l1{6, 16}, l2{16, 3};
+  MLP() {
+    register_module("l1", l1);
+    register_module("l2", l2);
+  }
+  array operator()(const array& x) const { return l2(tanh(l1(x))); }
+};
+
+// 20 steps of SGD on `rows` of the fixed data set; `average` decides whether gradients are averaged
+// over the world.
+nn::ParamTree train(int first_row, int rows, bool average) {
+  random::seed(42);
+  MLP model;
+  array X = random::normal({64 * 8, 6}, random::key(7));
+  array Y = random::normal({64 * 8, 3}, random::key(8));
+  auto loss_fn = [&](const array& x, const array& y) { return mean(square(model(x) - y)); };
+  auto step = nn::value_and_grad(model, loss_fn);
+  for (int s = 0; s < 20; ++s) {
+    array x = slice(X, {first_row, 0}, {first_row + rows, 6});
+    array y = slice(Y, {first_row, 0}, {first_row + rows, 3});
+    auto [loss, grads] = step(x, y);
+    if (average) grads = nn::average_gradients(grads);
+    model.update(nn::tree_map(model.trainable_parameters(), grads,
+                              [](const array& p, const array& gr) { return p - 0.1f * gr; }));
+    eval(loss, model.parameters());
+  }
+  return model.parameters();
+}
+
+}  // namespace
+
+TEST(DataParallel, TwentyStepsOnShardsEqualOneProcessOnTheGlobalBatch) {
+  auto g = dist::init();
+  const int per_rank = 64;
+  auto sharded = train(g.rank() * per_rank, per_rank, true);
+  auto whole = train(0, per_rank * g.size(), false);
+  for (auto [name, p] : whole) {
+    auto want = p.to_vector<float>();
+    auto got = sharded.at(name).to_vector<float>();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5) << name << "[" << i << "]";
+  }
+  // And every rank holds the same parameters.
+  for (auto [name, p] : sharded) {
+    array spread = dist::all_max(p) - dist::all_min(p);
+    EXPECT_LE(max(spread).item<float>(), 0.0f) << name;
+  }
+}
