@@ -552,3 +552,24 @@ TEST(Repeat, Axes) {
   EXPECT_THROW_MSG(repeat(v, -1), std::invalid_argument, "[repeat]");
   EXPECT_THROW_MSG(repeat(m, 2, 2), std::out_of_range, "[repeat]");
 }
+
+TEST(Shape, TransposingCopyGoesTileByTileWithRaggedEdges) {
+  // (3, 37, 50) -> (3, 50, 37): the source is contiguous along the middle axis, so the copy is tiled.
+  array x = reshape(arange(0.0, 3.0 * 37 * 50, 1.0, float32), {3, 37, 50});
+  for (Dtype d : {float32, int64}) {
+    array y = reshape(transpose(astype(x, d), {0, 2, 1}), {3 * 50 * 37});
+    auto v = y.to_vector<double>();
+    bool ok = true;
+    for (int b = 0; b < 3; ++b)
+      for (int i = 0; i < 50; ++i)
+        for (int j = 0; j < 37; ++j) ok &= v[(b * 50 + i) * 37 + j] == (b * 37 + j) * 50 + i;
+    EXPECT_TRUE(ok) << d;
+  }
+  // A big square transpose (several tiles, parallel) into a copy.
+  array m = reshape(arange(0.0, 300.0 * 200, 1.0, float32), {300, 200});
+  auto t = reshape(transpose(m), {-1}).to_vector<float>();
+  bool ok = true;
+  for (int i = 0; i < 200; ++i)
+    for (int j = 0; j < 300; ++j) ok &= t[i * 300 + j] == float(j * 200 + i);
+  EXPECT_TRUE(ok);
+}
