@@ -292,7 +292,15 @@ struct FloorDivideOp {
   static constexpr K kind = K::numeric;
   template <class T> T operator()(T a, T b) const {
     if constexpr (std::is_floating_point_v<T>) {
-      return std::floor(a / b);
+      // numpy's divmod: the quotient agrees with remainder() (1 // 0.1 is 9 because 1 % 0.1 is
+      // 0.0999..., where floor(1 / 0.1) would say 10).
+      if (b == T(0)) return a / b;
+      T mod = std::fmod(a, b);
+      T div = (a - mod) / b;
+      if (mod != T(0) && ((b < T(0)) != (mod < T(0)))) div -= T(1);
+      if (div == T(0)) return std::copysign(T(0), a / b);
+      T q = std::floor(div);
+      return div - q > T(0.5) ? q + T(1) : q;
     } else {
       if (b == 0) return 0;  // numpy's result for integer division by zero
       if constexpr (std::is_signed_v<T>) {

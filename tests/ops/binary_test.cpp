@@ -518,3 +518,18 @@ TEST(Binary, LogicalOnIntegers) {
   expect_array(logical_or(transpose(reshape(a, {2, 2})), array(false)), {2, 2}, {0, 1, 1, 0});
   expect_array(logical_and(array(std::vector<int64_t>{5, 0}, {2}), array({1.5f, 1.5f}, bfloat16)), {2}, {1, 0});
 }
+
+TEST(Binary, FloatFloorDivideAgreesWithRemainderAsNumpyDivmod) {
+  // numpy: 1 // 0.1 == 9.0 and 1 % 0.1 == 0.09999999999999995, so q * b + r == a.
+  array a({1.0, -1.0, 7.5, -7.5, 0.0, -0.0, 5.0, 3.0});
+  array b({0.1, 0.1, 2.0, 2.0, 3.0, 3.0, -2.0, 0.0});
+  auto q = floor_divide(a, b).to_vector<double>();
+  auto r = remainder(a, b).to_vector<double>();
+  std::vector<double> want_q{9, -10, 3, -4, 0, -0.0, -3, INFINITY};
+  for (size_t i = 0; i < want_q.size(); ++i) {
+    EXPECT_EQ(q[i], want_q[i]) << i;
+    if (i < 7) EXPECT_NEAR(q[i] * b.to_vector<double>()[i] + r[i], a.to_vector<double>()[i], 1e-12) << i;
+  }
+  EXPECT_TRUE(std::signbit(q[5]));
+  EXPECT_EQ(floor_divide(array(1.0f), array(0.1f)).item<float>(), 9.0f);
+}
