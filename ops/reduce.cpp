@@ -102,19 +102,46 @@ void reduce_kernel(const array& in, array& out, const std::vector<int>& axes, Ac
   const bool inner_contig = p.red_shape.size() == 1 && p.red_strides[0] == 1;
   if (inner_contig) {
     const int64_t n = p.red_shape[0];
+    auto reduce_run = [&](const In* xp, int64_t len) {
+      Acc lanes[8] = {init, init, init, init, init, init, init, init};
+      int64_t i = 0;
+      for (; i + 8 <= len; i += 8) {
+        for (int l = 0; l < 8; ++l) lanes[l] = op(lanes[l], static_cast<Acc>(xp[i + l]));
+      }
+      Acc acc = init;
+      for (int l = 0; l < 8; ++l) acc = op(acc, lanes[l]);
+      for (; i < len; ++i) acc = op(acc, static_cast<Acc>(xp[i]));
+      return acc;
+    };
+    // Few long rows (a full sum, say): split each row into fixed chunks reduced in parallel and
+    // combined in order, so the result does not depend on the thread count.
+    constexpr int64_t kChunk = 1 << 14;
+    int64_t rows = 1;
+    for (int d : p.kept_shape) rows *= d;
+    if (rows < get_num_threads() && n >= 2 * kChunk && get_num_threads() > 1) {
+      const int64_t chunks = (n + kChunk - 1) / kChunk;
+      std::vector<Acc> partial(static_cast<size_t>(chunks));
+      kernels::for_each_row<2>(p.kept_shape, p.kept_strides,
+                               [&](const std::array<int64_t, 2>& o, int cnt, const std::array<int64_t, 2>& s) {
+                                 for (int j = 0; j < cnt; ++j) {
+                                   const In* xp = x + o[0] + j * s[0];
+                                   kernels::parallel_for(static_cast<size_t>(chunks), [&](size_t b, size_t e) {
+                                     for (size_t c = b; c < e; ++c) {
+                                       const int64_t start = static_cast<int64_t>(c) * kChunk;
+                                       partial[c] = reduce_run(xp + start, std::min(kChunk, n - start));
+                                     }
+                                   }, 2);
+                                   Acc acc = init;
+                                   for (Acc v : partial) acc = op(acc, v);
+                                   y[o[1] + j * s[1]] = static_cast<Out>(acc);
+                                 }
+                               });
+      return;
+    }
     kernels::for_each_row<2>(p.kept_shape, p.kept_strides,
                              [&](const std::array<int64_t, 2>& o, int cnt, const std::array<int64_t, 2>& s) {
                                for (int j = 0; j < cnt; ++j) {
-                                 const In* xp = x + o[0] + j * s[0];
-                                 Acc lanes[8] = {init, init, init, init, init, init, init, init};
-                                 int64_t i = 0;
-                                 for (; i + 8 <= n; i += 8) {
-                                   for (int l = 0; l < 8; ++l) lanes[l] = op(lanes[l], static_cast<Acc>(xp[i + l]));
-                                 }
-                                 Acc acc = init;
-                                 for (int l = 0; l < 8; ++l) acc = op(acc, lanes[l]);
-                                 for (; i < n; ++i) acc = op(acc, static_cast<Acc>(xp[i]));
-                                 y[o[1] + j * s[1]] = static_cast<Out>(acc);
+                                 y[o[1] + j * s[1]] = static_cast<Out>(reduce_run(x + o[0] + j * s[0], n));
                                }
                              });
     return;
@@ -143,6 +170,16 @@ void reduce_kernel(const array& in, array& out, const std::vector<int>& axes, Ac
                                y[o[1] + j * s[1]] = static_cast<Out>(acc);
                              }
                            });
+}
+
+// One step of cumsum / cumprod; on bool they are "or" and "and".
+template <typename A>
+A scan_combine(bool is_sum, A a, A b) {
+  if constexpr (std::is_same_v<A, bool>) {
+    return is_sum ? (a || b) : (a && b);
+  } else {
+    return is_sum ? A(a + b) : A(a * b);
+  }
 }
 
 template <typename T>
@@ -319,12 +356,13 @@ class Scan : public UnaryPrimitive {
             const S* xp = xp0 + o[0] + j * s[0];
             T* yp = yp0 + o[1] + j * s[1];
             A acc = is_sum ? A(0) : A(1);
+            auto combine = [&](A a, A b) { return scan_combine(is_sum, a, b); };
             for (int k = 0; k < n; ++k) {
               int i = reverse_ ? n - 1 - k : k;
               A v = cast_value<A>(xp[i * xs]);
-              if (inclusive_) acc = is_sum ? A(acc + v) : A(acc * v);
+              if (inclusive_) acc = combine(acc, v);
               yp[i * ys] = cast_value<T>(acc);
-              if (!inclusive_) acc = is_sum ? A(acc + v) : A(acc * v);
+              if (!inclusive_) acc = combine(acc, v);
             }
           }
         });

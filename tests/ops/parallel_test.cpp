@@ -145,6 +145,14 @@ TEST_F(Parallel, Reductions) {
   double total = 0;
   for (int i = 0; i < kN; ++i) total += xval(i);
   check("full sum", [&] { return sum(xarr(), true); }, {total});
+  // Long rows split into chunks reduced in parallel (the result is independent of thread count).
+  const int L = 1 << 20;
+  check("full sum of 2^20 in float64", [] { return sum(arange(0.0, double(1 << 20), 1.0, float64)); },
+        {double(L) * (L - 1) / 2});
+  check("two long rows", [] { return sum(reshape(arange(0.0, double(1 << 20), 1.0, float64), {2, 1 << 19}), 1); },
+        {double(L / 2) * (L / 2 - 1) / 2, double(L / 2) * (L / 2 - 1) / 2 + double(L / 2) * (L / 2)});
+  check("max of a long row", [] { return max(arange(0.0, 300000.0, 1.0, float32)); }, {299999.0});
+  check("float32 mean of ones", [] { return mean(ones({3 << 18})); }, {1.0});
   check("max with one NaN", [&] { return max(slice_update(m, array(std::nanf("")), {31234, 1}, {31235, 2}), 1); },
         [&] {
           std::vector<double> v(rmax);
