@@ -43,7 +43,9 @@ class Arange : public UnaryPrimitive {
     out.alloc();
     LOOM_DISPATCH_ALL(out.dtype(), T, {
       T* y = kernels::ptr<T>(out);
-      for (size_t i = 0; i < out.size(); ++i) y[i] = cast_value<T>(start_ + static_cast<double>(i) * step_);
+      kernels::parallel_for(out.size(), [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) y[i] = cast_value<T>(start_ + static_cast<double>(i) * step_);
+      });
     });
   }
   const char* name() const override { return "Arange"; }
