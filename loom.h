@@ -11,6 +11,7 @@
 #include "loom/autograd/transforms.h"
 #include "loom/distributed/distributed.h"
 #include "loom/io/io.h"
+#include "loom/io/dataset.h"
 #include "loom/ops/random.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/conv.h"
