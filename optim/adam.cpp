@@ -4,6 +4,9 @@
 // operation rounds as the separate ops (and PyTorch's float32 kernels) round it.
 #pragma GCC optimize("fp-contract=off")
 
+#include <immintrin.h>
+
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -49,37 +52,103 @@ AdamScalars scalars_of(const AdamStep& hp) {
   return s;
 }
 
-// One pass over n elements: p, g, m, v in; p', m', v' out (any of the outputs may alias the
-// matching input: each element is read before it is written).
-template <typename T>
-void adam_kernel(const T* p, const T* g, const T* m, const T* v, T* po, T* mo, T* vo, size_t n, const AdamScalars& s,
-                 bool decay, bool l2) {
+// sqrt of n values. std::sqrt must set errno for negative inputs, which keeps GCC from vectorizing
+// it unless the whole build uses -fno-math-errno; the intrinsics give the same correctly rounded
+// results (a negative input gives NaN, without errno).
+inline void sqrt_block(const float* x, float* y, size_t n) {
+  size_t j = 0;
+#if defined(__AVX__)
+  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(y + j, _mm256_sqrt_ps(_mm256_loadu_ps(x + j)));
+#elif defined(__SSE2__)
+  for (; j + 4 <= n; j += 4) _mm_storeu_ps(y + j, _mm_sqrt_ps(_mm_loadu_ps(x + j)));
+#endif
+  for (; j < n; ++j) y[j] = std::sqrt(x[j]);
+}
+inline void sqrt_block(const double* x, double* y, size_t n) {
+  size_t j = 0;
+#if defined(__AVX__)
+  for (; j + 4 <= n; j += 4) _mm256_storeu_pd(y + j, _mm256_sqrt_pd(_mm256_loadu_pd(x + j)));
+#elif defined(__SSE2__)
+  for (; j + 2 <= n; j += 2) _mm_storeu_pd(y + j, _mm_sqrt_pd(_mm_loadu_pd(x + j)));
+#endif
+  for (; j < n; ++j) y[j] = std::sqrt(x[j]);
+}
+
+// One pass over n elements: p, g, m, v in; p', m', v' out. An output may be its input's buffer,
+// but only at the same index (each element is read before it is written), so no iteration depends
+// on another: `ivdep` lets the compiler vectorize without run-time alias checks. Each block of
+// elements runs in three vectorized loops (moments, sqrt, parameter) through small local buffers,
+// computing exactly what one loop per element would. The options are template parameters so that
+// the loops have no branches.
+template <typename T, bool Decay, bool L2, bool SmallW>
+void adam_loop(const T* p, const T* g, const T* m, const T* v, T* po, T* mo, T* vo, size_t n, const AdamScalars& s) {
   using C = compute_t<T>;
   const C p_mul = static_cast<C>(s.p_mul), l2c = static_cast<C>(s.l2), w1 = static_cast<C>(s.w1);
   const C one_minus_w1 = C(1) - w1;  // torch.lerp's large-weight branch computes 1 - w in C
-  const bool small_w = std::abs(w1) < C(0.5);
   const C b2 = static_cast<C>(s.beta2), omb2 = static_cast<C>(s.omb2), bc2 = static_cast<C>(s.bc2_sqrt);
   const C eps = static_cast<C>(s.eps), neg_step = static_cast<C>(s.neg_step);
   kernels::parallel_for(
       n,
       [&](size_t lo, size_t hi) {
-        for (size_t i = lo; i < hi; ++i) {
-          C pc = static_cast<C>(p[i]);
-          C gc = static_cast<C>(g[i]);
-          if (decay) pc = pc * p_mul;
-          if (l2) gc = gc + l2c * pc;
-          C mc = static_cast<C>(m[i]);
-          mc = small_w ? mc + w1 * (gc - mc) : gc - (gc - mc) * one_minus_w1;
-          C vc = static_cast<C>(v[i]) * b2;
-          vc = vc + (omb2 * gc) * gc;
-          const C denom = std::sqrt(vc) / bc2 + eps;
-          pc = pc + (neg_step * mc) / denom;
-          po[i] = static_cast<T>(pc);
-          mo[i] = static_cast<T>(mc);
-          vo[i] = static_cast<T>(vc);
+        // Locals rather than the closure's members, which the stores below could otherwise alias.
+        const T* pp = p;
+        const T* gp = g;
+        const T* mp = m;
+        const T* vp = v;
+        T* pop = po;
+        T* mop = mo;
+        T* vop = vo;
+        const C c_p_mul = p_mul, c_l2 = l2c, c_w1 = w1, c_omw1 = one_minus_w1, c_b2 = b2, c_omb2 = omb2, c_bc2 = bc2,
+                c_eps = eps, c_step = neg_step;
+        constexpr size_t kBlock = 256;
+        alignas(64) C pb[kBlock], mb[kBlock], vb[kBlock], sb[kBlock];
+        for (size_t b = lo; b < hi; b += kBlock) {
+          const size_t len = std::min(kBlock, hi - b);
+#pragma GCC ivdep
+          for (size_t j = 0; j < len; ++j) {
+            C pc = static_cast<C>(pp[b + j]);
+            C gc = static_cast<C>(gp[b + j]);
+            if constexpr (Decay) pc = pc * c_p_mul;
+            if constexpr (L2) gc = gc + c_l2 * pc;
+            C mc = static_cast<C>(mp[b + j]);
+            if constexpr (SmallW) {
+              mc = mc + c_w1 * (gc - mc);
+            } else {
+              mc = gc - (gc - mc) * c_omw1;
+            }
+            C vc = static_cast<C>(vp[b + j]) * c_b2;
+            vc = vc + (c_omb2 * gc) * gc;
+            pb[j] = pc;
+            mb[j] = mc;
+            vb[j] = vc;
+            mop[b + j] = static_cast<T>(mc);
+            vop[b + j] = static_cast<T>(vc);
+          }
+          sqrt_block(vb, sb, len);
+#pragma GCC ivdep
+          for (size_t j = 0; j < len; ++j) {
+            const C denom = sb[j] / c_bc2 + c_eps;
+            pop[b + j] = static_cast<T>(pb[j] + (c_step * mb[j]) / denom);
+          }
         }
       },
-      kernels::kParallelThreshold / 4);  // ~15 flops and a sqrt and a divide per element
+      kernels::kParallelThreshold / 4);  // ~15 flops, a sqrt and a divide per element
+}
+
+template <typename T>
+void adam_kernel(const T* p, const T* g, const T* m, const T* v, T* po, T* mo, T* vo, size_t n, const AdamScalars& s,
+                 bool decay, bool l2) {
+  const bool small_w = std::abs(static_cast<compute_t<T>>(s.w1)) < compute_t<T>(0.5);
+  const int which = (decay ? 4 : 0) | (l2 ? 2 : 0) | (small_w ? 1 : 0);
+  switch (which) {
+    case 0: return adam_loop<T, false, false, false>(p, g, m, v, po, mo, vo, n, s);
+    case 1: return adam_loop<T, false, false, true>(p, g, m, v, po, mo, vo, n, s);
+    case 2: return adam_loop<T, false, true, false>(p, g, m, v, po, mo, vo, n, s);
+    case 3: return adam_loop<T, false, true, true>(p, g, m, v, po, mo, vo, n, s);
+    case 4: return adam_loop<T, true, false, false>(p, g, m, v, po, mo, vo, n, s);
+    case 5: return adam_loop<T, true, false, true>(p, g, m, v, po, mo, vo, n, s);
+    default: return adam_loop<T, true, true, true>(p, g, m, v, po, mo, vo, n, s);  // decay and L2 never both
+  }
 }
 
 class AdamUpdate : public Primitive {
