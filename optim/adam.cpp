@@ -4,7 +4,9 @@
 // operation rounds as the separate ops (and PyTorch's float32 kernels) round it.
 #pragma GCC optimize("fp-contract=off")
 
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -57,18 +59,18 @@ AdamScalars scalars_of(const AdamStep& hp) {
 // results (a negative input gives NaN, without errno).
 inline void sqrt_block(const float* x, float* y, size_t n) {
   size_t j = 0;
-#if defined(__AVX__)
+#if defined(__AVX__) && (defined(__x86_64__) || defined(__i386__))
   for (; j + 8 <= n; j += 8) _mm256_storeu_ps(y + j, _mm256_sqrt_ps(_mm256_loadu_ps(x + j)));
-#elif defined(__SSE2__)
+#elif defined(__SSE2__) && (defined(__x86_64__) || defined(__i386__))
   for (; j + 4 <= n; j += 4) _mm_storeu_ps(y + j, _mm_sqrt_ps(_mm_loadu_ps(x + j)));
 #endif
   for (; j < n; ++j) y[j] = std::sqrt(x[j]);
 }
 inline void sqrt_block(const double* x, double* y, size_t n) {
   size_t j = 0;
-#if defined(__AVX__)
+#if defined(__AVX__) && (defined(__x86_64__) || defined(__i386__))
   for (; j + 4 <= n; j += 4) _mm256_storeu_pd(y + j, _mm256_sqrt_pd(_mm256_loadu_pd(x + j)));
-#elif defined(__SSE2__)
+#elif defined(__SSE2__) && (defined(__x86_64__) || defined(__i386__))
   for (; j + 2 <= n; j += 2) _mm_storeu_pd(y + j, _mm_sqrt_pd(_mm_loadu_pd(x + j)));
 #endif
   for (; j < n; ++j) y[j] = std::sqrt(x[j]);
@@ -135,20 +137,21 @@ void adam_loop(const T* p, const T* g, const T* m, const T* v, T* po, T* mo, T* 
       kernels::kParallelThreshold / 4);  // ~15 flops, a sqrt and a divide per element
 }
 
+// Picks the loop for the options (decoupled decay and L2 decay are never both on).
 template <typename T>
 void adam_kernel(const T* p, const T* g, const T* m, const T* v, T* po, T* mo, T* vo, size_t n, const AdamScalars& s,
                  bool decay, bool l2) {
   const bool small_w = std::abs(static_cast<compute_t<T>>(s.w1)) < compute_t<T>(0.5);
-  const int which = (decay ? 4 : 0) | (l2 ? 2 : 0) | (small_w ? 1 : 0);
-  switch (which) {
-    case 0: return adam_loop<T, false, false, false>(p, g, m, v, po, mo, vo, n, s);
-    case 1: return adam_loop<T, false, false, true>(p, g, m, v, po, mo, vo, n, s);
-    case 2: return adam_loop<T, false, true, false>(p, g, m, v, po, mo, vo, n, s);
-    case 3: return adam_loop<T, false, true, true>(p, g, m, v, po, mo, vo, n, s);
-    case 4: return adam_loop<T, true, false, false>(p, g, m, v, po, mo, vo, n, s);
-    case 5: return adam_loop<T, true, false, true>(p, g, m, v, po, mo, vo, n, s);
-    default: return adam_loop<T, true, true, true>(p, g, m, v, po, mo, vo, n, s);  // decay and L2 never both
+  if (decay) {
+    return small_w ? adam_loop<T, true, false, true>(p, g, m, v, po, mo, vo, n, s)
+                   : adam_loop<T, true, false, false>(p, g, m, v, po, mo, vo, n, s);
   }
+  if (l2) {
+    return small_w ? adam_loop<T, false, true, true>(p, g, m, v, po, mo, vo, n, s)
+                   : adam_loop<T, false, true, false>(p, g, m, v, po, mo, vo, n, s);
+  }
+  return small_w ? adam_loop<T, false, false, true>(p, g, m, v, po, mo, vo, n, s)
+                 : adam_loop<T, false, false, false>(p, g, m, v, po, mo, vo, n, s);
 }
 
 class AdamUpdate : public Primitive {
