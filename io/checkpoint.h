@@ -1,0 +1,40 @@
+// Training checkpoints: model parameters, optimizer state and step, the global random state and
+// user metadata in one safetensors file.
+//
+// Layout. Tensors "model.<name>" for every entry of model.parameters() (buffers and frozen
+// parameters included), "optimizer.<name>" for every entry of optimizer.state() (among them
+// "optimizer.step", an int64 scalar) and "random.state" (random::get_state(), int32 (2)).
+// Metadata (strings): "loom.format" = "checkpoint/1", "loom.optimizer" = optimizer.name(),
+// "loom.step" = the step in decimal, and the caller's own keys (which must not start with "loom.").
+//
+// The file is written to "<path>.tmp", synced and renamed over `path` (see io.h), so an error, a
+// crash or a kill during save leaves the previous checkpoint at `path` whole. Loading it into a
+// freshly built model and optimizer of the same kind restores the exact bits: a run resumed from a
+// checkpoint continues exactly as the run that wrote it.
+#pragma once
+
+#include <string>
+#include <unordered_map>
+
+#include "loom/nn/module.h"
+#include "loom/optim/optimizers.h"
+
+namespace loom::io {
+
+using Metadata = std::unordered_map<std::string, std::string>;
+
+/// Evaluates and writes the model's parameters, the optimizer's state and the global random state,
+/// with `metadata` (e.g. {"epoch", "3"}). A metadata key starting with "loom." throws
+/// std::invalid_argument; write errors throw std::runtime_error and leave `path` untouched.
+void save_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer,
+                     const Metadata& metadata = {});
+
+/// Restores a checkpoint written by save_checkpoint into `model` and `optimizer` (which must be of
+/// the kind that wrote it) and sets the global random state; returns the caller's metadata (the
+/// "loom." keys removed). The model must have exactly the saved names and shapes (arrays are cast
+/// to the parameter's dtype). Everything is checked before anything changes: on an error
+/// (std::runtime_error for an unreadable or non-checkpoint file, std::invalid_argument for a
+/// mismatch, listing the differences) the model, optimizer and random state are left as they were.
+Metadata load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& optimizer);
+
+}  // namespace loom::io

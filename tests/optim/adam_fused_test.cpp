@@ -1,0 +1,148 @@
+// The fused Adam/AdamW primitive against the same update written with separate ops.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "loom/autograd/transforms.h"
+#include "loom/core/eval.h"
+#include "loom/core/threads.h"
+#include "loom/ops/ops.h"
+#include "loom/ops/random.h"
+#include "loom/optim/optimizers.h"
+#include "../test_utils.h"
+
+using namespace loom;
+using namespace loom::optim;
+using loom::testing::expect_array;
+
+namespace {
+
+// torch.optim.AdamW's single-tensor step, one op per PyTorch call, every scalar rounded to the
+// array's dtype as PyTorch rounds a Python number for a float tensor.
+std::array<array, 3> adam_with_ops(array p, array g, array m, array v, const AdamStep& hp) {
+  const double t = static_cast<double>(hp.step);
+  if (hp.decoupled) {
+    if (hp.weight_decay != 0) p = p * (1 - hp.lr * hp.weight_decay);
+  } else if (hp.weight_decay != 0) {
+    g = g + hp.weight_decay * p;
+  }
+  const double w = 1 - hp.beta1;
+  m = w < 0.5 ? m + w * (g - m) : g - (g - m) * (1.0 - static_cast<double>(static_cast<float>(w)));
+  v = v * hp.beta2;
+  v = v + ((1 - hp.beta2) * g) * g;
+  const double bc1 = hp.bias_correction ? 1 - std::pow(hp.beta1, t) : 1.0;
+  const double bc2s = hp.bias_correction ? std::sqrt(1 - std::pow(hp.beta2, t)) : 1.0;
+  const array denom = sqrt(v) / bc2s + hp.eps;
+  p = p + (-(hp.lr / bc1) * m) / denom;
+  return {p, m, v};
+}
+
+void expect_bits_equal(const array& a_in, const array& b_in) {
+  array a = a_in, b = b_in;
+  ASSERT_EQ(a.shape(), b.shape());
+  auto x = a.to_vector<float>();
+  auto y = b.to_vector<float>();
+  size_t diff = 0;
+  for (size_t i = 0; i < x.size(); ++i) diff += x[i] != y[i];
+  EXPECT_EQ(diff, 0u) << "of " << x.size() << " elements";
+}
+
+}  // namespace
+
+TEST(AdamUpdate, BitIdenticalToTheOpsFormInFloat32) {
+  random::seed(3);
+  const Shape shape{257, 301};  // large enough for several threads
+  array p = random::normal(shape), g = random::normal(shape);
+  array m = random::normal(shape) * 0.1f, v = abs(random::normal(shape)) * 0.01f;
+  eval(p, g, m, v);
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const AdamStep& hp : {AdamStep{1e-3, 0.9, 0.999, 1e-8, 0.01, true, true, 1},
+                               AdamStep{0.1, 0.3, 0.9, 1e-3, 0.5, true, true, 7},
+                               AdamStep{0.05, 0.8, 0.99, 1e-6, 0.1, false, true, 3},
+                               AdamStep{0.01, 0.9, 0.999, 1e-8, 0.0, true, false, 2}}) {
+      auto fused = adam_update(p, g, m, v, hp);
+      auto ops = adam_with_ops(p, g, m, v, hp);
+      for (int k = 0; k < 3; ++k) expect_bits_equal(fused[k], ops[k]);
+    }
+  }
+  set_num_threads(2);
+}
+
+TEST(AdamUpdate, Float64AndHalfTypes) {
+  const AdamStep hp{0.1, 0.9, 0.999, 1e-8, 0.01, true, true, 1};
+  // Step 1 with m = v = 0: m' = 0.1 g, v' = 0.001 g^2, p' = p (1 - 1e-3) - 0.1 g / (|g| + 1e-8).
+  for (Dtype dt : {float64, float32, float16, bfloat16}) {
+    array p = array({1.0, -2.0, 0.25, 0.0}, dt), g = array({0.5, 0.5, -2.0, 0.0}, dt);
+    auto [p2, m2, v2] = adam_update(p, g, zeros_like(p), zeros_like(p), hp);
+    const double tol = dt == float64 ? 1e-12 : dt == float32 ? 1e-6 : dt == float16 ? 2e-3 : 1e-2;
+    EXPECT_EQ(p2.dtype(), dt);
+    auto step = [](double p, double g) { return p * 0.999 - 0.1 * g / (std::abs(g) + 1e-8); };
+    expect_array(p2, {4}, {step(1.0, 0.5), step(-2.0, 0.5), step(0.25, -2.0), 0.0}, tol);
+    expect_array(m2, {4}, {0.05, 0.05, -0.2, 0.0}, tol);
+    expect_array(v2, {4}, {0.00025, 0.00025, 0.004, 0.0}, tol);
+  }
+}
+
+TEST(AdamUpdate, StridedBroadcastAndEmptyInputs) {
+  const AdamStep hp{0.1, 0.5, 0.75, 0.0, 0.0, true, true, 1};
+  // p transposed, g a broadcast row, m and v fresh zeros (a broadcast scalar): dense results in
+  // row-major order of the logical shape. Step 1: m = 0.5 g, v = 0.25 g^2, p' = p - 0.1 sign(g).
+  array p = transpose(array({1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f}, {3, 2}));  // (2, 3): 1 3 5 / 2 4 6
+  array g = broadcast_to(array({1.0f, -1.0f, 2.0f}), {2, 3});
+  auto [p2, m2, v2] = adam_update(p, g, zeros({2, 3}), zeros({2, 3}), hp);
+  expect_array(p2, {2, 3}, {0.9, 3.1, 4.9, 1.9, 4.1, 5.9});
+  expect_array(m2, {2, 3}, {0.5, -0.5, 1.0, 0.5, -0.5, 1.0});
+  expect_array(v2, {2, 3}, {0.25, 0.25, 1.0, 0.25, 0.25, 1.0});
+  auto e = adam_update(zeros({0, 3}), zeros({0, 3}), zeros({0, 3}), zeros({0, 3}), hp);
+  expect_array(e[0], {0, 3}, {});
+}
+
+TEST(AdamUpdate, DonatesUnsharedBuffersOnly) {
+  const AdamStep hp{0.1, 0.9, 0.999, 1e-8, 0.0, true, true, 1};
+  // Inputs held by nothing but the graph: the outputs take over their buffers.
+  array p = full({1024}, 1.0f) + 1.0f, m = zeros({1024}) * 2.0f, v = zeros({1024}) * 2.0f;
+  array g = ones({1024});
+  eval(p, m, v);
+  const void* pp = p.raw_data();
+  const void* mp = m.raw_data();
+  const void* vp = v.raw_data();
+  auto outs = adam_update(p, g, m, v, hp);
+  p = array(0.0f);  // drop our handles so only the graph holds them
+  m = array(0.0f);
+  v = array(0.0f);
+  eval(outs[0], outs[1], outs[2]);
+  EXPECT_EQ(outs[0].raw_data(), pp);
+  EXPECT_EQ(outs[1].raw_data(), mp);
+  EXPECT_EQ(outs[2].raw_data(), vp);
+  expect_array(outs[0], {1024}, std::vector<double>(1024, 2.0 - 0.1), 1e-6);
+
+  // An input the caller still holds is never overwritten.
+  array keep = full({8}, 3.0f);
+  eval(keep);
+  auto o2 = adam_update(keep, ones({8}), zeros({8}), zeros({8}), hp);
+  eval(o2[0]);
+  EXPECT_NE(o2[0].raw_data(), keep.raw_data());
+  expect_array(keep, {8}, std::vector<double>(8, 3.0));
+  expect_array(o2[0], {8}, std::vector<double>(8, 2.9), 1e-6);
+}
+
+TEST(AdamUpdate, ErrorsAndNoGradient) {
+  const AdamStep hp;
+  EXPECT_THROW_MSG(adam_update(zeros({2}), zeros({3}), zeros({2}), zeros({2}), hp), std::invalid_argument,
+                   "[adam_update] the gradient has shape (3) but the parameter has shape (2)");
+  EXPECT_THROW_MSG(adam_update(zeros({2}), zeros({2}), zeros({2}), zeros({2, 1}), hp), std::invalid_argument,
+                   "[adam_update] the v has shape (2,1)");
+  EXPECT_THROW_MSG(adam_update(array({1, 2}), array({1, 2}), array({1, 2}), array({1, 2}), hp), std::invalid_argument,
+                   "the parameter must be floating point, got int32");
+  AdamStep bad = hp;
+  bad.beta1 = 1.0;
+  EXPECT_THROW_MSG(adam_update(zeros({2}), zeros({2}), zeros({2}), zeros({2}), bad), std::invalid_argument,
+                   "[adam_update] beta1 must be in [0, 1), got 1");
+  bad = hp;
+  bad.step = 0;
+  EXPECT_THROW_MSG(adam_update(zeros({2}), zeros({2}), zeros({2}), zeros({2}), bad), std::invalid_argument,
+                   "step must be >= 1");
+  auto f = [&](const array& x) { return sum(adam_update(x, ones({2}), zeros({2}), zeros({2}), hp)[0]); };
+  EXPECT_THROW_MSG(grad(f)(ones({2})), std::invalid_argument, "[AdamUpdate] the fused Adam update is not differentiable");
+}
