@@ -1,0 +1,81 @@
+// mlp_step and dp_mlp_step (../shared/BENCHMARKS.md) on Fashion-MNIST batches.
+//   bench_mlp                      mlp_step at 1 and 2 threads (batch 128), dp_mlp_step on 1 rank
+//   mpirun -np 2 bench_mlp         dp_mlp_step on 2 ranks x 1 thread (128 rows each)
+// A step is: read the batch, forward, loss, backward (with the gradient all-reduce when data
+// parallel), AdamW update, eval(loss, model.parameters()).
+#include <loom/loom.h>
+#include <sys/resource.h>
+
+#include "bench.h"
+
+using namespace loom;
+
+namespace {
+
+struct MLP : nn::Module {
+  nn::Linear l1{784, 512}, l2{512, 512}, l3{512, 10};
+  MLP() {
+    register_module("l1", l1);
+    register_module("l2", l2);
+    register_module("l3", l3);
+  }
+  array operator()(const array& x) { return l3(nn::relu(l2(nn::relu(l1(x))))); }
+};
+
+double peak_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss / 1024.0;
+}
+
+// Median step time over `timed` steps after `warmup`, on this rank's shard of a global batch.
+double run(int global_batch, int warmup, int timed, const distributed::Group& world) {
+  random::seed(0);
+  MLP model;
+  optim::AdamW opt(1e-3, {0.9, 0.999}, 1e-8, 0.01);
+  auto images = io::fashion_mnist("/usr/share/datasets/fashion-mnist", "train");
+  io::DataLoader loader(images, global_batch, io::LoaderOptions{true, 0, io::Remainder::drop}, world);
+  auto loss_fn = [&](const array& x, const array& y) { return nn::losses::cross_entropy(model(x), y, "mean"); };
+  auto step = nn::value_and_grad(model, loss_fn);
+  std::vector<double> ms;
+  int64_t i = 0;
+  for (int s = 0; s < warmup + timed; ++s, ++i) {
+    if (i == loader.num_batches()) loader.set_epoch(loader.epoch() + 1), i = 0;
+    double t0 = bench::now_ms();
+    auto [xb, yb] = loader.batch(i);
+    array x = reshape(astype(xb, float32) * (1.0f / 255.0f), {xb.shape(0), 784});
+    auto [loss, grads] = step(x, yb);
+    grads = nn::average_gradients(grads);
+    opt.update(model, grads);
+    eval(loss, model.parameters());
+    if (s >= warmup) ms.push_back(bench::now_ms() - t0);
+  }
+  // The slowest rank sets the pace.
+  array t(ms, {static_cast<int>(ms.size())}, float64);
+  return bench::median(distributed::all_max(t, world).to_vector<double>());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto world = distributed::init();
+  const bool quick = bench::quick();
+  const int warmup = 20, timed = quick ? 50 : 200;
+  if (world.size() == 1) {
+    for (int threads : bench::thread_counts(argc, argv)) {
+      set_num_threads(threads);
+      double t = run(128, warmup, timed, world);
+      std::printf("{\"bench\":\"mlp_step\",\"impl\":\"loom\",\"threads\":%d,\"batch\":128,\"median_ms\":%.3f,"
+                  "\"samples_per_s\":%.0f,\"peak_mb\":%.1f,\"n\":%d}\n",
+                  threads, t, 128 / (t * 1e-3), peak_mb(), timed);
+      std::fflush(stdout);
+    }
+  }
+  set_num_threads(1);
+  double t = run(256, warmup, timed, world);
+  if (world.rank() == 0) {
+    std::printf("{\"bench\":\"dp_mlp_step\",\"impl\":\"loom\",\"ranks\":%d,\"threads\":1,\"batch\":256,"
+                "\"median_ms\":%.3f,\"samples_per_s\":%.0f,\"n\":%d}\n",
+                world.size(), t, 256 / (t * 1e-3), timed);
+  }
+}

@@ -1,0 +1,184 @@
+// A byte-level causal transformer language model trained on the fortune(6) texts, alone or data
+// parallel under mpirun. Setup (the transformer_step workload): vocabulary 256 bytes, context 128,
+// d_model 128, 4 heads, 4 pre-LayerNorm blocks with a GELU MLP of 512, learned positions, final
+// LayerNorm, untied output head, N(0, 0.02) init; AdamW(3e-4, weight decay 0.01), global batch 32.
+// At the end it reports the loss on held-out text and writes samples, greedy and with temperature.
+#include <loom/loom.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+using namespace loom;
+
+namespace {
+
+struct LM : nn::Module {
+  int context;
+  nn::Embedding tok, pos;
+  std::vector<std::unique_ptr<nn::TransformerEncoderLayer>> blocks;
+  nn::LayerNorm lnf;
+  nn::Linear head;
+
+  LM(int context, int dims, int heads, int layers, int mlp_dims)
+      : context(context), tok(256, dims), pos(context, dims), lnf(dims), head(dims, 256) {
+    register_module("tok", tok);
+    register_module("pos", pos);
+    for (int i = 0; i < layers; ++i) {
+      blocks.push_back(std::make_unique<nn::TransformerEncoderLayer>(dims, heads, mlp_dims, 0.0, nn::gelu, true));
+      register_module("blocks." + std::to_string(i), *blocks.back());
+    }
+    register_module("lnf", lnf);
+    register_module("head", head);
+    // GPT-2 style init: N(0, 0.02) weights and embeddings, zero biases, LayerNorms at 1 and 0.
+    nn::ParamTree init;
+    for (const auto& [name, p] : parameters()) {
+      if (name.find("ln") != std::string::npos) continue;
+      bool is_bias = name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0;
+      init.insert(name, is_bias ? zeros_like(p) : nn::init::normal(p.shape(), 0.0, 0.02));
+    }
+    update(init);
+  }
+
+  // tokens (B, T) int32 -> logits (B, T, 256)
+  array operator()(const array& tokens) {
+    const int t = tokens.shape(1);
+    array x = tok(tokens) + pos(arange(t));
+    array mask = nn::MultiHeadAttention::create_additive_causal_mask(t);
+    for (auto& b : blocks) x = (*b)(x, mask);
+    return head(lnf(x));
+  }
+};
+
+// The samples [begin, end) of another dataset: the train / held-out split of the text.
+class Subset : public io::Dataset {
+ public:
+  Subset(std::shared_ptr<const io::Dataset> base, int64_t begin, int64_t end)
+      : base_(std::move(base)), begin_(begin), end_(end) {}
+  int64_t size() const override { return end_ - begin_; }
+  io::Batch get(const std::vector<int64_t>& indices) const override {
+    std::vector<int64_t> shifted(indices);
+    for (auto& i : shifted) i += begin_;
+    return base_->get(shifted);
+  }
+
+ private:
+  std::shared_ptr<const io::Dataset> base_;
+  int64_t begin_, end_;
+};
+
+std::string generate(LM& model, const std::string& prompt, int bytes, double temperature) {
+  std::string text = prompt;
+  for (int i = 0; i < bytes; ++i) {
+    const size_t start = text.size() > size_t(model.context) ? text.size() - model.context : 0;
+    std::vector<int> window(text.begin() + start, text.end());
+    for (auto& c : window) c = static_cast<unsigned char>(c);
+    array tokens(window, {1, static_cast<int>(window.size())});
+    array logits = squeeze(slice(model(tokens), {0, int(window.size()) - 1, 0}, {1, int(window.size()), 256}), {0, 1});
+    array next = temperature <= 0 ? argmax(logits) : random::categorical(logits * float(1.0 / temperature));
+    text.push_back(static_cast<char>(next.item<int>()));
+  }
+  return text.substr(prompt.size());
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int steps = 300, batch = 32, context = 128, threads = 0, sample_bytes = 300, log_every = 25, val_windows = 256;
+  double lr = 3e-4, temperature = 0.8;
+  uint64_t seed = 0;
+  std::string dir = "/usr/share/games/fortunes", prompt = "The ";
+  CLI::App app{"Train a byte-level transformer LM on the fortune texts, alone or under mpirun -np N."};
+  app.add_option("--steps", steps, "training steps")->capture_default_str();
+  app.add_option("--batch-size", batch, "global batch (windows), split evenly across ranks")->capture_default_str();
+  app.add_option("--context", context, "window length in bytes")->check(CLI::Range(2, 4096))->capture_default_str();
+  app.add_option("--lr", lr, "AdamW learning rate")->capture_default_str();
+  app.add_option("--threads", threads, "threads per rank (default: cores / local ranks)");
+  app.add_option("--seed", seed, "seed for weights, shuffling and sampling")->capture_default_str();
+  app.add_option("--fortunes-dir", dir, "directory of fortune text files")->capture_default_str();
+  app.add_option("--prompt", prompt, "text the samples start from")->capture_default_str();
+  app.add_option("--sample-bytes", sample_bytes, "bytes to generate per sample")->capture_default_str();
+  app.add_option("--temperature", temperature, "sampling temperature for the second sample")->capture_default_str();
+  app.add_option("--log-every", log_every, "print the loss every N steps")->capture_default_str();
+  app.add_option("--val-windows", val_windows, "held-out windows scored at the end (the first N of the last 10%)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  auto world = distributed::init();
+  if (threads <= 0) {
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    int per_node = local ? std::max(1, std::atoi(local)) : world.size();
+    threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / per_node);
+  }
+  set_num_threads(threads);
+  random::seed(seed);
+  const bool lead = world.rank() == 0;
+
+  auto text = std::make_shared<io::TextDataset>(io::fortune_files(dir), context);
+  const int64_t windows = text->size(), held_out = std::max<int64_t>(1, windows / 10);
+  io::DataLoader loader(Subset(text, 0, windows - held_out), batch, io::LoaderOptions{true, seed, io::Remainder::drop},
+                        world);
+  if (lead) {
+    std::printf("fortunes: %lld bytes, %lld windows of %d (%lld held out); %d rank(s) x %d thread(s), batch %d\n",
+                static_cast<long long>(text->num_bytes()), static_cast<long long>(windows), context,
+                static_cast<long long>(held_out), world.size(), threads, batch);
+  }
+
+  LM model(context, 128, 4, 4, 512);
+  optim::AdamW optimizer(lr, {0.9, 0.999}, 1e-8, 0.01);
+  auto loss_fn = [&](const array& x, const array& y) {
+    return nn::losses::cross_entropy(model(x), y, "mean");
+  };
+  auto loss_and_grad = nn::value_and_grad(model, loss_fn);
+
+  const double t0 = now_s();
+  double recent = 0;
+  int64_t epoch = 0, i = 0;
+  for (int step = 1; step <= steps; ++step, ++i) {
+    if (i == loader.num_batches()) loader.set_epoch(++epoch), i = 0;
+    auto [x, y] = loader.batch(i);
+    auto [loss, grads] = loss_and_grad(x, y);
+    grads = nn::average_gradients(grads);
+    optimizer.update(model, grads);
+    eval(loss, model.parameters());
+    recent += loss.item<float>();
+    if (lead && (step % log_every == 0 || step == steps)) {
+      int n = step % log_every == 0 ? log_every : step % log_every;
+      double elapsed = now_s() - t0;
+      std::printf("step %d/%d  loss %.4f  %.0f tokens/s\n", step, steps, recent / n,
+                  double(step) * batch * context / elapsed);
+      std::fflush(stdout);
+      recent = 0;
+    }
+    if (step % log_every == 0) recent = 0;
+  }
+
+  // Held-out loss on the first val_windows windows of the last 10%: each rank scores a slice of
+  // them and one all_sum combines the sums.
+  model.eval();
+  Subset val(text, windows - held_out, windows);
+  const int64_t nval = std::min<int64_t>(val_windows, held_out);
+  const int64_t vb = nval * world.rank() / world.size(), ve = nval * (world.rank() + 1) / world.size();
+  array total = zeros({});
+  for (int64_t b = vb; b < ve; b += 32) {
+    std::vector<int64_t> idx;
+    for (int64_t k = b; k < std::min(ve, b + 32); ++k) idx.push_back(k);
+    auto [x, y] = val.get(idx);
+    total = total + nn::losses::cross_entropy(model(x), y, "sum");
+    eval(total);
+  }
+  double val_loss = distributed::all_sum(total, world).item<double>() / (double(nval) * context);
+  if (lead) {
+    std::printf("held-out loss %.4f (%.3f bits per byte) after %d steps, %.1f s\n", val_loss, val_loss / std::log(2.0),
+                steps, now_s() - t0);
+    std::printf("--- greedy:\n%s%s\n", prompt.c_str(), generate(model, prompt, sample_bytes, 0).c_str());
+    std::printf("--- temperature %.2f:\n%s%s\n", temperature, prompt.c_str(),
+                generate(model, prompt, sample_bytes, temperature).c_str());
+  }
+}
