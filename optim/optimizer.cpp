@@ -1,7 +1,7 @@
 // The Optimizer base: name checks, the step counter, state bookkeeping and set_state.
 #include <algorithm>
 #include <cmath>
-#include <set>
+#include <optional>
 #include <stdexcept>
 
 #include "loom/ops/ops.h"

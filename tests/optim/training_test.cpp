@@ -118,3 +118,24 @@ TEST(Training, ThousandStepsRunInBoundedMemory) {
   EXPECT_EQ(opt.step(), 1000);
   EXPECT_EQ(opt.state().size(), 1u + 2 * 4);
 }
+
+TEST(Training, FrozenParametersAreLeftAloneAndKeepNoState) {
+  random::seed(2);
+  MLP model;
+  model.freeze({"l1"});
+  const auto w1 = model.parameters()["l1.weight"].to_vector<float>();
+  const auto w2 = model.parameters()["l2.weight"].to_vector<float>();
+  optim::Adam opt(1e-2);
+  auto loss_fn = [&](const array& x, const array& y) { return mean(square(model(x) - y)); };
+  auto loss_and_grad = nn::value_and_grad(model, loss_fn);
+  for (int i = 0; i < 3; ++i) {
+    auto [x, y] = batch(8);
+    auto [loss, grads] = loss_and_grad(x, y);
+    opt.update(model, grads);
+    eval(loss, model.parameters());
+  }
+  EXPECT_EQ(model.parameters()["l1.weight"].to_vector<float>(), w1);
+  EXPECT_NE(model.parameters()["l2.weight"].to_vector<float>(), w2);
+  EXPECT_EQ(opt.state().names(),
+            (std::vector<std::string>{"step", "l2.weight.m", "l2.weight.v", "l2.bias.m", "l2.bias.v"}));
+}
