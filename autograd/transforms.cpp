@@ -1,5 +1,6 @@
 #include "loom/autograd/transforms.h"
 
+#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -25,6 +26,8 @@ std::vector<array> make_tracers(const std::vector<array>& primals) {
   return out;
 }
 
+bool is_stop_gradient(const array& a) { return std::strcmp(a.primitive().name(), "StopGradient") == 0; }
+
 // The nodes between `sources` and `outputs` that depend on a source through floating-point values,
 // in topological order (one array per node). Ids of every array that carries a derivative are
 // added to `live`.
@@ -44,8 +47,9 @@ std::vector<array> tape_between(const std::vector<array>& outputs, std::unordere
     stack.push_back({out, 0});
     while (!stack.empty()) {
       Frame& f = stack.back();
-      // Sources are leaves: never walk past them.
-      const bool leaf = live.count(f.a.id()) || !f.a.has_primitive();
+      // Sources are leaves: never walk past them. Nor past stop_gradient: nothing behind it gets a
+      // derivative, so its graph (e.g. the traced forward inside custom_function) is not visited.
+      const bool leaf = live.count(f.a.id()) || !f.a.has_primitive() || is_stop_gradient(f.a);
       const auto& ins = f.a.inputs();
       if (!leaf && f.next < ins.size()) {
         const array& in = ins[f.next++];

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -39,7 +40,38 @@ std::function<std::vector<array>(const std::vector<array>&)> grad(const ScalarVe
                                                                   const std::vector<int>& argnums = {0});
 std::function<array(const array&)> grad(const UnaryFn& fun);
 
+/// A user vjp rule: (primals, cotangents, outputs) -> one cotangent per primal.
+using CustomVjpFn = std::function<std::vector<array>(const std::vector<array>& primals,
+                                                     const std::vector<array>& cotangents,
+                                                     const std::vector<array>& outputs)>;
+/// A user jvp rule: (primals, tangents, argnums) -> one tangent per output. `tangents` holds one
+/// tangent per primal listed in `argnums` (the others are zero), as in Primitive::jvp.
+using CustomJvpFn = std::function<std::vector<array>(const std::vector<array>& primals,
+                                                     const std::vector<array>& tangents,
+                                                     const std::vector<int>& argnums)>;
+
+/// `fun` with its derivatives given by `fun_vjp` and/or `fun_jvp` instead of by differentiating
+/// through `fun` (the forward still runs `fun`). A missing rule falls back to differentiating `fun`;
+/// with neither, `fun` itself is returned. The rules run when a transform needs them and build graph
+/// like any op, so they compose (grad of grad works when the rules are differentiable).
+/// The vjp rule must return one cotangent per primal, each of its primal's shape.
+VectorFn custom_function(VectorFn fun, std::optional<CustomVjpFn> fun_vjp = std::nullopt,
+                         std::optional<CustomJvpFn> fun_jvp = std::nullopt);
+
+/// custom_function with only a vjp rule (forward mode differentiates through `fun`).
+VectorFn custom_vjp(VectorFn fun, CustomVjpFn fun_vjp);
+
+/// `fun` whose reverse-mode derivative keeps none of `fun`'s intermediates: the backward pass
+/// recomputes `fun`'s forward from its inputs (once the cotangents of its outputs exist), trading
+/// compute for memory. Values and gradients are the same as `fun`'s.
+VectorFn checkpoint(VectorFn fun);
+
 namespace detail {
+/// Arrays with the values of `inputs` that are only computed after every array of `deps`: a
+/// scheduling edge (eval runs a node after all its inputs). Gradients pass to `inputs` unchanged;
+/// `deps` get none.
+std::vector<array> depends(const std::vector<array>& inputs, const std::vector<array>& deps);
+
 /// Makes the cotangents once the traced outputs are known.
 using CotangentFn = std::function<std::vector<array>(const std::vector<array>& outputs)>;
 /// vjp restricted to the primals in `argnums`; the workhorse of every reverse-mode transform.

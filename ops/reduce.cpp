@@ -372,19 +372,43 @@ class Scan : public UnaryPrimitive {
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
                          const std::vector<array>& outputs) override {
     if (type_ == ScanType::sum) return {cumsum(cot[0], axis_, !reverse_, inclusive_)};
-    // prod: d y_j / d x_i = y_j / x_i for the terms that include x_i (x nonzero).
-    array s = (inclusive_ ? cumsum(multiply(cot[0], outputs[0]), axis_, !reverse_, true)
-                          : cumsum(multiply(cot[0], outputs[0]), axis_, !reverse_, false));
-    return {divide(s, p[0])};
+    // prod: d y_j / d x_i = y_j / x_i for the terms that include x_i, when x_i is nonzero. Exact with
+    // zeros: past the first zero (in scan order) every such term is zero, and at the first zero the
+    // terms are those of the scan with that zero replaced by one.
+    const array& x = p[0];
+    ZeroSplit zs = split_zeros(x);
+    array general = divide(cumsum(multiply(cot[0], outputs[0]), axis_, !reverse_, inclusive_), zs.safe_x);
+    array at_first = cumsum(multiply(cot[0], scan_prod(add(x, zs.first))), axis_, !reverse_, inclusive_);
+    return {where(zs.is_zero, multiply(zs.first, at_first), general)};
   }
   std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t, const std::vector<int>&) override {
     if (type_ == ScanType::sum) return {cumsum(t[0], axis_, reverse_, inclusive_)};
-    array y(p[0].shape(), p[0].dtype(), std::make_shared<Scan>(type_, axis_, reverse_, inclusive_), {p[0]});
-    return {multiply(y, cumsum(divide(t[0], p[0]), axis_, reverse_, inclusive_))};
+    // y_j * sum of t_i / x_i over its factors; once a factor is zero only the first zero's term is
+    // left: t_z times the product of the other factors.
+    const array& x = p[0];
+    ZeroSplit zs = split_zeros(x);
+    array general = multiply(scan_prod(x), cumsum(divide(t[0], zs.safe_x), axis_, reverse_, inclusive_));
+    array t_first = sum(multiply(t[0], zs.first), std::vector<int>{axis_}, true);
+    array has_zero = greater(cumsum(astype(zs.is_zero, x.dtype()), axis_, reverse_, inclusive_), zeros_like(x));
+    return {where(has_zero, multiply(t_first, scan_prod(add(x, zs.first))), general)};
   }
   const char* name() const override { return type_ == ScanType::sum ? "CumSum" : "CumProd"; }
 
  private:
+  struct ZeroSplit {
+    array is_zero;  // bool
+    array first;    // 1 at the first zero along the scan, 0 elsewhere (x's dtype)
+    array safe_x;   // x with its zeros replaced by one
+  };
+  ZeroSplit split_zeros(const array& x) const {
+    array is_zero = equal(x, zeros_like(x));
+    array z = astype(is_zero, x.dtype());
+    array none_before = equal(cumsum(z, axis_, reverse_, false), zeros_like(x));
+    return {is_zero, multiply(z, astype(none_before, x.dtype())), where(is_zero, ones_like(x), x)};
+  }
+  array scan_prod(const array& x) const {
+    return array(x.shape(), x.dtype(), std::make_shared<Scan>(ScanType::prod, axis_, reverse_, inclusive_), {x});
+  }
   ScanType type_;
   int axis_;
   bool reverse_, inclusive_;

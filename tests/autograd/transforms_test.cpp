@@ -112,3 +112,82 @@ TEST(Grad, TrainingStepsDoNotChainGraphs) {
   }
   expect_array(w, {2}, {std::pow(0.8, 5), 2 * std::pow(0.8, 5)}, 1e-6);
 }
+
+TEST(Grad, SoftmaxCrossEntropyMlpAgainstHandDerivation) {
+  // loss = -sum(onehot * log_softmax(tanh(x W1 + b1) W2)); one sample, 2 -> 2 -> 3.
+  // dlogits = softmax(z) - onehot, dW2 = h^T dlogits, dh = dlogits W2^T, da = dh (1 - h^2),
+  // dW1 = x^T da, db1 = da.
+  std::vector<double> x = {0.5, -1.0}, w1 = {0.3, -0.2, 0.8, 0.1}, b1 = {0.05, -0.1},
+                      w2 = {1.0, -0.5, 0.2, 0.4, 0.3, -0.7};
+  const int label = 2;
+  auto loss = [&](const std::vector<array>& p) {
+    array h = tanh(matmul(array(x, {1, 2}, float64), p[0]) + p[1]);
+    array z = matmul(h, p[2]);
+    return -sum(log_softmax(z, -1) * array({0.0, 0.0, 1.0}, {1, 3}, float64));
+  };
+  auto [value, grads] = value_and_grad(loss, {0, 1, 2})(
+      {array(w1, {2, 2}, float64), array(b1, {2}, float64), array(w2, {2, 3}, float64)});
+  // The same computation by hand.
+  double a[2], h[2], z[3];
+  for (int j = 0; j < 2; ++j) {
+    a[j] = x[0] * w1[j] + x[1] * w1[2 + j] + b1[j];
+    h[j] = std::tanh(a[j]);
+  }
+  double zmax = -1e300, se = 0;
+  for (int k = 0; k < 3; ++k) {
+    z[k] = h[0] * w2[k] + h[1] * w2[3 + k];
+    zmax = std::max(zmax, z[k]);
+  }
+  for (int k = 0; k < 3; ++k) se += std::exp(z[k] - zmax);
+  double dz[3];
+  for (int k = 0; k < 3; ++k) dz[k] = std::exp(z[k] - zmax) / se - (k == label ? 1.0 : 0.0);
+  EXPECT_NEAR(value.item<double>(), -(z[label] - zmax - std::log(se)), 1e-12);
+  std::vector<double> dw2(6), da(2), dw1(4);
+  for (int j = 0; j < 2; ++j) {
+    double dh = 0;
+    for (int k = 0; k < 3; ++k) {
+      dw2[j * 3 + k] = h[j] * dz[k];
+      dh += dz[k] * w2[j * 3 + k];
+    }
+    da[j] = dh * (1 - h[j] * h[j]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 2; ++j) dw1[i * 2 + j] = x[i] * da[j];
+  }
+  expect_array(grads[0], {2, 2}, dw1, 1e-12);
+  expect_array(grads[1], {2}, da, 1e-12);
+  expect_array(grads[2], {2, 3}, dw2, 1e-12);
+}
+
+TEST(Grad, HessianVectorProductIsJvpOfGrad) {
+  // f(x, y) = sum(x^2 y): grad_x = 2 x y, so the Hessian-vector product along (v, w) in x is
+  // 2 (v y + x w); along w alone it is 2 x w.
+  auto gx = [](const std::vector<array>& p) { return grad([](const std::vector<array>& q) { return sum(q[0] * q[0] * q[1]); }, {0})(p); };
+  array x({1.0, -2.0}), y({3.0, 0.5}), v({1.0, 1.0}), w({0.5, -1.0});
+  auto [g, hv] = jvp(gx, {x, y}, {v, w});
+  expect_array(g[0], {2}, {6, -2});
+  expect_array(hv[0], {2}, {2 * (1 * 3 + 1 * 0.5), 2 * (1 * 0.5 + -2 * -1.0)});
+  // Third derivative: d3/dx3 sum(x^4) = 24 x.
+  auto d1 = [](const array& a) { return grad([](const array& b) { return sum(b * b * b * b); })(a); };
+  auto d2 = [&](const array& a) { return grad([&](const array& b) { return sum(d1(b)); })(a); };
+  auto d3 = grad([&](const array& b) { return sum(d2(b)); });
+  expect_array(d3(array({0.5, -1.0})), {2}, {12, -24}, 1e-12);
+}
+
+TEST(Grad, HalfAndSinglePrecisionGradientsKeepTheirDtype) {
+  // d/dx sum(sin(x) * x) = cos(x) x + sin(x), in each floating dtype at its own precision.
+  std::vector<double> xs = {0.25, -1.5, 2.0};
+  for (auto [dt, tol] : {std::pair<Dtype, double>{float16, 1e-2}, {bfloat16, 5e-2}, {float32, 1e-6}, {float64, 1e-12}}) {
+    array x(xs, {3}, dt);
+    auto [v, g] = value_and_grad([](const array& a) { return sum(sin(a) * a); })(x);
+    EXPECT_EQ(g.dtype(), dt);
+    std::vector<double> want;
+    double total = 0;
+    for (double a : xs) {
+      want.push_back(std::cos(a) * a + std::sin(a));
+      total += std::sin(a) * a;
+    }
+    expect_array(g, {3}, want, tol);
+    EXPECT_NEAR(v.item<double>(), total, 4 * tol * (1 + std::abs(total)));
+  }
+}
