@@ -8,6 +8,8 @@
 #include "loom/ops/utils.h"
 #include "loom/optim/optimizers.h"
 
+#include "loom/autograd/transforms.h"
+
 namespace loom::optim {
 
 using loom::detail::msg;
@@ -15,35 +17,6 @@ using loom::detail::msg;
 namespace {
 
 bool non_negative(double x) { return x >= 0.0 && std::isfinite(x); }
-
-// `x` (a view of it) that also depends on `deps`: evaluating the result evaluates them. Lets an
-// optimizer tie a state array that is not an ancestor of the new parameter into its graph.
-class Depends : public Primitive {
- public:
-  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override {
-    outputs[0].copy_shared_buffer(inputs[0]);
-  }
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums, const std::vector<array>&) override {
-    std::vector<array> out;
-    for (int a : argnums) out.push_back(a == 0 ? cotangents[0] : zeros_like(primals[a]));
-    return out;
-  }
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override {
-    for (size_t i = 0; i < argnums.size(); ++i) {
-      if (argnums[i] == 0) return {tangents[i]};
-    }
-    return {zeros_like(primals[0])};
-  }
-  const char* name() const override { return "Depends"; }
-};
-
-array depends(const array& x, const std::vector<array>& deps) {
-  std::vector<array> inputs{x};
-  inputs.insert(inputs.end(), deps.begin(), deps.end());
-  return array(x.shape(), x.dtype(), std::make_shared<Depends>(), std::move(inputs));
-}
 
 }  // namespace
 
@@ -164,7 +137,7 @@ array Lion::apply_single(const array& grad, const array& param, Slots& slots, in
   slots.insert("m", m);
   const array p = weight_decay_ > 0.0 ? (1.0 - lr * weight_decay_) * param : param;
   // m is not an ancestor of the new parameter: tie it in so eval(parameters) evaluates it.
-  return depends(p - lr * sign(c), {m});
+  return loom::detail::depends({p - lr * sign(c)}, {m})[0];
 }
 
 // ---- Adafactor ----

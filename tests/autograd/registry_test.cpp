@@ -1,6 +1,6 @@
 // Every primitive has a gradient check, or a stated reason why it needs none.
 //
-// The test reads the library's sources (ops/, distributed/, autograd/, core/) and finds every class
+// The test reads the library's sources (ops/, distributed/, autograd/, core/, optim/, nn/) and finds every class
 // deriving from Primitive or UnaryPrimitive (or from such a class), with the names it reports:
 //   - the string literals of its name(), or of a helper function name() calls (`dist_name(dist_)`);
 //   - for the elementwise templates whose name() is `Op::name`, every `name = "..."` of an op
@@ -45,6 +45,7 @@ const char* kCustom = "tests/autograd/custom_test.cpp";
 const char* kConv = "tests/conv/grad_test.cpp";
 const char* kIndex = "tests/indexing/grad_test.cpp";
 const char* kRandom = "tests/random/random_grad_test.cpp";
+const char* kLosses = "tests/nn/losses_test.cpp";
 
 Entry checked(const char* name, std::vector<Ref> refs) { return {name, std::move(refs), nullptr}; }
 Entry none(const char* name, const char* why) { return {name, {}, why}; }
@@ -168,6 +169,10 @@ std::vector<Entry> registry() {
                                    {kCustom, "CustomFunction.MultipleOutputsAndSecondOrder", "custom_function"},
                                    {kCustom, "Checkpoint.SameValuesAndGradients", "checkpoint"}}),
       checked("Depends", {{kCustom, "Depends.ValuesPassThroughAndGradientsSkipTheDependencies", "depends"}}),
+      // ---- fused kernels (ops/cross_entropy.cpp, optim/adam.cpp) ----
+      checked("SoftmaxCrossEntropy", {{kLosses, "CrossEntropy.Gradients", "cross_entropy"}}),
+      checked("SoftmaxCrossEntropyGrad", {{kLosses, "CrossEntropy.HigherOrderGradients", "cross_entropy"}}),
+      none("AdamUpdate", "an optimizer step, not part of any differentiated function: its vjp and jvp throw"),
       // ---- distributed (distributed/mpi.cpp) ----
       // With one process the collectives return their input and record no node, so their rules can
       // only run under mpirun: DistributedGrad.* launches this binary under `mpirun -np 2` and
@@ -351,7 +356,7 @@ std::vector<std::string> op_struct_names(const std::string& file) {
 
 std::vector<Found> scan_primitives(const fs::path& root) {
   std::map<std::string, std::string> files;  // relative path -> comment-free text
-  for (const char* dir : {"core", "ops", "distributed", "autograd"}) {
+  for (const char* dir : {"core", "ops", "distributed", "autograd", "optim", "nn"}) {
     for (auto& e : fs::recursive_directory_iterator(root / dir)) {
       auto ext = e.path().extension();
       if (ext == ".cpp" || ext == ".h") files[fs::relative(e.path(), root).string()] = strip_comments(read(e.path()));
@@ -478,8 +483,10 @@ TEST(PrimitiveRegistry, EveryPrimitiveHasAGradientCheckOrAReason) {
       ASSERT_TRUE(fs::exists(p)) << name << ": " << r.file << " does not exist";
       std::string body = test_body(strip_comments(read(p)), r.test);
       EXPECT_FALSE(body.empty()) << name << ": " << r.file << " has no TEST " << r.test;
-      // check_grads, a test's check(...) wrapper around it, or a hand-written central difference.
+      // check_grads, a test's check(...) / expect_grads(...) wrapper around it, or a hand-written
+      // central difference.
       bool calls_checker = body.find("check_grads") != std::string::npos || body.find("check(") != std::string::npos ||
+                           body.find("expect_grads(") != std::string::npos ||
                            body.find("(2 * eps)") != std::string::npos || body.find("distributed_worker()") != std::string::npos;
       EXPECT_TRUE(calls_checker) << name << ": " << r.test << " does not call a finite-difference checker";
       EXPECT_NE(body.find(r.token), std::string::npos) << name << ": " << r.test << " does not mention " << r.token;
