@@ -40,4 +40,24 @@ inline void expect_array(const array& a_in, const Shape& shape, const std::vecto
     }                                                                                   \
   } while (0)
 
+/// Deterministic values in [lo, hi) from a 64-bit LCG (the same on every platform), as float64.
+inline array lcg_uniform(const Shape& shape, double lo, double hi, unsigned seed, uint64_t salt = 7) {
+  size_t n = 1;
+  for (int d : shape) n *= d;
+  std::vector<double> v(n);
+  uint64_t state = seed * 2654435761u + salt;
+  for (auto& x : v) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    x = lo + (hi - lo) * double(state >> 11) / double(1ULL << 53);
+  }
+  return array(v, shape, float64);
+}
+
+/// Names joined by single spaces (for comparing parameter-tree names in one assertion).
+inline std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : " ") + n;
+  return out;
+}
+
 }  // namespace loom::testing

@@ -22,15 +22,7 @@ using loom::testing::expect_array;
 namespace {
 
 array uniform(const Shape& s, double lo, double hi, unsigned seed) {
-  size_t n = 1;
-  for (int d : s) n *= d;
-  std::vector<double> v(n);
-  uint64_t state = seed * 2654435761u + 7;
-  for (auto& x : v) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    x = lo + (hi - lo) * double(state >> 11) / double(1ULL << 53);
-  }
-  return array(v, s, float64);
+  return loom::testing::lcg_uniform(s, lo, hi, seed, 7);
 }
 
 // Values 0.1 apart in a scrambled order (no ties within a finite-difference step).

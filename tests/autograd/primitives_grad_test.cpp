@@ -6,15 +6,7 @@ using namespace loom;
 namespace {
 
 array rand_like_shape(const Shape& s, double lo, double hi, unsigned seed) {
-  size_t n = 1;
-  for (int d : s) n *= d;
-  std::vector<double> v(n);
-  uint64_t state = seed * 2654435761u + 1;
-  for (auto& x : v) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    x = lo + (hi - lo) * double(state >> 11) / double(1ULL << 53);
-  }
-  return array(v, s, float64);
+  return loom::testing::lcg_uniform(s, lo, hi, seed, 1);
 }
 
 void check(const std::function<array(const std::vector<array>&)>& f, const std::vector<array>& xs,

@@ -13,15 +13,9 @@
 #include "../test_utils.h"
 
 using namespace loom;
+using loom::testing::joined;
 using loom::testing::expect_array;
 
-namespace {
-std::string joined(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : " ") + n;
-  return out;
-}
-}  // namespace
 
 TEST(Sequential, NamesLayersByIndexAsMLX) {
   nn::Sequential seq(std::make_shared<nn::Linear>(3, 4), nn::relu, std::make_shared<nn::Linear>(4, 2));

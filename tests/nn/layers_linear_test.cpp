@@ -9,15 +9,9 @@
 #include "../test_utils.h"
 
 using namespace loom;
+using loom::testing::joined;
 using loom::testing::expect_array;
 
-namespace {
-std::string joined(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : " ") + n;
-  return out;
-}
-}  // namespace
 
 TEST(Identity, ReturnsItsInput) {
   nn::Identity id;

@@ -12,15 +12,11 @@
 #include "../test_utils.h"
 
 using namespace loom;
+using loom::testing::joined;
 using loom::testing::expect_array;
 
 namespace {
 
-std::string joined(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : " ") + n;
-  return out;
-}
 
 void set_identity_projections(nn::MultiHeadAttention& mha, int dims) {
   for (const char* p : {"query_proj", "key_proj", "value_proj", "out_proj"}) {

@@ -9,6 +9,7 @@
 #include "../test_utils.h"
 
 using namespace loom;
+using loom::testing::joined;
 using loom::testing::expect_array;
 
 namespace {
@@ -39,11 +40,6 @@ struct Net : nn::Module {
   }
 };
 
-std::string joined(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : " ") + n;
-  return out;
-}
 
 }  // namespace
 
