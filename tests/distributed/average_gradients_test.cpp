@@ -1,4 +1,7 @@
 // nn::average_gradients and data-parallel equivalence; runs alone and under mpirun -np 2 / 3.
+#include <omp.h>
+
+#include <cstdlib>
 #include <functional>
 #include <set>
 #include <unordered_set>
@@ -163,4 +166,12 @@ TEST(DataParallel, TwentyStepsOnShardsEqualOneProcessOnTheGlobalBatch) {
     array spread = dist::all_max(p) - dist::all_min(p);
     EXPECT_LE(max(spread).item<float>(), 0.0f) << name;
   }
+}
+
+TEST(Threads, ProcessesLaunchedTogetherShareTheCores) {
+  if (std::getenv("OMP_NUM_THREADS")) GTEST_SKIP() << "OMP_NUM_THREADS decides";
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int procs = local ? std::max(1, std::atoi(local)) : 1;
+  // omp_get_num_procs: the cores this process may run on (mpirun --bind-to none: all of them).
+  EXPECT_EQ(get_num_threads(), std::max(1, omp_get_num_procs() / procs));
 }
