@@ -112,7 +112,20 @@ array scalar_like(T v, const array& like) {
   } else if constexpr (std::is_same_v<T, bool>) {
     d = like.dtype();
   } else {
-    if (d == bool_) d = dtype_of<T>;
+    if (d == bool_) {
+      d = dtype_of<T>;
+    } else if (is_integral(d)) {
+      // As numpy: an integer scalar must fit the array's integer dtype (uint8 + 300 is an error,
+      // not a silent wrap to 44).
+      const long double x = static_cast<long double>(v);
+      const long double lo = d == uint8 ? 0.0L : d == int32 ? -2147483648.0L : -9223372036854775808.0L;
+      const long double hi = d == uint8 ? 255.0L : d == int32 ? 2147483647.0L : 9223372036854775807.0L;
+      if (x < lo || x > hi) {
+        throw std::invalid_argument("[operator] the scalar " + std::to_string(v) + " is out of range for " +
+                                    to_string(d) + " [" + std::to_string(static_cast<long long>(lo)) + ", " +
+                                    std::to_string(static_cast<unsigned long long>(hi)) + "]");
+      }
+    }
   }
   return array(v, d);
 }

@@ -533,3 +533,14 @@ TEST(Binary, FloatFloorDivideAgreesWithRemainderAsNumpyDivmod) {
   EXPECT_TRUE(std::signbit(q[5]));
   EXPECT_EQ(floor_divide(array(1.0f), array(0.1f)).item<float>(), 9.0f);
 }
+
+TEST(Binary, IntegerScalarsMustFitTheArrayDtype) {
+  array u({1, 2}, uint8);
+  expect_array(u + 254, {2}, {255, 0});  // in range: the array's dtype, wrapping arithmetic as numpy
+  EXPECT_EQ((u + 254).dtype(), uint8);
+  EXPECT_THROW_MSG(u + 300, std::invalid_argument, "the scalar 300 is out of range for uint8 [0, 255]");
+  EXPECT_THROW_MSG(u * -1, std::invalid_argument, "out of range for uint8");
+  EXPECT_THROW_MSG(array({1, 2}) + 3000000000LL, std::invalid_argument, "out of range for int32");
+  expect_array(array({1, 2}, int64) + 3000000000LL, {2}, {3000000001.0, 3000000002.0});
+  expect_array(u + 0.5f, {2}, {1.5, 2.5});  // a float scalar promotes to float32 instead
+}
