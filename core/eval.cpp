@@ -1,5 +1,10 @@
 #include "loom/core/eval.h"
 
+#include <exception>
+#include <functional>
+#include <map>
+#include <queue>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "loom/core/primitive.h"
@@ -38,19 +43,119 @@ std::vector<array> build_tape(const std::vector<array>& outputs) {
   return tape;
 }
 
+// Marks a node's outputs evaluated and, outside transforms, drops their graph.
+void finish(std::vector<array>& outs) {
+  for (auto& o : outs) {
+    o.set_evaluated();
+    if (!o.is_tracer()) o.detach();
+  }
+}
+
+void run(array a) {  // takes the tape's handle: consumers' inputs are then the last holders
+  std::vector<array> outs = a.outputs();
+  a.primitive().eval_cpu(a.inputs(), outs);
+  finish(outs);
+}
+
+// A graph with communication runs as a list schedule over the tape. An async node (a collective)
+// starts as soon as its inputs are done; a node that reads an async result waits until nothing else
+// can run; everything else keeps tape order. Every choice depends on tape positions only, never on
+// timing, so all ranks start their collectives in the same order.
+void eval_scheduled(std::vector<array>& tape) {
+  const int n = static_cast<int>(tape.size());
+  std::unordered_map<const detail::Node*, int> index;
+  index.reserve(n);
+  for (int i = 0; i < n; ++i) index.emplace(tape[i].node_id(), i);
+
+  std::vector<int> missing(n, 0);  // inputs (with multiplicity) not yet produced
+  std::vector<std::vector<int>> consumers(n);
+  std::vector<char> async(n, 0), reads_async(n, 0);
+  for (int i = 0; i < n; ++i) {
+    async[i] = tape[i].primitive().is_async();
+    for (const auto& in : tape[i].inputs()) {
+      auto it = index.find(in.node_id());
+      if (in.is_evaluated() || it == index.end()) continue;
+      consumers[it->second].push_back(i);
+      ++missing[i];
+      reads_async[i] |= async[it->second];  // inputs come earlier in the tape
+    }
+  }
+
+  using MinHeap = std::priority_queue<int, std::vector<int>, std::greater<int>>;
+  MinHeap start_q, compute_q, deferred_q;
+  auto push = [&](int i) { (async[i] ? start_q : reads_async[i] ? deferred_q : compute_q).push(i); };
+  for (int i = 0; i < n; ++i) {
+    if (missing[i] == 0) push(i);
+  }
+  auto release = [&](int i) {
+    for (int c : consumers[i]) {
+      if (--missing[c] == 0) push(c);
+    }
+  };
+
+  struct Pending {
+    array node;
+    std::vector<array> outs;
+  };
+  std::map<int, Pending> pending;  // started async nodes by tape position
+  auto wait = [&](int i) {
+    auto it = pending.find(i);
+    if (it == pending.end()) return;
+    it->second.node.primitive().wait_async();
+    finish(it->second.outs);
+    pending.erase(it);
+  };
+
+  try {
+    while (!start_q.empty() || !compute_q.empty() || !deferred_q.empty()) {
+      if (!start_q.empty()) {
+        int i = start_q.top();
+        start_q.pop();
+        if (pending.empty() && start_q.empty() && compute_q.empty() && deferred_q.empty()) {
+          run(std::move(tape[i]));  // nothing to overlap with: the blocking form is fastest
+        } else {
+          Pending p{std::move(tape[i]), {}};
+          p.outs = p.node.outputs();
+          p.node.primitive().eval_async(p.node.inputs(), p.outs);
+          pending.emplace(i, std::move(p));
+        }
+        release(i);
+        continue;
+      }
+      MinHeap& q = compute_q.empty() ? deferred_q : compute_q;
+      int i = q.top();
+      q.pop();
+      if (reads_async[i]) {
+        for (const auto& in : tape[i].inputs()) {
+          auto it = index.find(in.node_id());
+          if (it != index.end()) wait(it->second);
+        }
+      }
+      run(std::move(tape[i]));
+      release(i);
+    }
+    while (!pending.empty()) wait(pending.begin()->first);
+  } catch (...) {
+    // Nothing may unwind while communication still uses the buffers.
+    for (auto& [i, p] : pending) {
+      try {
+        p.node.primitive().wait_async();
+      } catch (...) {
+      }
+    }
+    throw;
+  }
+}
+
 }  // namespace
 
 void eval(std::vector<array> outputs) {
   std::vector<array> tape = build_tape(outputs);
+  for (const auto& a : tape) {
+    if (a.primitive().is_async()) return eval_scheduled(tape);
+  }
   for (auto& entry : tape) {
-    array a = std::move(entry);  // the tape lets go: consumers' inputs are the last holders
-    if (a.is_evaluated()) continue;
-    std::vector<array> outs = a.outputs();
-    a.primitive().eval_cpu(a.inputs(), outs);
-    for (auto& o : outs) {
-      o.set_evaluated();
-      if (!o.is_tracer()) o.detach();
-    }
+    if (!entry.is_evaluated()) run(std::move(entry));
   }
 }
 

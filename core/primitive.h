@@ -28,6 +28,15 @@ class Primitive {
 
   /// Whether the output at each position has a gradient (false for integer results like argmax).
   virtual bool is_differentiable() const { return true; }
+
+  /// Communication primitives are asynchronous: eval starts them with `eval_async` as soon as their
+  /// inputs are ready, runs independent nodes meanwhile, and calls `wait_async` before anything reads
+  /// their outputs. When nothing else could run, eval calls the blocking `eval_cpu` instead. Async
+  /// primitives start in an order that depends only on the graph's structure.
+  virtual bool is_async() const { return false; }
+  virtual void eval_async(const std::vector<array>& inputs, std::vector<array>& outputs) { eval_cpu(inputs, outputs); }
+  /// Blocks until the work begun by `eval_async` is done; rethrows its error.
+  virtual void wait_async() {}
 };
 
 /// A primitive with one output.

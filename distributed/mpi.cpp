@@ -1,7 +1,16 @@
 #include <mpi.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
 #include <mutex>
+#include <sstream>
+#include <thread>
 
 #include "loom/core/primitive.h"
 #include "loom/distributed/distributed.h"
@@ -19,6 +28,7 @@ struct GroupImpl {
   MPI_Comm comm = MPI_COMM_NULL;  // null for the single-process group
   int rank = 0;
   int size = 1;
+  std::vector<int> world_ranks;  // member i's rank in the world, for the fault watch
   ~GroupImpl() {
     int finalized = 0;
     if (comm != MPI_COMM_NULL && comm != MPI_COMM_WORLD && (MPI_Finalized(&finalized), !finalized)) {
@@ -37,12 +47,6 @@ bool launched_by_mpi() {
   return false;
 }
 
-void finalize_mpi() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
-}
-
 std::mutex init_mutex;
 std::shared_ptr<detail::GroupImpl> world_impl;
 bool mpi_joined = false;
@@ -54,6 +58,217 @@ void check_mpi(int rc, const char* what) {
     MPI_Error_string(rc, err, &len);
     throw std::runtime_error(msg("[", what, "] MPI error: ", std::string(err, len)));
   }
+}
+
+using Clock = std::chrono::steady_clock;
+
+// ---- the fault watch ----
+// Every rank tells every other when it leaves (normally or not, through exit/atexit). A rank that
+// waits in a collective on a rank that has left would wait forever; the watch ends the job instead.
+// Checked by the communication thread while idle and by eval while it waits, so it needs
+// MPI_THREAD_MULTIPLE (without it there is no watch and no communication thread).
+constexpr int kExitTag = 0x4c4f;  // on the watch's own communicator
+constexpr double kGraceSeconds = 2.0;
+
+struct Watch {
+  std::mutex mu;
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0;
+  std::vector<MPI_Request> notices;  // one receive per other rank
+  std::vector<int> buf;
+  std::vector<Clock::time_point> left;  // when each rank's notice arrived (max() while it has not)
+  // The collective this process is in, if any (one at a time).
+  bool busy = false;
+  const char* what = "";
+  Shape shape;
+  Dtype dtype = float32;
+  const std::vector<int>* members = nullptr;
+  Clock::time_point since;
+
+  void start(int world_rank, int world_size) {
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    rank = world_rank;
+    notices.assign(world_size, MPI_REQUEST_NULL);
+    buf.assign(world_size, 0);
+    left.assign(world_size, Clock::time_point::max());
+    for (int r = 0; r < world_size; ++r) {
+      if (r != rank) MPI_Irecv(&buf[r], 1, MPI_INT, r, kExitTag, comm, &notices[r]);
+    }
+  }
+  bool on() const { return comm != MPI_COMM_NULL; }
+
+  void enter(const char* w, const array& x, const std::vector<int>& m) {
+    std::lock_guard<std::mutex> lock(mu);
+    busy = true, what = w, shape = x.shape(), dtype = x.dtype(), members = &m, since = Clock::now();
+  }
+  void leave() {
+    std::lock_guard<std::mutex> lock(mu);
+    busy = false;
+  }
+
+  void check() {
+    if (!on()) return;
+    std::lock_guard<std::mutex> lock(mu);
+    for (size_t r = 0; r < notices.size(); ++r) {
+      if (notices[r] == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      MPI_Test(&notices[r], &done, MPI_STATUS_IGNORE);
+      if (done) left[r] = Clock::now();
+    }
+    if (!busy) return;
+    for (int q : *members) {
+      if (left[q] == Clock::time_point::max()) continue;
+      auto waited = std::chrono::duration<double>(Clock::now() - std::max(left[q], since)).count();
+      if (waited < kGraceSeconds) continue;
+      std::fprintf(stderr,
+                   "[loom rank %d] rank %d has left the job while rank %d waits for it in %s; ending the "
+                   "job (did one rank run fewer steps, or exit early?)\n",
+                   rank, q, rank, (std::string(what) + " of " + to_string(dtype) + " " + shape_str(shape)).c_str());
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+
+  // At exit: tell everyone, then wait until everyone has said the same, so that no rank finalizes
+  // (a collective step of its own) while another still waits for it in a collective.
+  void finish() {
+    if (!on()) return;
+    std::vector<MPI_Request> sends;
+    for (int r = 0; r < static_cast<int>(notices.size()); ++r) {
+      if (r == rank) continue;
+      sends.emplace_back();
+      MPI_Isend(&rank, 1, MPI_INT, r, kExitTag, comm, &sends.back());
+    }
+    for (;;) {
+      int all = 0;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        MPI_Testall(static_cast<int>(notices.size()), notices.data(), &all, MPI_STATUSES_IGNORE);
+      }
+      if (all) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE);
+    MPI_Comm_free(&comm);
+  }
+};
+
+Watch watch;
+
+// ---- the communication thread ----
+// Collectives that eval starts early run here, one at a time in start order, while eval computes.
+class CommThread {
+ public:
+  struct Job {
+    std::function<void()> fn;
+    bool done = false;
+    std::exception_ptr error;
+  };
+
+  CommThread() : thread_([this] { loop(); }) {}
+  ~CommThread() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  std::shared_ptr<Job> submit(std::function<void()> fn) {
+    auto job = std::make_shared<Job>();
+    job->fn = std::move(fn);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(job);
+    }
+    cv_.notify_all();
+    return job;
+  }
+
+  void wait(const std::shared_ptr<Job>& job) {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!job->done) {
+      if (!done_cv_.wait_for(lock, std::chrono::milliseconds(20), [&] { return job->done; })) {
+        lock.unlock();
+        watch.check();
+        lock.lock();
+      }
+    }
+    if (job->error) std::rethrow_exception(job->error);
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      if (!cv_.wait_for(lock, std::chrono::milliseconds(20), [&] { return stop_ || !queue_.empty(); })) {
+        lock.unlock();
+        watch.check();  // eval may be in a blocking collective of its own
+        lock.lock();
+        continue;
+      }
+      if (queue_.empty()) return;  // stop_
+      auto job = queue_.front();
+      queue_.pop_front();
+      lock.unlock();
+      try {
+        job->fn();
+      } catch (...) {
+        job->error = std::current_exception();
+      }
+      job->fn = nullptr;  // drop the arrays it holds before eval hears it is done
+      lock.lock();
+      job->done = true;
+      done_cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+std::unique_ptr<CommThread> comm_thread;  // made by init when MPI gives us MPI_THREAD_MULTIPLE
+
+void finalize_mpi() {
+  comm_thread.reset();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  watch.finish();
+  MPI_Finalize();
+}
+
+// An uncaught exception on one rank ends the whole job, naming the rank, instead of leaving the
+// others waiting in a collective.
+[[noreturn]] void terminate_job() {
+  std::string what = "unknown exception";
+  if (auto e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      what = x.what();
+    } catch (...) {
+    }
+  } else {
+    what = "std::terminate called without an exception";
+  }
+  std::fprintf(stderr, "[loom rank %d] uncaught exception: %s\n[loom rank %d] ending the job\n", watch.rank,
+               what.c_str(), watch.rank);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();
+}
+
+bool debug_checks() {
+  static const bool on = [] {
+    const char* v = std::getenv("LOOM_DISTRIBUTED_DEBUG");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  return on;
 }
 
 // ---- element types and reduction ops for MPI ----
@@ -101,51 +316,144 @@ MPI_Op mpi_op(Dtype d, ReduceKind k) {
   return k == ReduceKind::sum ? MPI_SUM : k == ReduceKind::max ? MPI_MAX : MPI_MIN;
 }
 
-const char* kind_name(ReduceKind k) { return k == ReduceKind::sum ? "all_sum" : k == ReduceKind::max ? "all_max" : "all_min"; }
+const char* reduce_name(ReduceKind k) {
+  return k == ReduceKind::sum ? "all_sum" : k == ReduceKind::max ? "all_max" : "all_min";
+}
 
-class AllReduce : public UnaryPrimitive {
+std::string describe(const char* kind, Dtype d, const Shape& s) {
+  return msg(kind, " ", to_string(d), " ", shape_str(s));
+}
+
+// What a rank is about to do, compared across ranks when LOOM_DISTRIBUTED_DEBUG is set.
+struct Signature {
+  int kind = 0;
+  Dtype dt = float32;
+  int ndim = 0;
+  int64_t dims[8] = {};
+  static Signature of(int kind, const array& x) {
+    Signature sig;
+    sig.kind = kind;
+    sig.dt = x.dtype();
+    sig.ndim = static_cast<int>(x.ndim());
+    for (int i = 0; i < std::min(sig.ndim, 8); ++i) sig.dims[i] = x.shape(i);
+    return sig;
+  }
+  bool operator==(const Signature& o) const {
+    return kind == o.kind && dt == o.dt && ndim == o.ndim && std::equal(dims, dims + 8, o.dims);
+  }
+  Shape shape() const { return Shape(dims, dims + std::min(ndim, 8)); }
+  Dtype type() const { return dt; }
+};
+
+const char* const kKindNames[] = {"all_sum", "all_max", "all_min", "all_gather", "send/recv"};
+constexpr int kGatherKind = 3, kPointToPointKind = 4;
+constexpr int kDataTag = 0, kSignatureTag = 1;
+
+// The base of every communication primitive. `prepare` readies the buffers on eval's thread
+// (kernels may run there); `communicate` makes the blocking MPI calls, on the communication thread
+// when eval started the node early, or on eval's thread when nothing else could run.
+class Communication : public UnaryPrimitive {
  public:
-  AllReduce(ReduceKind k, Group g) : kind_(k), group_(std::move(g)) {}
-  void eval_cpu(const std::vector<array>& in, array& out) override {
+  Communication(int kind, Group g) : kind_(kind), group_(std::move(g)) {}
+
+  void eval_cpu(const std::vector<array>& in, array& out) override { run(prepare(in, out), out); }
+  bool is_async() const override { return comm_thread != nullptr; }
+  void eval_async(const std::vector<array>& in, std::vector<array>& outs) override {
+    array x = prepare(in, outs[0]);
+    job_ = comm_thread->submit([this, x, out = outs[0]]() mutable { run(x, out); });
+  }
+  void wait_async() override {
+    auto job = std::move(job_);
+    if (job) comm_thread->wait(job);
+  }
+
+ protected:
+  virtual array prepare(const std::vector<array>& in, array& out) = 0;
+  virtual void communicate(const array& x, array& out) = 0;
+  // LOOM_DISTRIBUTED_DEBUG: collectives compare signatures across the group (send/recv override).
+  virtual void check_agreement(const array& x) {
+    const int n = group_.size();
+    std::vector<Signature> all(n);
+    Signature mine = Signature::of(kind_, x);
+    check_mpi(MPI_Allgather(&mine, sizeof(Signature), MPI_BYTE, all.data(), sizeof(Signature), MPI_BYTE,
+                            group_.impl()->comm),
+              name());
+    bool same = true;
+    for (const auto& s : all) same = same && s == all[0];
+    if (same) return;
+    std::string list;
+    for (int r = 0; r < n; ++r) {
+      list += msg(r ? "; " : "", "rank ", r, ": ", describe(kKindNames[all[r].kind], all[r].type(), all[r].shape()));
+    }
+    throw std::runtime_error(msg("[", name(), "] LOOM_DISTRIBUTED_DEBUG: the ranks disagree on this collective: ", list));
+  }
+
+  int kind_;
+  Group group_;
+
+ private:
+  void run(const array& x, array& out) {
+    if (watch.on()) watch.enter(name(), x, group_.impl()->world_ranks);
+    struct Leave {
+      ~Leave() {
+        if (watch.on()) watch.leave();
+      }
+    } leave;
+    if (debug_checks()) check_agreement(x);
+    communicate(x, out);
+  }
+
+  std::shared_ptr<CommThread::Job> job_;
+};
+
+class AllReduce : public Communication {
+ public:
+  AllReduce(ReduceKind k, Group g) : Communication(static_cast<int>(k), std::move(g)), op_(k) {}
+  const char* name() const override { return reduce_name(op_); }
+  array prepare(const std::vector<array>& in, array& out) override {
     array x = kernels::row_contiguous(in[0]);
     out.alloc_or_donate(x);
+    return x;
+  }
+  void communicate(const array& x, array& out) override {
     if (out.size() == 0) return;
     const void* src = out.raw_data() == x.raw_data() ? MPI_IN_PLACE : x.raw_data();
     check_mpi(MPI_Allreduce(src, out.raw_data(), static_cast<int>(out.size()), mpi_type(out.dtype()),
-                            mpi_op(out.dtype(), kind_), group_.impl()->comm),
-              kind_name(kind_));
+                            mpi_op(out.dtype(), op_), group_.impl()->comm),
+              name());
   }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
                          const std::vector<array>& outputs) override {
     // The loss is taken to be summed over ranks: d/dx_r sum_r' L(sum_q x_q) = sum_r' cot_r'.
-    if (kind_ == ReduceKind::sum) return {all_sum(cot[0], group_)};
+    if (op_ == ReduceKind::sum) return {all_sum(cot[0], group_)};
     array mask = astype(equal(p[0], outputs[0]), cot[0].dtype());
     return {multiply(all_sum(cot[0], group_), mask)};
   }
   std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t, const std::vector<int>&) override {
-    if (kind_ == ReduceKind::sum) return {all_sum(t[0], group_)};
-    array y(p[0].shape(), p[0].dtype(), std::make_shared<AllReduce>(kind_, group_), {p[0]});
+    if (op_ == ReduceKind::sum) return {all_sum(t[0], group_)};
+    array y(p[0].shape(), p[0].dtype(), std::make_shared<AllReduce>(op_, group_), {p[0]});
     // The tangent of the process holding the extreme value, shared with everyone.
     array mask = astype(equal(p[0], y), t[0].dtype());
     return {all_sum(multiply(t[0], mask), group_)};
   }
-  const char* name() const override { return kind_name(kind_); }
 
  private:
-  ReduceKind kind_;
-  Group group_;
+  ReduceKind op_;
 };
 
-class AllGather : public UnaryPrimitive {
+class AllGather : public Communication {
  public:
-  explicit AllGather(Group g) : group_(std::move(g)) {}
-  void eval_cpu(const std::vector<array>& in, array& out) override {
-    array x = kernels::row_contiguous(in[0]);
+  explicit AllGather(Group g) : Communication(kGatherKind, std::move(g)) {}
+  const char* name() const override { return "all_gather"; }
+  array prepare(const std::vector<array>& in, array& out) override {
     out.alloc();
+    return kernels::row_contiguous(in[0]);
+  }
+  void communicate(const array& x, array& out) override {
     if (out.size() == 0) return;
     int count = static_cast<int>(x.size());
     MPI_Datatype t = mpi_type(x.dtype());
-    check_mpi(MPI_Allgather(x.raw_data(), count, t, out.raw_data(), count, t, group_.impl()->comm), "all_gather");
+    check_mpi(MPI_Allgather(x.raw_data(), count, t, out.raw_data(), count, t, group_.impl()->comm), name());
   }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
                          const std::vector<array>&) override {
@@ -158,45 +466,65 @@ class AllGather : public UnaryPrimitive {
   std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
     return {all_gather(t[0], group_)};
   }
-  const char* name() const override { return "all_gather"; }
-
- private:
-  Group group_;
 };
 
-class Send : public UnaryPrimitive {
+class Send : public Communication {
  public:
-  Send(int dst, Group g) : dst_(dst), group_(std::move(g)) {}
-  void eval_cpu(const std::vector<array>& in, array& out) override {
-    array x = kernels::row_contiguous(in[0]);
-    check_mpi(MPI_Send(x.raw_data(), static_cast<int>(x.size()), mpi_type(x.dtype()), dst_, 0, group_.impl()->comm),
-              "send");
+  Send(int dst, Group g) : Communication(kPointToPointKind, std::move(g)), dst_(dst) {}
+  array prepare(const std::vector<array>& in, array& out) override {
     out.copy_shared_buffer(in[0]);
+    return kernels::row_contiguous(in[0]);
+  }
+  void communicate(const array& x, array&) override {
+    check_mpi(MPI_Send(x.raw_data(), static_cast<int>(x.size()), mpi_type(x.dtype()), dst_, kDataTag,
+                       group_.impl()->comm),
+              "send");
+  }
+  void check_agreement(const array& x) override {
+    Signature mine = Signature::of(kind_, x);
+    check_mpi(MPI_Send(&mine, sizeof(Signature), MPI_BYTE, dst_, kSignatureTag, group_.impl()->comm), "send");
   }
   const char* name() const override { return "send"; }
   bool is_differentiable() const override { return false; }
 
  private:
   int dst_;
-  Group group_;
 };
 
-class Recv : public UnaryPrimitive {
+class Recv : public Communication {
  public:
-  Recv(int src, Group g) : src_(src), group_(std::move(g)) {}
-  void eval_cpu(const std::vector<array>&, array& out) override {
+  Recv(int src, Group g) : Communication(kPointToPointKind, std::move(g)), src_(src) {}
+  array prepare(const std::vector<array>&, array& out) override {
     out.alloc();
-    MPI_Status status;
-    check_mpi(MPI_Recv(out.raw_data(), static_cast<int>(out.size()), mpi_type(out.dtype()), src_, 0,
-                       group_.impl()->comm, &status),
+    return out;
+  }
+  void communicate(const array&, array& out) override {
+    check_mpi(MPI_Recv(out.raw_data(), static_cast<int>(out.size()), mpi_type(out.dtype()), src_, kDataTag,
+                       group_.impl()->comm, MPI_STATUS_IGNORE),
               "recv");
+  }
+  void check_agreement(const array& expected) override {
+    Signature theirs;
+    check_mpi(MPI_Recv(&theirs, sizeof(Signature), MPI_BYTE, src_, kSignatureTag, group_.impl()->comm,
+                       MPI_STATUS_IGNORE),
+              "recv");
+    if (theirs == Signature::of(kind_, expected)) return;
+    // Take the message anyway so the sender is not left blocked, then report.
+    size_t bytes = size_of(theirs.type());
+    for (int64_t d : theirs.shape()) bytes *= static_cast<size_t>(d);
+    std::vector<char> scratch(bytes);
+    check_mpi(MPI_Recv(scratch.data(), static_cast<int>(bytes), MPI_BYTE, src_, kDataTag, group_.impl()->comm,
+                       MPI_STATUS_IGNORE),
+              "recv");
+    throw std::runtime_error(msg("[recv] LOOM_DISTRIBUTED_DEBUG: rank ", group_.rank(), " expects ",
+                                 describe("", expected.dtype(), expected.shape()).substr(1), " from rank ", src_,
+                                 ", which sends ", describe("", theirs.type(), theirs.shape()).substr(1)));
   }
   const char* name() const override { return "recv"; }
   bool is_differentiable() const override { return false; }
 
  private:
   int src_;
-  Group group_;
 };
 
 Group resolve(const std::optional<Group>& g) { return g ? *g : init(); }
@@ -219,6 +547,15 @@ Group Group::split(int color, int key) const {
   check_mpi(MPI_Comm_split(impl_->comm, color, key < 0 ? impl_->rank : key, &impl->comm), "Group::split");
   MPI_Comm_rank(impl->comm, &impl->rank);
   MPI_Comm_size(impl->comm, &impl->size);
+  impl->world_ranks.resize(impl->size);
+  MPI_Group mine, world;
+  MPI_Comm_group(impl->comm, &mine);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  std::vector<int> local(impl->size);
+  for (int i = 0; i < impl->size; ++i) local[i] = i;
+  MPI_Group_translate_ranks(mine, impl->size, local.data(), world, impl->world_ranks.data());
+  MPI_Group_free(&mine);
+  MPI_Group_free(&world);
   return Group(impl);
 }
 
@@ -231,17 +568,30 @@ Group init(bool strict) {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (launched_by_mpi() || initialized) {
+      int provided = 0;
       if (!initialized) {
-        int provided = 0;
-        check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "distributed::init");
+        check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "distributed::init");
         std::atexit(finalize_mpi);
+      } else {
+        MPI_Query_thread(&provided);
       }
       // Errors come back as codes and become exceptions instead of aborting inside MPI.
       MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
       impl->comm = MPI_COMM_WORLD;
       MPI_Comm_rank(MPI_COMM_WORLD, &impl->rank);
       MPI_Comm_size(MPI_COMM_WORLD, &impl->size);
+      impl->world_ranks.resize(impl->size);
+      for (int r = 0; r < impl->size; ++r) impl->world_ranks[r] = r;
       mpi_joined = true;
+      if (impl->size > 1) {
+        std::set_terminate(terminate_job);
+        watch.rank = impl->rank;
+        // The communication thread and the fault watch call MPI beside eval's thread.
+        if (provided >= MPI_THREAD_MULTIPLE && !initialized) {
+          watch.start(impl->rank, impl->size);
+          comm_thread = std::make_unique<CommThread>();
+        }
+      }
     }
     world_impl = impl;
   }

@@ -379,6 +379,8 @@ std::vector<Found> scan_primitives(const fs::path& root) {
         grew = true;
         if (name == "UnaryPrimitive") continue;  // the base itself
         std::string body = braced(text, it->position(0));
+        // An abstract base (a pure virtual member) is never a node itself; its subclasses are.
+        if (std::regex_search(body, std::regex("\\)\\s*(const\\s*)?=\\s*0\\s*;"))) continue;
         std::string where = path + ": class " + name;
         bool nodiff = std::regex_search(member_body(body, "is_differentiable"), std::regex("^\\s*return\\s+false\\s*;\\s*$"));
         std::string nb = member_body(body, "name");

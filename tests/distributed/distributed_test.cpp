@@ -1,4 +1,7 @@
 // Runs alone (a group of size 1) and under mpirun -np 2 / -np 3; every assertion holds for any size.
+#include <cstdlib>
+#include <string>
+
 #include "../test_utils.h"
 #include "loom/distributed/distributed.h"
 
@@ -105,4 +108,29 @@ TEST(Distributed, ManyIndependentCollectivesInOneEval) {
   for (int i = 0; i < 50; ++i) outs.push_back(dist::all_sum(full({i + 1}, array(float(i)))));
   eval(outs);
   for (int i = 0; i < 50; ++i) EXPECT_FLOAT_EQ(outs[i].to_vector<float>()[i], float(i * g.size()));
+}
+
+TEST(Distributed, DebugModeNamesTheRanksThatDisagree) {
+  // Runs under LOOM_DISTRIBUTED_DEBUG=1 (the distributed_debug_np2 CTest entry).
+  auto g = dist::init();
+  const char* debug = std::getenv("LOOM_DISTRIBUTED_DEBUG");
+  if (g.size() < 2 || !debug || std::string(debug) != "1") GTEST_SKIP() << "needs LOOM_DISTRIBUTED_DEBUG=1 and 2+ ranks";
+  // Rank r sends r + 1 elements: every rank throws, listing each rank's shape.
+  array x = ones({g.rank() + 1});
+  EXPECT_THROW_MSG(eval(dist::all_sum(x)), std::runtime_error,
+                   "[all_sum] LOOM_DISTRIBUTED_DEBUG: the ranks disagree on this collective: rank 0: all_sum "
+                   "float32 (1); rank 1: all_sum float32 (2)");
+  // A different collective kind is a disagreement too.
+  array y = ones({4});
+  array r = g.rank() == 0 ? dist::all_max(y) : dist::all_sum(y);
+  EXPECT_THROW_MSG(eval(r), std::runtime_error, "rank 0: all_max float32 (4); rank 1: all_sum float32 (4)");
+  // recv expecting another dtype than was sent: the receiver names both.
+  if (g.rank() == 0) {
+    eval(dist::send(zeros({3}, int32), 1));
+  } else if (g.rank() == 1) {
+    EXPECT_THROW_MSG(eval(dist::recv({3}, float32, 0)), std::runtime_error,
+                     "[recv] LOOM_DISTRIBUTED_DEBUG: rank 1 expects float32 (3) from rank 0, which sends int32 (3)");
+  }
+  // Agreeing collectives still work in debug mode.
+  EXPECT_FLOAT_EQ(dist::all_sum(ones({2})).to_vector<float>()[0], float(g.size()));
 }

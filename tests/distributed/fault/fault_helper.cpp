@@ -1,0 +1,31 @@
+// A small data-parallel training loop in which rank 1 fails at step 20, in the way argv[1] names:
+//   throw  an uncaught exception        kill  SIGKILL (as the OOM killer would)
+//   exit   returns from main early      ok    no failure: every rank finishes
+// fault_test.sh runs it under mpirun and checks that a failure ends the whole job, quickly.
+#include <csignal>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+#include "loom/loom.h"
+
+using namespace loom;
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "ok";
+  auto world = distributed::init();
+  array w = zeros({64, 64});
+  array x = ones({32, 64});
+  for (int step = 0; step < 200; ++step) {
+    if (world.rank() == 1 && step == 20) {
+      if (mode == "throw") throw std::runtime_error("boom at step 20");
+      if (mode == "kill") std::raise(SIGKILL);
+      if (mode == "exit") return 0;
+    }
+    array g = distributed::all_sum(matmul(transpose(x), tanh(matmul(x, w)))) / float(world.size());
+    w = w - 0.01f * g;
+    eval(w);
+  }
+  if (world.rank() == 0) std::printf("finished 200 steps\n");
+  return 0;
+}

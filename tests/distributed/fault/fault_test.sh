@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Usage: fault_test.sh MPIEXEC "MPI_FLAGS" FAULT_HELPER
+# Ends rank 1 of a 2-process job mid-training (uncaught exception, SIGKILL, early return) and checks
+# that mpirun then returns non-zero within seconds, says which rank failed, and leaves no process.
+set -u
+mpiexec=$1
+read -r -a flags <<<"$2"
+helper=$3
+name=$(basename "$helper")
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+fail=0
+
+run() {  # mode, expected exit (zero|nonzero), text expected in the output
+  local mode=$1 want=$2 text=$3 start rc elapsed
+  start=$(date +%s)
+  timeout 120 "$mpiexec" -np 2 "${flags[@]}" "$helper" "$mode" >"$log" 2>&1
+  rc=$?
+  elapsed=$(( $(date +%s) - start ))
+  if [ "$want" = zero ] && [ $rc -ne 0 ]; then
+    echo "FAIL $mode: exit code $rc, expected 0"; fail=1
+  elif [ "$want" = nonzero ] && { [ $rc -eq 0 ] || [ $rc -eq 124 ]; }; then
+    echo "FAIL $mode: exit code $rc (124 means it hung), expected a failure"; fail=1
+  fi
+  if [ "$want" = nonzero ] && [ $elapsed -gt 30 ]; then
+    echo "FAIL $mode: the job took ${elapsed}s to end"; fail=1
+  fi
+  if ! grep -qF -- "$text" "$log"; then
+    echo "FAIL $mode: output lacks '$text'"; fail=1
+  fi
+  sleep 1
+  # Live processes only: a container without an init process may keep killed ones as zombies.
+  if ps -eo stat=,comm= | awk -v n="$name" '$1 !~ /^Z/ && $2 == n { found = 1 } END { exit !found }'; then
+    echo "FAIL $mode: processes left behind:"; pgrep -a -x "$name"; pkill -9 -x "$name"; fail=1
+  fi
+  echo "--- $mode: exit $rc after ${elapsed}s"
+  sed 's/^/    /' "$log" | head -20
+}
+
+run ok zero "finished 200 steps"
+run throw nonzero "[loom rank 1] uncaught exception: boom at step 20"
+run kill nonzero "signal 9"
+run exit nonzero "[loom rank 0] rank 1 has left the job while rank 0 waits for it in all_sum"
+exit $fail
