@@ -1,6 +1,7 @@
 // mlp_step and dp_mlp_step (../shared/BENCHMARKS.md) on Fashion-MNIST batches.
 //   bench_mlp                      mlp_step at 1 and 2 threads (batch 128), dp_mlp_step on 1 rank
-//   mpirun -np 2 bench_mlp         dp_mlp_step on 2 ranks x 1 thread (128 rows each)
+//   mpirun -np 2 bench_mlp         dp_mlp_step on 2 ranks x 1 thread (128 rows each), with the
+//                                  default buckets, 1 MiB buckets, and no gradient sync at all
 // A step is: read the batch, forward, loss, backward (with the gradient all-reduce when data
 // parallel), AdamW update, eval(loss, model.parameters()).
 #include <loom/loom.h>
@@ -28,8 +29,15 @@ double peak_mb() {
   return u.ru_maxrss / 1024.0;
 }
 
+// How gradients are synchronised: average_gradients with its default 32 MiB buckets (one bucket
+// for this model), with 1 MiB buckets (three, so the first all_sum can overlap the rest of the
+// backward), or not at all (the compute alone, to see how much communication costs on top).
+enum class Sync { buckets_32mb, buckets_1mb, none };
+const char* sync_name(Sync s) { return s == Sync::buckets_32mb ? "32MiB" : s == Sync::buckets_1mb ? "1MiB" : "none"; }
+
 // Median step time over `timed` steps after `warmup`, on this rank's shard of a global batch.
-double run(int global_batch, int warmup, int timed, const distributed::Group& world) {
+double run(int global_batch, int warmup, int timed, const distributed::Group& world,
+           Sync sync = Sync::buckets_32mb) {
   random::seed(0);
   MLP model;
   optim::AdamW opt(1e-3, {0.9, 0.999}, 1e-8, 0.01);
@@ -45,7 +53,7 @@ double run(int global_batch, int warmup, int timed, const distributed::Group& wo
     auto [xb, yb] = loader.batch(i);
     array x = reshape(astype(xb, float32) * (1.0f / 255.0f), {xb.shape(0), 784});
     auto [loss, grads] = step(x, yb);
-    grads = nn::average_gradients(grads);
+    if (sync != Sync::none) grads = nn::average_gradients(grads, sync == Sync::buckets_1mb ? 1 << 20 : 32 << 20);
     opt.update(model, grads);
     eval(loss, model.parameters());
     if (s >= warmup) ms.push_back(bench::now_ms() - t0);
@@ -72,10 +80,14 @@ int main(int argc, char** argv) {
     }
   }
   set_num_threads(1);
-  double t = run(256, warmup, timed, world);
-  if (world.rank() == 0) {
-    std::printf("{\"bench\":\"dp_mlp_step\",\"impl\":\"loom\",\"ranks\":%d,\"threads\":1,\"batch\":256,"
-                "\"median_ms\":%.3f,\"samples_per_s\":%.0f,\"n\":%d}\n",
-                world.size(), t, 256 / (t * 1e-3), timed);
+  for (Sync sync : {Sync::buckets_32mb, Sync::buckets_1mb, Sync::none}) {
+    if (world.size() == 1 && sync != Sync::buckets_32mb) break;
+    double t = run(256, warmup, timed, world, sync);
+    if (world.rank() == 0) {
+      std::printf("{\"bench\":\"dp_mlp_step\",\"impl\":\"loom\",\"ranks\":%d,\"threads\":1,\"batch\":256,"
+                  "\"sync\":\"%s\",\"median_ms\":%.3f,\"samples_per_s\":%.0f,\"n\":%d}\n",
+                  world.size(), sync_name(sync), t, 256 / (t * 1e-3), timed);
+      std::fflush(stdout);
+    }
   }
 }
