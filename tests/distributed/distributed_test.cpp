@@ -134,3 +134,51 @@ TEST(Distributed, DebugModeNamesTheRanksThatDisagree) {
   // Agreeing collectives still work in debug mode.
   EXPECT_FLOAT_EQ(dist::all_sum(ones({2})).to_vector<float>()[0], float(g.size()));
 }
+
+TEST(Distributed, MaxMinGatherSendRecvEveryDtype) {
+  auto g = dist::init();
+  const int n = g.size(), r = g.rank();
+  for (Dtype d : {uint8, int32, int64, float16, bfloat16, float32, float64}) {
+    SCOPED_TRACE(to_string(d));
+    array x = astype(array({double(r + 1), double(2 * n - r)}), d);
+    expect_array(dist::all_max(x), {2}, {double(n), double(2 * n)});
+    expect_array(dist::all_min(x), {2}, {1, double(n + 1)});
+    std::vector<double> want;
+    for (int i = 0; i < n; ++i) want.insert(want.end(), {double(i + 1), double(2 * n - i)});
+    array gathered = dist::all_gather(reshape(x, {1, 2}));
+    EXPECT_EQ(gathered.dtype(), d);
+    expect_array(gathered, {n, 2}, want);
+    if (n > 1) {  // a ring: each rank sends its x to the next and receives the previous one's
+      array sent = dist::send(x, (r + 1) % n);
+      array got = dist::recv_like(x, (r + n - 1) % n);
+      eval(sent, got);
+      int p = (r + n - 1) % n;
+      EXPECT_EQ(got.dtype(), d);
+      expect_array(got, {2}, {double(p + 1), double(2 * n - p)});
+    }
+  }
+}
+
+TEST(Distributed, CollectivesStartedEarlyGiveTheSameValuesAsInline) {
+  // Four buckets and independent compute in one eval: the collectives run on the communication
+  // thread while the matmuls run; consumers read the right sums.
+  auto g = dist::init();
+  const double n = g.size();
+  std::vector<array> sums, uses;
+  array a = full({64, 64}, 0.01f);
+  array chain = a;
+  for (int i = 0; i < 4; ++i) {
+    array bucket = full({1000 * (i + 1)}, float(g.rank() + i));
+    sums.push_back(dist::all_sum(bucket));
+    chain = matmul(chain, a);
+    uses.push_back(sum(sums.back()) + sum(chain));
+  }
+  eval(uses);
+  double tri = n * (n - 1) / 2;
+  array chain_alone = a;
+  for (int i = 0; i < 4; ++i) {
+    chain_alone = matmul(chain_alone, a);
+    double want = 1000.0 * (i + 1) * (tri + n * i) + sum(chain_alone).item<float>();
+    EXPECT_NEAR(uses[i].item<float>(), want, 1e-4 * want);
+  }
+}
