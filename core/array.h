@@ -145,6 +145,8 @@ class array {
   size_t data_size() const { return desc_->data_size; }
   void* raw_data() const { return desc_->data_ptr; }
   const std::shared_ptr<Data>& data_shared_ptr() const { return desc_->data; }
+  /// How many handles share this array (eval uses it to see whether anything outside the graph does).
+  long use_count() const { return desc_.use_count(); }
   /// True when nothing but the graph holds this array and its buffer: a kernel may write into it.
   bool is_donatable() const {
     return desc_.use_count() == 1 && desc_->data && desc_->data.use_count() == 1 && desc_->flags.contiguous;

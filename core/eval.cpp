@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "loom/core/fusion.h"
 #include "loom/core/primitive.h"
 
 namespace loom {
@@ -17,24 +18,27 @@ bool needs_eval(const array& a) { return !a.is_evaluated() && a.has_primitive();
 
 // Post-order depth-first walk with an explicit stack, visiting inputs in their listed order. One
 // entry per node (a multi-output primitive runs once).
-std::vector<array> build_tape(const std::vector<array>& outputs) {
+// `index` maps each node to its tape position.
+using Index = std::unordered_map<const detail::Node*, int>;
+std::vector<array> build_tape(const std::vector<array>& outputs, Index& index) {
   std::vector<array> tape;
-  std::unordered_set<const detail::Node*> visited;
+  Index& visited = index;
   struct Frame {
     array a;
     size_t next;
   };
   std::vector<Frame> stack;
   for (const auto& out : outputs) {
-    if (!needs_eval(out) || !visited.insert(out.node_id()).second) continue;
+    if (!needs_eval(out) || !visited.emplace(out.node_id(), -1).second) continue;
     stack.push_back({out, 0});
     while (!stack.empty()) {
       Frame& f = stack.back();
       const auto& ins = f.a.inputs();
       if (f.next < ins.size()) {
         const array& in = ins[f.next++];
-        if (needs_eval(in) && visited.insert(in.node_id()).second) stack.push_back({in, 0});
+        if (needs_eval(in) && visited.emplace(in.node_id(), -1).second) stack.push_back({in, 0});
       } else {
+        visited[f.a.node_id()] = static_cast<int>(tape.size());
         tape.push_back(std::move(f.a));
         stack.pop_back();
       }
@@ -61,11 +65,8 @@ void run(array a) {  // takes the tape's handle: consumers' inputs are then the 
 // starts as soon as its inputs are done; a node that reads an async result waits until nothing else
 // can run; everything else keeps tape order. Every choice depends on tape positions only, never on
 // timing, so all ranks start their collectives in the same order.
-void eval_scheduled(std::vector<array>& tape) {
+void eval_scheduled(std::vector<array>& tape, const Index& index) {
   const int n = static_cast<int>(tape.size());
-  std::unordered_map<const detail::Node*, int> index;
-  index.reserve(n);
-  for (int i = 0; i < n; ++i) index.emplace(tape[i].node_id(), i);
 
   std::vector<int> missing(n, 0);  // inputs (with multiplicity) not yet produced
   std::vector<std::vector<int>> consumers(n);
@@ -80,6 +81,14 @@ void eval_scheduled(std::vector<array>& tape) {
       reads_async[i] |= async[it->second];  // inputs come earlier in the tape
     }
   }
+
+  // Readers of communication results stay out of fusion (they wait first); the rest fuses as usual.
+  const detail::FusionPlan plan = detail::plan_fusion(tape, index, reads_async);
+  auto compute = [&](int i) {
+    if (plan.internal[i]) return;  // its group runs with the group's root
+    if (!plan.groups[i].empty()) return detail::run_fused(tape, plan, i, index);
+    run(std::move(tape[i]));
+  };
 
   using MinHeap = std::priority_queue<int, std::vector<int>, std::greater<int>>;
   MinHeap start_q, compute_q, deferred_q;
@@ -131,7 +140,7 @@ void eval_scheduled(std::vector<array>& tape) {
           if (it != index.end()) wait(it->second);
         }
       }
-      run(std::move(tape[i]));
+      compute(i);
       release(i);
     }
     while (!pending.empty()) wait(pending.begin()->first);
@@ -150,9 +159,24 @@ void eval_scheduled(std::vector<array>& tape) {
 }  // namespace
 
 void eval(std::vector<array> outputs) {
-  std::vector<array> tape = build_tape(outputs);
+  Index index;
+  std::vector<array> tape = build_tape(outputs, index);
+  bool elementwise = false;
   for (const auto& a : tape) {
-    if (a.primitive().is_async()) return eval_scheduled(tape);
+    if (a.primitive().is_async()) return eval_scheduled(tape, index);
+    elementwise |= a.primitive().is_elementwise();
+  }
+  if (elementwise && tape.size() > 1) {
+    const detail::FusionPlan plan = detail::plan_fusion(tape, index, {});
+    for (int i = 0; i < static_cast<int>(tape.size()); ++i) {
+      if (plan.internal[i]) continue;  // its group runs with the group's root
+      if (!plan.groups[i].empty()) {
+        detail::run_fused(tape, plan, i, index);
+      } else if (!tape[i].is_evaluated()) {
+        run(std::move(tape[i]));
+      }
+    }
+    return;
   }
   for (auto& entry : tape) {
     if (!entry.is_evaluated()) run(std::move(entry));

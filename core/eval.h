@@ -13,6 +13,11 @@ namespace loom {
 /// their last consumer has run.
 void eval(std::vector<array> outputs);
 
+namespace detail {
+/// Turns elementwise fusion in eval on or off (on by default; tests compare both paths).
+void set_fusion(bool on);
+}  // namespace detail
+
 /// Starts evaluating; today this completes before returning, and `eval` on the same arrays is free.
 void async_eval(std::vector<array> outputs);
 

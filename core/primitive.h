@@ -29,6 +29,12 @@ class Primitive {
   /// Whether the output at each position has a gradient (false for integer results like argmax).
   virtual bool is_differentiable() const { return true; }
 
+  /// Elementwise primitives run fused with the elementwise nodes around them: eval_block computes `n`
+  /// consecutive output elements from `n` consecutive elements of each input (contiguous, of dtypes
+  /// `in_dtypes`), bit for bit as eval_cpu would.
+  virtual bool is_elementwise() const { return false; }
+  virtual void eval_block(const Dtype* in_dtypes, const void* const* inputs, void* out, size_t n) const {}
+
   /// Communication primitives are asynchronous: eval starts them with `eval_async` as soon as their
   /// inputs are ready, runs independent nodes meanwhile, and calls `wait_async` before anything reads
   /// their outputs. When nothing else could run, eval calls the blocking `eval_cpu` instead. Async

@@ -516,6 +516,36 @@ void Binary<Op>::eval_cpu(const std::vector<array>& inputs, array& out) {
   });
 }
 
+template <typename Op>
+void Unary<Op>::eval_block(const Dtype* in_dtypes, const void* const* in, void* out, size_t n) const {
+  LOOM_DISPATCH_ALL(in_dtypes[0], T, {
+    if constexpr (Op::kind == K::predicate) {
+      kernels::unary_block<T, bool>(in[0], out, n, Op{});
+    } else if constexpr (Op::kind == K::floating) {
+      if constexpr (std::is_floating_point_v<compute_t<T>>) kernels::unary_block<T, T>(in[0], out, n, Op{});
+    } else if constexpr (Op::kind == K::numeric) {
+      if constexpr (!std::is_same_v<T, bool>) kernels::unary_block<T, T>(in[0], out, n, Op{});
+    } else {
+      kernels::unary_block<T, T>(in[0], out, n, Op{});
+    }
+  });
+}
+
+template <typename Op>
+void Binary<Op>::eval_block(const Dtype* in_dtypes, const void* const* in, void* out, size_t n) const {
+  LOOM_DISPATCH_ALL(in_dtypes[0], T, {
+    if constexpr (Op::kind == K::predicate || Op::kind == K::logical) {
+      kernels::binary_block<T, bool>(in[0], in[1], out, n, Op{});
+    } else if constexpr (Op::kind == K::floating) {
+      if constexpr (std::is_floating_point_v<compute_t<T>>) kernels::binary_block<T, T>(in[0], in[1], out, n, Op{});
+    } else if constexpr (Op::kind == K::numeric) {
+      if constexpr (!std::is_same_v<T, bool>) kernels::binary_block<T, T>(in[0], in[1], out, n, Op{});
+    } else {
+      kernels::binary_block<T, T>(in[0], in[1], out, n, Op{});
+    }
+  });
+}
+
 // ---- public unary ops ----
 array negative(const array& a) { return make_unary<NegativeOp>(a, "negative"); }
 array abs(const array& a) { return make_unary<AbsOp>(a, "abs"); }

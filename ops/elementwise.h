@@ -63,6 +63,8 @@ template <typename Op>
 class Unary : public UnaryPrimitive {
  public:
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  bool is_elementwise() const override { return true; }
+  void eval_block(const Dtype* in_dtypes, const void* const* inputs, void* out, size_t n) const override;
   std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
                          const std::vector<int>& argnums, const std::vector<array>& outputs) override {
     return {Op::grad(primals[0], outputs[0], cotangents[0])};
@@ -84,6 +86,8 @@ template <typename Op>
 class Binary : public UnaryPrimitive {
  public:
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  bool is_elementwise() const override { return true; }
+  void eval_block(const Dtype* in_dtypes, const void* const* inputs, void* out, size_t n) const override;
   std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
                          const std::vector<int>& argnums, const std::vector<array>& outputs) override {
     std::vector<array> out;

@@ -108,6 +108,25 @@ void binary(const array& a, const array& b, array& out, F f) {
   });
 }
 
+/// y[i] = f(x[i]) over one contiguous block (the fused path; the same conversions as `unary`).
+template <typename In, typename Out, typename F>
+void unary_block(const void* x, void* y, size_t n, F f) {
+  using C = compute_t<In>;
+  const In* xp = static_cast<const In*>(x);
+  Out* yp = static_cast<Out*>(y);
+  for (size_t i = 0; i < n; ++i) yp[i] = static_cast<Out>(f(static_cast<C>(xp[i])));
+}
+
+/// y[i] = f(a[i], b[i]) over one contiguous block (the fused path; the same conversions as `binary`).
+template <typename In, typename Out, typename F>
+void binary_block(const void* a, const void* b, void* y, size_t n, F f) {
+  using C = compute_t<In>;
+  const In* ap = static_cast<const In*>(a);
+  const In* bp = static_cast<const In*>(b);
+  Out* yp = static_cast<Out*>(y);
+  for (size_t i = 0; i < n; ++i) yp[i] = static_cast<Out>(f(static_cast<C>(ap[i]), static_cast<C>(bp[i])));
+}
+
 /// out = f(c, a, b) with c of type Cond and a, b, out of type T.
 template <typename Cond, typename T, typename F>
 void ternary(const array& c, const array& a, const array& b, array& out, F f) {

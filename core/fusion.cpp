@@ -1,0 +1,237 @@
+#include "loom/core/fusion.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "loom/core/eval.h"
+#include "loom/core/primitive.h"
+#include "loom/core/threads.h"
+
+namespace loom::detail {
+
+namespace {
+
+bool fusion_on = true;
+
+constexpr size_t kBlock = 2048;           // elements per block: a few blocks stay in L1/L2
+constexpr size_t kSlotBytes = kBlock * 8;  // one block of the widest dtype
+constexpr size_t kParallelFrom = 1 << 15;  // as the elementwise kernels
+
+// Copies elements [lo, lo + len) in row-major order of `a` (any strides) to `dst`.
+void gather_block(const array& a, size_t lo, size_t len, char* dst) {
+  const size_t isz = a.itemsize();
+  const char* base = static_cast<const char*>(a.raw_data());
+  const int nd = static_cast<int>(a.ndim());
+  if (nd == 0 || a.data_size() == 1) {
+    for (size_t i = 0; i < len; ++i) std::memcpy(dst + i * isz, base, isz);
+    return;
+  }
+  const Shape& shape = a.shape();
+  const Strides& st = a.strides();
+  int64_t idx[16];
+  size_t rem = lo;
+  for (int d = nd - 1; d >= 0; --d) {
+    idx[d] = static_cast<int64_t>(rem % shape[d]);
+    rem /= shape[d];
+  }
+  size_t done = 0;
+  while (done < len) {
+    int64_t off = 0;
+    for (int d = 0; d < nd; ++d) off += idx[d] * st[d];
+    const size_t run = std::min(len - done, static_cast<size_t>(shape[nd - 1] - idx[nd - 1]));
+    const int64_t s = st[nd - 1];
+    const char* src = base + off * static_cast<int64_t>(isz);
+    char* out = dst + done * isz;
+    if (s == 1) {
+      std::memcpy(out, src, run * isz);
+    } else {
+      for (size_t i = 0; i < run; ++i) std::memcpy(out + i * isz, src + static_cast<int64_t>(i) * s * isz, isz);
+    }
+    done += run;
+    idx[nd - 1] += static_cast<int64_t>(run);
+    for (int d = nd - 1; d > 0 && idx[d] == shape[d]; --d) {
+      idx[d] = 0;
+      ++idx[d - 1];
+    }
+  }
+}
+
+}  // namespace
+
+void set_fusion(bool on) { fusion_on = on; }
+
+FusionPlan plan_fusion(const std::vector<array>& tape, const std::unordered_map<const Node*, int>& index,
+                       const std::vector<char>& excluded) {
+  const int n = static_cast<int>(tape.size());
+  FusionPlan plan;
+  plan.internal.assign(n, 0);
+  plan.member.assign(n, -1);
+  plan.groups.resize(n);
+  if (!fusion_on) return plan;
+  auto fusable = [&](int i) {
+    return !(i < static_cast<int>(excluded.size()) && excluded[i]) && tape[i].primitive().is_elementwise() &&
+           !tape[i].is_tracer();
+  };
+  // Who reads each node, and how often.
+  std::vector<int> consumer(n, -1), uses(n, 0);
+  std::vector<char> many(n, 0);
+  for (int i = 0; i < n; ++i) {
+    for (const auto& in : tape[i].inputs()) {
+      if (in.is_evaluated()) continue;
+      auto it = index.find(in.node_id());
+      if (it == index.end()) continue;
+      int j = it->second;
+      if (consumer[j] >= 0 && consumer[j] != i) many[j] = 1;
+      consumer[j] = i;
+      ++uses[j];
+    }
+  }
+  bool any = false;
+  for (int j = 0; j < n; ++j) {
+    const int c = consumer[j];
+    // The tape and the consumer's input list are the only holders: no user handle, no eval output.
+    if (c >= 0 && !many[j] && fusable(j) && fusable(c) && tape[j].shape() == tape[c].shape() &&
+        tape[j].use_count() == 1 + uses[j]) {
+      plan.internal[j] = 1;
+      any = true;
+    }
+  }
+  if (!any) return plan;
+  for (int r = 0; r < n; ++r) {
+    if (plan.internal[r] || !fusable(r)) continue;
+    std::vector<int> members, stack = {r};
+    while (!stack.empty()) {
+      int k = stack.back();
+      stack.pop_back();
+      members.push_back(k);
+      for (const auto& in : tape[k].inputs()) {
+        if (in.is_evaluated()) continue;
+        auto it = index.find(in.node_id());
+        if (it != index.end() && plan.internal[it->second] && consumer[it->second] == k) stack.push_back(it->second);
+      }
+    }
+    if (members.size() < 2) continue;
+    std::sort(members.begin(), members.end());
+    members.erase(std::unique(members.begin(), members.end()), members.end());
+    for (size_t k = 0; k + 1 < members.size(); ++k) plan.member[members[k]] = static_cast<int>(k);
+    plan.groups[r] = std::move(members);
+  }
+  return plan;
+}
+
+void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
+               const std::unordered_map<const Node*, int>& index) {
+  const std::vector<int>& members = plan.groups[root_pos];
+  const int m = static_cast<int>(members.size());
+  array& root = tape[members.back()];
+  const size_t n = root.size();
+
+  // Where each member's inputs come from: another member's block, a leaf read in place, a scalar
+  // leaf spread over a block once, or a leaf gathered block by block. Blocks live in slots, reused
+  // once their reader has run. Flat arrays: a group may hold a million members.
+  struct Input {
+    int member = -1;              // producing member, or -1 for a leaf
+    const array* leaf = nullptr;  // held by the member's input list
+    int slot = -1;                // the block it is read from (-1: the leaf in place)
+    bool gather = false;          // the leaf is gathered into the slot for every block
+  };
+  std::vector<Input> srcs;
+  std::vector<Dtype> dtypes;
+  std::vector<size_t> first(m + 1, 0);
+  std::vector<int> out_slot(m, -1), free_slots, release;
+  std::vector<std::pair<const array*, int>> constants;  // scalar leaves and their slots
+  int slots = 0;
+  auto take = [&] {
+    if (free_slots.empty()) return slots++;
+    int s = free_slots.back();
+    free_slots.pop_back();
+    return s;
+  };
+  std::vector<const array*> direct_leaves;
+  for (int k = 0; k < m; ++k) {
+    release.clear();
+    first[k] = srcs.size();
+    for (const auto& in : tape[members[k]].inputs()) {
+      Input src;
+      auto it = in.is_evaluated() ? index.end() : index.find(in.node_id());
+      const int producer = it == index.end() ? -1 : plan.member[it->second];
+      if (producer >= 0) {
+        src.member = producer;
+        src.slot = out_slot[producer];
+        release.push_back(src.slot);
+      } else {
+        src.leaf = &in;
+        if (in.flags().row_contiguous && in.data_size() == n) {
+          direct_leaves.push_back(&in);
+        } else if (in.data_size() == 1) {
+          // A slot of its own for the whole run, filled once per thread.
+          src.slot = -2 - static_cast<int>(constants.size());
+          constants.push_back({&in, -1});
+        } else {
+          src.slot = take();
+          src.gather = true;
+          release.push_back(src.slot);
+        }
+      }
+      srcs.push_back(src);
+      dtypes.push_back(in.dtype());
+    }
+    if (k < m - 1) out_slot[k] = take();
+    for (int s : release) {
+      if (std::find(free_slots.begin(), free_slots.end(), s) == free_slots.end()) free_slots.push_back(s);
+    }
+  }
+  first[m] = srcs.size();
+  for (auto& c : constants) c.second = slots++;
+  for (auto& src : srcs) {
+    if (src.slot <= -2) src.slot = constants[-2 - src.slot].second;
+  }
+
+  // The root's buffer: a row-contiguous leaf nobody else holds, or a new one.
+  bool donated = false;
+  for (const array* leaf : direct_leaves) {
+    if (leaf->itemsize() == root.itemsize() && leaf->is_donatable()) {
+      root.copy_shared_buffer(*leaf);
+      donated = true;
+      break;
+    }
+  }
+  if (!donated) root.alloc();
+
+  const size_t blocks = (n + kBlock - 1) / kBlock;
+  const int nt = n >= kParallelFrom ? std::min<int>(get_num_threads(), static_cast<int>(blocks)) : 1;
+  char* out = static_cast<char*>(root.raw_data());
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    std::vector<char> scratch(static_cast<size_t>(slots) * kSlotBytes);
+    for (const auto& [leaf, slot] : constants) gather_block(*leaf, 0, std::min(kBlock, n), scratch.data() + slot * kSlotBytes);
+    std::vector<const void*> ptrs;
+#pragma omp for schedule(static)
+    for (long long b = 0; b < static_cast<long long>(blocks); ++b) {
+      const size_t lo = static_cast<size_t>(b) * kBlock, len = std::min(kBlock, n - lo);
+      for (int k = 0; k < m; ++k) {
+        ptrs.clear();
+        for (size_t i = first[k]; i < first[k + 1]; ++i) {
+          const Input& src = srcs[i];
+          if (src.slot < 0) {
+            ptrs.push_back(static_cast<const char*>(src.leaf->raw_data()) + lo * src.leaf->itemsize());
+            continue;
+          }
+          char* block = scratch.data() + src.slot * kSlotBytes;
+          if (src.gather) gather_block(*src.leaf, lo, len, block);
+          ptrs.push_back(block);
+        }
+        void* y = k == m - 1 ? out + lo * root.itemsize() : scratch.data() + out_slot[k] * kSlotBytes;
+        tape[members[k]].primitive().eval_block(dtypes.data() + first[k], ptrs.data(), y, len);
+      }
+    }
+  }
+
+  root.set_evaluated();
+  if (!root.is_tracer()) root.detach();
+  for (int k = 0; k < m; ++k) array done = std::move(tape[members[k]]);
+}
+
+}  // namespace loom::detail

@@ -1,0 +1,28 @@
+// Elementwise fusion inside eval (internal): chains of elementwise nodes whose intermediates nobody
+// else holds run as one loop over cache-sized blocks, without materializing the intermediates.
+#pragma once
+
+#include <unordered_map>
+#include <vector>
+
+#include "loom/core/array.h"
+
+namespace loom::detail {
+
+struct FusionPlan {
+  std::vector<char> internal;            // by tape position: computed inside its consumer's group
+  std::vector<std::vector<int>> groups;  // by tape position of a group's root: members in tape order, root last
+  std::vector<int> member;               // by tape position of an internal node: its place in its group
+};
+
+/// Finds the groups of a tape. A node is internal when it is elementwise, its one consumer is
+/// elementwise with the same shape, and nothing outside the graph holds it; `excluded` nodes (e.g.
+/// readers of communication results) take no part.
+FusionPlan plan_fusion(const std::vector<array>& tape, const std::unordered_map<const Node*, int>& index,
+                       const std::vector<char>& excluded);
+
+/// Evaluates a group's root without materializing the other members, and releases their tape entries.
+void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
+               const std::unordered_map<const Node*, int>& index);
+
+}  // namespace loom::detail
