@@ -1,5 +1,10 @@
-// matmul_1024, matmul_2048, eltwise_chain_4m and op_overhead as ../shared/BENCHMARKS.md defines them.
+// matmul_1024, matmul_2048, eltwise_chain_4m and op_overhead as ../shared/BENCHMARKS.md defines them,
+// and unary_4m: one float32 math op (exp, log, tanh, sigmoid, erf, nn::gelu, nn::gelu_approx) over
+// 4M floats in [-4, 4) ([0.01, 8) for log).
 #include <loom/loom.h>
+
+#include <functional>
+#include <utility>
 
 #include "bench.h"
 
@@ -44,6 +49,31 @@ int main(int argc, char** argv) {
       std::printf("{\"bench\":\"eltwise_chain_4m\",\"impl\":\"loom\",\"threads\":%d,\"median_ms\":%.3f,\"gbps\":%.2f,\"n\":%d}\n",
                   threads, t, n * 8.0 / (t * 1e-3) / 1e9, reps);
       std::fflush(stdout);
+    }
+    {
+      const int n = 4 << 20;
+      array x = arange(0.0, double(n), 1.0, float32) * (8.0f / n) - 4.0f;
+      array xp = abs(x) * 2.0f + 0.01f;
+      eval(x, xp);
+      const std::pair<const char*, std::function<array()>> ops[] = {
+          {"exp", [&] { return exp(x); }},         {"log", [&] { return log(xp); }},
+          {"tanh", [&] { return tanh(x); }},       {"sigmoid", [&] { return sigmoid(x); }},
+          {"erf", [&] { return erf(x); }},         {"gelu", [&] { return nn::gelu(x); }},
+          {"gelu_approx", [&] { return nn::gelu_approx(x); }}};
+      for (const auto& [name, op] : ops) {
+        op().eval();
+        int reps = quick ? 10 : 40;
+        std::vector<double> ms;
+        for (int r = 0; r < reps; ++r) {
+          double t0 = bench::now_ms();
+          array y = op();
+          y.eval();
+          ms.push_back(bench::now_ms() - t0);
+        }
+        std::printf("{\"bench\":\"unary_4m\",\"op\":\"%s\",\"impl\":\"loom\",\"threads\":%d,\"median_ms\":%.3f,\"n\":%d}\n",
+                    name, threads, bench::median(ms), reps);
+        std::fflush(stdout);
+      }
     }
     {
       const int ops = 1000, reps = quick ? 10 : 50;

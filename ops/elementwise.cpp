@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "loom/ops/kernels/elementwise.h"
+#include "loom/ops/kernels/simd_math.h"
 #include "loom/ops/utils.h"
 
 namespace loom {
@@ -47,6 +48,8 @@ constexpr bool is_int_v = std::is_integral_v<T> && !std::is_same_v<T, bool>;
 array zeros_grad(const array& v) { return zeros_like(v); }
 
 // ---- unary ops ----
+// exp, log, tanh, sigmoid and erf take a float overload from kernels/simd_math.h (float32, and
+// float16 / bfloat16, which compute in float): loops over it vectorize. float64 keeps std::.
 struct NegativeOp {
   static constexpr const char* name = "Negative";
   static constexpr K kind = K::numeric;
@@ -104,6 +107,7 @@ struct ExpOp {
   static constexpr const char* name = "Exp";
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const { return std::exp(x); }
+  LOOM_SIMD_INLINE float operator()(float x) const { return simd::exp(x); }
   static array grad(const array&, const array& y, const array& v) { return multiply(v, y); }
 };
 struct Expm1Op {
@@ -116,6 +120,7 @@ struct LogOp {
   static constexpr const char* name = "Log";
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const { return std::log(x); }
+  LOOM_SIMD_INLINE float operator()(float x) const { return simd::log(x); }
   static array grad(const array& x, const array&, const array& v) { return divide(v, x); }
 };
 struct Log1pOp {
@@ -158,6 +163,7 @@ struct TanhOp {
   static constexpr const char* name = "Tanh";
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const { return std::tanh(x); }
+  LOOM_SIMD_INLINE float operator()(float x) const { return simd::tanh(x); }
   static array grad(const array&, const array& y, const array& v) { return multiply(v, 1.0 - square(y)); }
 };
 struct SigmoidOp {
@@ -168,12 +174,14 @@ struct SigmoidOp {
     T e = std::exp(x);
     return e / (T(1) + e);
   }
+  LOOM_SIMD_INLINE float operator()(float x) const { return simd::sigmoid(x); }
   static array grad(const array&, const array& y, const array& v) { return multiply(v, y * (1.0 - y)); }
 };
 struct ErfOp {
   static constexpr const char* name = "Erf";
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const { return std::erf(x); }
+  LOOM_SIMD_INLINE float operator()(float x) const { return simd::erf(x); }
   static array grad(const array& x, const array&, const array& v) {
     return multiply(v, exp(negative(square(x))) * M_2_SQRTPI);
   }
