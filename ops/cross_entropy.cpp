@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "loom/core/primitive.h"
+#include "loom/ops/fast_math.h"
 #include "loom/ops/fused.h"
 #include "loom/ops/indexing_utils.h"
 #include "loom/ops/kernels/elementwise.h"
@@ -51,41 +52,7 @@ Strides drop_axis(const Strides& s, int axis) {
   return out;
 }
 
-// exp for float32 rows, written so that loops over it vectorize (std::exp calls libm one element at
-// a time, and exp is most of this kernel's work). Cody-Waite reduction x = n ln2 + r, |r| <= ln2 / 2,
-// and Cephes' degree-7 polynomial for e^r: at most 1.03 ulp from the exact value on every float in
-// [-87, 88] (measured). Below -87.3 (where expf leaves the normal range) it returns 0, above 88.72
-// +inf, and NaN stays NaN. float64 rows use std::exp.
-inline float exp_vec(float x) {
-  const float xc = std::min(std::max(x, -87.3f), 88.0f);
-  // n = round(x / ln2) by the 1.5 * 2^23 trick (floorf would not vectorize without -fno-trapping-math).
-  const float fn = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = xc - fn * 0.693359375f;  // ln2 split into an exact high part and a low part
-  r = r - fn * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(fn) + 127) << 23;  // 2^n, n in [-126, 127]
-  float scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  float y = p * scale;
-  y = x < -87.3f ? 0.0f : y;
-  y = x > 88.72f ? std::numeric_limits<float>::infinity() : y;
-  return x != x ? x : y;
-}
-
-template <typename A>
-inline A exp_of(A x) {
-  if constexpr (std::is_same_v<A, float>) {
-    return exp_vec(x);
-  } else {
-    return std::exp(x);
-  }
-}
+using detail::exp_of;
 
 // shift = the row's max (0 when that is infinite or the row is NaN-only), sum = sum(exp(x - shift)).
 // NaNs are skipped by the max and then make the sum NaN. Contiguous rows accumulate in 16 lanes so
