@@ -150,15 +150,10 @@ struct Problem {
           for (int j = 0; j < e; ++j) s[j] += mr[j * lm_col];
         }
       }
-      T mx = -std::numeric_limits<T>::infinity();
-      for (int j = 0; j < e; ++j) mx = std::max(mx, s[j]);
+      T mx = detail::lane_max(s, e);
       if (!std::isfinite(mx)) mx = 0;
-      T sum = 0;
-      for (int j = 0; j < e; ++j) {
-        s[j] = detail::exp_of<T>(s[j] - mx);
-        sum += s[j];
-      }
-      const T inv = T(1) / sum;
+      for (int j = 0; j < e; ++j) s[j] = detail::exp_of<T>(s[j] - mx);
+      const T inv = T(1) / detail::lane_sum<T>(e, [&](int j) { return s[j]; });
       for (int j = 0; j < e; ++j) s[j] *= inv;
       for (int j = e; j < n; ++j) s[j] = 0;
     }
@@ -226,8 +221,7 @@ void backward_kernel(const array& qa, const array& ka, const array& va, const ar
         for (int r = 0; r < rows; ++r) {
           const T* pr = P.data() + int64_t(r) * p.S;
           T* dr = dP.data() + int64_t(r) * p.S;
-          T dot = 0;
-          for (int j = 0; j < n; ++j) dot += pr[j] * dr[j];
+          const T dot = detail::lane_sum<T>(n, [&](int j) { return pr[j] * dr[j]; });
           for (int j = 0; j < n; ++j) dr[j] = pr[j] * (dr[j] - dot) * scale;
         }
         // dq = dS k[0:n], dk[0:n] += dS^T q

@@ -48,6 +48,15 @@ array scaled_dot_product_attention(const array& queries, const array& keys, cons
 /// go through the composition.
 array gelu_erf(const array& x);
 
+/// Layer normalization over the last axis, as MLX's fast::layer_norm:
+///     (x - mean) / sqrt(var + eps) * weight + bias
+/// with the population variance; weight and bias (optional) have shape (x.shape(-1)). One pass per
+/// row forward and backward (the backward recomputes the row statistics); float16 / bfloat16 and
+/// integer inputs compute in float32, the result has the promoted dtype (float32 for integers).
+/// Derivatives of the gradient go through the composition.
+array layer_norm(const array& x, const std::optional<array>& weight, const std::optional<array>& bias,
+                 double eps = 1e-5);
+
 namespace detail {
 /// Throws std::out_of_range starting "[op]" if `targets` is evaluated and holds a class index outside
 /// [0, num_classes); does nothing for unevaluated targets.
