@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "loom/ops/fused.h"
 #include "loom/ops/utils.h"
 
 namespace loom::nn {
@@ -45,7 +46,7 @@ array selu(const array& x) {
   return maximum(x, s(0, x)) * lambda + expm1(minimum(x, s(0, x))) * (alpha * lambda);
 }
 
-array gelu(const array& x) { return x * (erf(x * M_SQRT1_2) + s(1.0, x)) * 0.5; }
+array gelu(const array& x) { return gelu_erf(x); }
 
 array gelu_approx(const array& x) {
   // 0.5 (1 + tanh(z)) = sigmoid(2 z) with z = sqrt(2/pi) (x + 0.044715 x^3).

@@ -3,6 +3,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "loom/ops/fused.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 
@@ -71,7 +72,7 @@ LayerNorm::LayerNorm(int dims, double eps, bool affine, bool with_bias) : dims(d
 
 array LayerNorm::operator()(const array& x) const {
   check_last_axis("LayerNorm", x, dims, 1, "(..., ");
-  return cast_back(affine(normalize(upcast(x), {-1}, eps), weight, bias), x.dtype());
+  return cast_back(layer_norm(upcast(x), weight, bias, eps), x.dtype());
 }
 
 // ---- RMSNorm ----

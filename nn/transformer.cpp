@@ -6,6 +6,7 @@
 #include <string>
 
 #include "loom/nn/activations.h"
+#include "loom/ops/fused.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 
@@ -122,19 +123,12 @@ array MultiHeadAttention::operator()(const array& queries, const array& keys, co
                                       shape_str(scores_shape)));
     }
   }
-  // Heads as a batch axis: q (B, H, L, dk), k^T (B, H, dk, S), v (B, H, S, dv).
+  // Heads as a batch axis: q (B, H, L, dk), k (B, H, S, dk), v (B, H, S, dv), all views of the projections.
   array q = transpose(reshape(query_proj(queries), {B, L, H, dk}), {0, 2, 1, 3});
-  array kt = transpose(reshape(key_proj(keys), {B, S, H, dk}), {0, 2, 3, 1});
+  array k = transpose(reshape(key_proj(keys), {B, S, H, dk}), {0, 2, 1, 3});
   array v = transpose(reshape(value_proj(values), {B, S, H, dv}), {0, 2, 1, 3});
-  array scores = matmul(q * (1.0 / std::sqrt(static_cast<double>(dk))), kt);
-  if (mask) {
-    if (mask->dtype() == bool_) {
-      scores = where(*mask, scores, array(lowest_finite(scores.dtype()), scores.dtype()));
-    } else {
-      scores = scores + astype(*mask, scores.dtype());
-    }
-  }
-  array out = matmul(loom::softmax(scores, -1), v);  // (B, H, L, dv)
+  // One fused kernel: softmax(q k^T / sqrt(dk) + mask) v, (B, H, L, dv) laid out as (B, L, H, dv).
+  array out = scaled_dot_product_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(dk)), mask);
   return out_proj(reshape(transpose(out, {0, 2, 1, 3}), {B, L, H * dv}));
 }
 

@@ -7,10 +7,10 @@
 #include <type_traits>
 
 #include "loom/core/primitive.h"
+#include "loom/ops/fast_math.h"
 #include "loom/ops/fused.h"
 #include "loom/ops/indexing_utils.h"
 #include "loom/ops/kernels/elementwise.h"
-#include "loom/ops/kernels/simd_math.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 
@@ -51,14 +51,7 @@ Strides drop_axis(const Strides& s, int axis) {
   return out;
 }
 
-template <typename A>
-inline A exp_of(A x) {
-  if constexpr (std::is_same_v<A, float>) {
-    return simd::exp(x);  // vectorizes; std::exp calls libm one element at a time
-  } else {
-    return std::exp(x);
-  }
-}
+using detail::exp_of;
 
 // shift = the row's max (0 when that is infinite or the row is NaN-only), sum = sum(exp(x - shift)).
 // NaNs are skipped by the max and then make the sum NaN. Contiguous rows accumulate in 16 lanes so

@@ -46,6 +46,9 @@ const char* kConv = "tests/conv/grad_test.cpp";
 const char* kIndex = "tests/indexing/grad_test.cpp";
 const char* kRandom = "tests/random/random_grad_test.cpp";
 const char* kLosses = "tests/nn/losses_test.cpp";
+const char* kAttention = "tests/ops/attention_test.cpp";
+const char* kGelu = "tests/ops/gelu_test.cpp";
+const char* kLayerNorm = "tests/ops/layer_norm_test.cpp";
 
 Entry checked(const char* name, std::vector<Ref> refs) { return {name, std::move(refs), nullptr}; }
 Entry none(const char* name, const char* why) { return {name, {}, why}; }
@@ -172,6 +175,12 @@ std::vector<Entry> registry() {
       // ---- fused kernels (ops/cross_entropy.cpp, optim/adam.cpp) ----
       checked("SoftmaxCrossEntropy", {{kLosses, "CrossEntropy.Gradients", "cross_entropy"}}),
       checked("SoftmaxCrossEntropyGrad", {{kLosses, "CrossEntropy.HigherOrderGradients", "cross_entropy"}}),
+      checked("ScaledDotProductAttention", {{kAttention, "ScaledDotProductAttention.GradientsMatchFiniteDifferences", "scaled_dot_product_attention"}}),
+      checked("ScaledDotProductAttentionGrad", {{kAttention, "ScaledDotProductAttention.BackwardGradientsMatchFiniteDifferences", "vjp"}}),
+      checked("Gelu", {{kGelu, "GeluErf.GradientsMatchFiniteDifferences", "gelu_erf"}}),
+      checked("GeluGrad", {{kGelu, "GeluErf.GradientsMatchFiniteDifferences", "vjp"}}),
+      checked("LayerNorm", {{kLayerNorm, "LayerNormFused.GradientsMatchFiniteDifferences", "layer_norm"}}),
+      checked("LayerNormGrad", {{kLayerNorm, "LayerNormFused.GradientsMatchFiniteDifferences", "vjp"}}),
       none("AdamUpdate", "an optimizer step, not part of any differentiated function: its vjp and jvp throw"),
       // ---- distributed (distributed/mpi.cpp) ----
       // With one process the collectives return their input and record no node, so their rules can

@@ -1,0 +1,436 @@
+// Fused scaled dot-product attention: per (batch, head) the scores, the masked softmax and the
+// weighted sum run block by block in cache, and the backward recomputes the softmax from q and k
+// instead of keeping the (L, S) weights. Trailing masked columns (a causal mask's upper triangle)
+// are skipped, not computed and then zeroed.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
+
+#include "loom/autograd/transforms.h"
+#include "loom/core/primitive.h"
+#include "loom/ops/fast_math.h"
+#include "loom/ops/fused.h"
+#include "loom/ops/kernels/elementwise.h"
+#include "loom/ops/ops.h"
+#include "loom/ops/utils.h"
+
+namespace loom {
+
+using detail::msg;
+using detail::shape_str;
+
+namespace {
+
+constexpr int kRowBlock = 32;  // query rows per block: the scores block is kRowBlock x S
+
+template <typename T>
+void gemm(bool ta, bool tb, int M, int N, int K, T alpha, const T* A, int64_t lda, const T* B, int64_t ldb, T beta,
+          T* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
+                static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
+  } else {
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
+                static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
+  }
+}
+
+// A mask entry at or below this (or -inf) counts as masked: its weight is exactly 0.
+template <typename T>
+constexpr T masked_below() {
+  return std::numeric_limits<T>::lowest() / 2;
+}
+
+// The leading ("batch") axes of an attention operand: offsets of each batch's (rows, cols) matrix.
+std::vector<int64_t> batch_offsets(const array& a) {
+  const int nd = static_cast<int>(a.ndim());
+  size_t n = 1;
+  for (int d = 0; d < nd - 2; ++d) n *= a.shape()[d];
+  std::vector<int64_t> off(n, 0);
+  std::vector<int> idx(std::max(nd - 2, 0), 0);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t o = 0;
+    for (int d = 0; d < nd - 2; ++d) o += idx[d] * a.strides()[d];
+    off[i] = o;
+    for (int d = nd - 3; d >= 0; --d) {
+      if (++idx[d] < a.shape()[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return off;
+}
+
+// An operand whose rows are contiguous (column stride 1), copied when they are not.
+array rows_contiguous(const array& a) {
+  const int nd = static_cast<int>(a.ndim());
+  if (a.strides()[nd - 1] == 1 || a.shape()[nd - 1] == 1) return a;
+  return kernels::row_contiguous(a);
+}
+
+// Strides of (..., H, L, E) laid out in memory as (..., L, H, E) when there are 4 axes, so that the
+// transpose back to (B, L, H, E) a multi-head layer makes next is row-contiguous; row-major otherwise.
+Strides head_major_strides(const Shape& s) {
+  Strides st = kernels::row_major_strides(s);
+  if (s.size() != 4) return st;
+  const int64_t H = s[1], L = s[2], E = s[3];
+  return {L * H * E, E, H * E, 1};
+}
+
+void alloc_head_major(array& out) {
+  Strides st = head_major_strides(out.shape());
+  size_t data_size = 0;
+  array::Flags f = array::layout_flags(out.shape(), st, &data_size);
+  out.set_data(allocator::malloc(out.nbytes()), data_size, st, f);
+}
+
+// Everything one kernel call needs, with every operand's batch offsets.
+template <typename T>
+struct Problem {
+  int L, S, E, Ev;
+  size_t batches;
+  std::vector<int64_t> oq, ok, ov, om;
+  int64_t lq, lk, lv, lm_row = 0, lm_col = 0;  // row strides (and the mask's column stride)
+  const T *q, *k, *v, *m = nullptr;
+  // Per distinct mask slice (by offset): each query row's extent, 1 + its last unmasked column.
+  std::map<int64_t, std::vector<int>> extents;
+
+  Problem(const array& qa, const array& ka, const array& va, const array* mask) {
+    const int nd = static_cast<int>(qa.ndim());
+    L = qa.shape()[nd - 2], E = qa.shape()[nd - 1], S = ka.shape()[nd - 2], Ev = va.shape()[nd - 1];
+    oq = batch_offsets(qa), ok = batch_offsets(ka), ov = batch_offsets(va);
+    batches = oq.size();
+    lq = qa.strides()[nd - 2], lk = ka.strides()[nd - 2], lv = va.strides()[nd - 2];
+    q = kernels::ptr<T>(qa), k = kernels::ptr<T>(ka), v = kernels::ptr<T>(va);
+    if (!mask) {
+      extents[0] = std::vector<int>(L, S);
+      om.assign(batches, 0);
+      return;
+    }
+    om = batch_offsets(*mask);
+    lm_row = mask->strides()[nd - 2], lm_col = mask->strides()[nd - 1];
+    m = kernels::ptr<T>(*mask);
+    for (int64_t o : om) {
+      if (extents.count(o)) continue;
+      std::vector<int> ext(L, S);
+      for (int r = 0; r < L; ++r) {
+        const T* row = m + o + r * lm_row;
+        int j = S;
+        while (j > 0 && !(row[(j - 1) * lm_col] > masked_below<T>())) --j;
+        ext[r] = j == 0 ? S : j;  // a fully masked row keeps every column (the softmax of its mask)
+      }
+      extents[o] = std::move(ext);
+    }
+  }
+  const std::vector<int>& ext(size_t b) const { return extents.at(om[b]); }
+  // Columns a block of rows needs: the largest extent among them.
+  int width(size_t b, int r0, int r1) const {
+    const auto& e = ext(b);
+    return *std::max_element(e.begin() + r0, e.begin() + r1);
+  }
+
+  // P = softmax(scale q k^T + mask) for rows [r0, r1) over columns [0, n); columns at or past a
+  // row's extent are 0. P has leading dimension S.
+  void softmax_block(size_t b, int r0, int r1, int n, T scale, T* P) const {
+    const int rows = r1 - r0;
+    const auto& ex = ext(b);
+    gemm<T>(false, true, rows, n, E, scale, q + oq[b] + r0 * lq, lq, k + ok[b], lk, T(0), P, S);
+    for (int r = 0; r < rows; ++r) {
+      T* s = P + int64_t(r) * S;
+      const int e = std::min(ex[r0 + r], n);
+      if (m) {
+        const T* mr = m + om[b] + int64_t(r0 + r) * lm_row;
+        if (lm_col == 1) {
+          for (int j = 0; j < e; ++j) s[j] += mr[j];
+        } else {
+          for (int j = 0; j < e; ++j) s[j] += mr[j * lm_col];
+        }
+      }
+      T mx = detail::lane_max(s, e);
+      if (!std::isfinite(mx)) mx = 0;
+      for (int j = 0; j < e; ++j) s[j] = detail::exp_of<T>(s[j] - mx);
+      const T inv = T(1) / detail::lane_sum<T>(e, [&](int j) { return s[j]; });
+      for (int j = 0; j < e; ++j) s[j] *= inv;
+      for (int j = e; j < n; ++j) s[j] = 0;
+    }
+  }
+};
+
+// One (batch, head) per task; each thread has its own scores block.
+template <typename Body>
+void for_each_batch(size_t batches, size_t work_per_batch, Body body) {
+  kernels::parallel_for(
+      batches, [&](size_t b, size_t e) { body(b, e); },
+      std::max<size_t>(1, kernels::kParallelThreshold / std::max<size_t>(work_per_batch, 1)));
+}
+
+template <typename T>
+void forward_kernel(const array& qa, const array& ka, const array& va, const array* mask, array& out, T scale) {
+  Problem<T> p(qa, ka, va, mask);
+  const std::vector<int64_t> oo = batch_offsets(out);
+  const int nd = static_cast<int>(out.ndim());
+  const int64_t lo = out.strides()[nd - 2];
+  T* o = kernels::ptr<T>(out);
+  for_each_batch(p.batches, size_t(p.L) * p.S * (p.E + p.Ev), [&](size_t b0, size_t b1) {
+    std::vector<T> P(size_t(kRowBlock) * p.S);
+    for (size_t b = b0; b < b1; ++b) {
+      for (int r0 = 0; r0 < p.L; r0 += kRowBlock) {
+        const int r1 = std::min(p.L, r0 + kRowBlock), n = p.width(b, r0, r1);
+        p.softmax_block(b, r0, r1, n, scale, P.data());
+        gemm<T>(false, false, r1 - r0, p.Ev, n, T(1), P.data(), p.S, p.v + p.ov[b], p.lv, T(0), o + oo[b] + r0 * lo,
+                lo);
+      }
+    }
+  });
+}
+
+// dq, dk, dv of sum(dout * attention(q, k, v, mask)). With P the weights and dP = dout v^T:
+// dv = P^T dout, dS = P * (dP - rowsum(P * dP)), dq = scale dS k, dk = scale dS^T q.
+template <typename T>
+void backward_kernel(const array& qa, const array& ka, const array& va, const array* mask, const array& g,
+                     std::vector<array>& outs, T scale) {
+  Problem<T> p(qa, ka, va, mask);
+  const std::vector<int64_t> og = batch_offsets(g), odq = batch_offsets(outs[0]), odk = batch_offsets(outs[1]),
+                             odv = batch_offsets(outs[2]);
+  const int nd = static_cast<int>(g.ndim());
+  const int64_t lg = g.strides()[nd - 2], ldq = outs[0].strides()[nd - 2], ldk = outs[1].strides()[nd - 2],
+                ldv = outs[2].strides()[nd - 2];
+  const T* gp = kernels::ptr<T>(g);
+  T *dq = kernels::ptr<T>(outs[0]), *dk = kernels::ptr<T>(outs[1]), *dv = kernels::ptr<T>(outs[2]);
+  for_each_batch(p.batches, size_t(p.L) * p.S * (2 * p.E + 2 * p.Ev), [&](size_t b0, size_t b1) {
+    std::vector<T> P(size_t(kRowBlock) * p.S), dP(size_t(kRowBlock) * p.S);
+    for (size_t b = b0; b < b1; ++b) {
+      T* dkb = dk + odk[b];
+      T* dvb = dv + odv[b];
+      for (int s = 0; s < p.S; ++s) {
+        std::fill(dkb + s * ldk, dkb + s * ldk + p.E, T(0));
+        std::fill(dvb + s * ldv, dvb + s * ldv + p.Ev, T(0));
+      }
+      const T* gb = gp + og[b];
+      for (int r0 = 0; r0 < p.L; r0 += kRowBlock) {
+        const int r1 = std::min(p.L, r0 + kRowBlock), n = p.width(b, r0, r1), rows = r1 - r0;
+        p.softmax_block(b, r0, r1, n, scale, P.data());
+        // dv[0:n] += P^T dout
+        gemm<T>(true, false, n, p.Ev, rows, T(1), P.data(), p.S, gb + r0 * lg, lg, T(1), dvb, ldv);
+        // dP = dout v[0:n]^T
+        gemm<T>(false, true, rows, n, p.Ev, T(1), gb + r0 * lg, lg, p.v + p.ov[b], p.lv, T(0), dP.data(), p.S);
+        for (int r = 0; r < rows; ++r) {
+          const T* pr = P.data() + int64_t(r) * p.S;
+          T* dr = dP.data() + int64_t(r) * p.S;
+          const T dot = detail::lane_sum<T>(n, [&](int j) { return pr[j] * dr[j]; });
+          for (int j = 0; j < n; ++j) dr[j] = pr[j] * (dr[j] - dot) * scale;
+        }
+        // dq = dS k[0:n], dk[0:n] += dS^T q
+        gemm<T>(false, false, rows, p.E, n, T(1), dP.data(), p.S, p.k + p.ok[b], p.lk, T(0), dq + odq[b] + r0 * ldq,
+                ldq);
+        gemm<T>(true, false, n, p.E, rows, T(1), dP.data(), p.S, p.q + p.oq[b] + r0 * p.lq, p.lq, T(1), dkb, ldk);
+      }
+    }
+  });
+}
+
+// The composition the fused kernels replace; its derivatives are those of the fused op.
+array reference(const std::vector<array>& x, double scale) {
+  array s = matmul(multiply(x[0], array(scale, x[0].dtype())), swapaxes(x[1], -1, -2));
+  if (x.size() > 3) s = add(s, x[3]);
+  return matmul(softmax(s, -1), x[2]);
+}
+
+// inputs: q, k, v[, mask]
+std::vector<array> reference_forward(const std::vector<array>& x, double scale) {
+  return {reference(x, scale)};
+}
+
+// inputs: q, k, v[, mask], dout -> dq, dk, dv (as the backward primitive computes them)
+std::vector<array> reference_backward(const std::vector<array>& x, double scale) {
+  std::vector<array> primals(x.begin(), x.end() - 1);
+  const bool has_mask = primals.size() == 4;
+  auto f = [&](const std::vector<array>& y) {
+    std::vector<array> all(y);
+    if (has_mask) all.push_back(primals[3]);
+    return reference_forward(all, scale);
+  };
+  std::vector<array> qkv(primals.begin(), primals.begin() + 3);
+  return vjp(f, qkv, {x.back()}).second;
+}
+
+// Tangents for every input, zeros where `argnums` gives none.
+std::vector<array> full_tangents(const std::vector<array>& primals, const std::vector<array>& tangents,
+                                 const std::vector<int>& argnums) {
+  std::vector<array> t;
+  for (const auto& p : primals) t.push_back(zeros_like(p));
+  for (size_t i = 0; i < argnums.size(); ++i) t[argnums[i]] = tangents[i];
+  return t;
+}
+
+std::vector<array> pick(const std::vector<array>& all, const std::vector<int>& argnums) {
+  std::vector<array> out;
+  for (int a : argnums) out.push_back(all[a]);
+  return out;
+}
+
+}  // namespace
+
+namespace {
+
+template <typename F>
+void dispatch_real(Dtype d, F f) {
+  if (d == float32) f(float{});
+  else f(double{});
+}
+
+// inputs: q, k, v[, mask], dout; outputs: dq, dk, dv.
+class ScaledDotProductAttentionGrad : public Primitive {
+ public:
+  explicit ScaledDotProductAttentionGrad(double scale) : scale_(scale) {}
+  void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
+    const bool has_mask = in.size() == 5;
+    array q = rows_contiguous(in[0]), k = rows_contiguous(in[1]), v = rows_contiguous(in[2]);
+    array g = rows_contiguous(in.back());
+    for (auto& o : outs) alloc_head_major(o);
+    if (q.size() == 0 || k.size() == 0) {
+      for (auto& o : outs) std::fill_n(static_cast<char*>(o.raw_data()), o.nbytes(), 0);
+      return;
+    }
+    dispatch_real(q.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      backward_kernel<T>(q, k, v, has_mask ? &in[3] : nullptr, g, outs, static_cast<T>(scale_));
+    });
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
+                         const std::vector<array>&) override {
+    const double s = scale_;
+    auto f = [s](const std::vector<array>& x) { return reference_backward(x, s); };
+    return pick(loom::vjp(f, p, cot).second, argnums);
+  }
+  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& tan,
+                         const std::vector<int>& argnums) override {
+    const double s = scale_;
+    auto f = [s](const std::vector<array>& x) { return reference_backward(x, s); };
+    return loom::jvp(f, p, full_tangents(p, tan, argnums)).second;
+  }
+  const char* name() const override { return "ScaledDotProductAttentionGrad"; }
+
+ private:
+  double scale_;
+};
+
+// inputs: q, k, v[, mask] (the mask broadcast to (..., L, S)).
+class ScaledDotProductAttention : public UnaryPrimitive {
+ public:
+  explicit ScaledDotProductAttention(double scale) : scale_(scale) {}
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    array q = rows_contiguous(in[0]), k = rows_contiguous(in[1]), v = rows_contiguous(in[2]);
+    alloc_head_major(out);
+    if (out.size() == 0) return;
+    if (k.shape()[k.ndim() - 2] == 0) {  // no keys: a sum over nothing
+      std::fill_n(static_cast<char*>(out.raw_data()), out.nbytes(), 0);
+      return;
+    }
+    dispatch_real(q.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      forward_kernel<T>(q, k, v, in.size() == 4 ? &in[3] : nullptr, out, static_cast<T>(scale_));
+    });
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
+                         const std::vector<array>&) override {
+    std::vector<array> in(p);
+    in.push_back(cot[0]);
+    std::vector<Shape> shapes{p[0].shape(), p[1].shape(), p[2].shape()};
+    std::vector<Dtype> dtypes(3, p[0].dtype());
+    std::vector<array> grads = array::make_arrays(shapes, dtypes, std::make_shared<ScaledDotProductAttentionGrad>(scale_), in);
+    std::vector<array> out;
+    for (int a : argnums) {
+      if (a < 3) {
+        out.push_back(grads[a]);
+      } else {  // the mask: through the composition
+        const double s = scale_;
+        std::vector<array> qkv(p.begin(), p.begin() + 3);
+        auto f = [&, s](const std::vector<array>& m) {
+          std::vector<array> all(qkv);
+          all.push_back(m[0]);
+          return reference_forward(all, s);
+        };
+        out.push_back(loom::vjp(f, {p[3]}, cot).second[0]);
+      }
+    }
+    return out;
+  }
+  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& tan,
+                         const std::vector<int>& argnums) override {
+    const double s = scale_;
+    auto f = [s](const std::vector<array>& x) { return reference_forward(x, s); };
+    return loom::jvp(f, p, full_tangents(p, tan, argnums)).second;
+  }
+  const char* name() const override { return "ScaledDotProductAttention"; }
+
+ private:
+  double scale_;
+};
+
+}  // namespace
+
+array scaled_dot_product_attention(const array& queries, const array& keys, const array& values, double scale,
+                                   const std::optional<array>& mask) {
+  const char* op = "scaled_dot_product_attention";
+  const size_t nd = queries.ndim();
+  auto shapes = [&] {
+    return msg("queries ", shape_str(queries.shape()), ", keys ", shape_str(keys.shape()), " and values ",
+               shape_str(values.shape()));
+  };
+  if (nd < 2 || keys.ndim() != nd || values.ndim() != nd) {
+    throw std::invalid_argument(msg("[", op, "] expected queries (..., L, E), keys (..., S, E) and values (..., S, Ev) "
+                                    "with the same number of axes (at least 2), got ", shapes()));
+  }
+  const Shape lead(queries.shape().begin(), queries.shape().end() - 2);
+  const bool ok = Shape(keys.shape().begin(), keys.shape().end() - 2) == lead &&
+                  Shape(values.shape().begin(), values.shape().end() - 2) == lead &&
+                  keys.shape(-1) == queries.shape(-1) && values.shape(-2) == keys.shape(-2);
+  if (!ok) {
+    throw std::invalid_argument(msg("[", op, "] expected queries (..., L, E), keys (..., S, E) and values (..., S, Ev) "
+                                    "with equal leading axes, got ", shapes()));
+  }
+  Dtype d = promote_types(promote_types(queries.dtype(), keys.dtype()), values.dtype());
+  if (!is_floating_point(d)) {
+    throw std::invalid_argument(msg("[", op, "] needs floating-point queries, keys and values, got ", queries.dtype(),
+                                    ", ", keys.dtype(), " and ", values.dtype()));
+  }
+  const Dtype cd = d == float64 ? float64 : float32;  // half types compute in float32
+  Shape scores = lead;
+  scores.push_back(queries.shape(-2));
+  scores.push_back(keys.shape(-2));
+  std::vector<array> in{astype(queries, cd), astype(keys, cd), astype(values, cd)};
+  if (mask) {
+    bool fits = mask->ndim() <= scores.size();
+    if (fits) {
+      try {
+        fits = broadcast_shapes(mask->shape(), scores) == scores;
+      } catch (const std::invalid_argument&) {
+        fits = false;
+      }
+    }
+    if (!fits) {
+      throw std::invalid_argument(msg("[", op, "] the mask of shape ", shape_str(mask->shape()),
+                                      " does not broadcast to the scores (..., L, S) = ", shape_str(scores)));
+    }
+    array m = *mask;
+    if (m.dtype() == bool_) {
+      m = where(m, array(0.0, cd), array(cd == float64 ? std::numeric_limits<double>::lowest()
+                                                         : double(std::numeric_limits<float>::lowest()), cd));
+    } else if (!is_floating_point(m.dtype())) {
+      throw std::invalid_argument(msg("[", op, "] the mask must be boolean or floating point, got ", m.dtype()));
+    }
+    in.push_back(broadcast_to(astype(m, cd), scores));
+  }
+  Shape out = lead;
+  out.push_back(queries.shape(-2));
+  out.push_back(values.shape(-1));
+  array r(out, cd, std::make_shared<ScaledDotProductAttention>(scale), in);
+  return r.dtype() == d ? r : astype(r, d);
+}
+
+}  // namespace loom

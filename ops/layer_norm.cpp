@@ -1,0 +1,268 @@
+// Fused layer normalization over the last axis: forward and backward each make one pass per row
+// (the composition makes about ten passes forward and twenty backward).
+#include <cmath>
+
+#include "loom/autograd/transforms.h"
+#include "loom/core/primitive.h"
+#include "loom/ops/fast_math.h"
+#include "loom/ops/fused.h"
+#include "loom/ops/kernels/elementwise.h"
+#include "loom/ops/ops.h"
+#include "loom/ops/utils.h"
+
+namespace loom {
+
+using detail::msg;
+using detail::shape_str;
+
+namespace {
+
+array row_major(const array& a) { return a.flags().row_contiguous ? a : kernels::row_contiguous(a); }
+
+// (x - mean) / sqrt(var + eps) * w + b, op by op.
+array reference(const array& x, const std::optional<array>& w, const std::optional<array>& b, double eps) {
+  array c = subtract(x, mean(x, -1, true));
+  array y = multiply(c, rsqrt(add(mean(square(c), -1, true), array(eps, x.dtype()))));
+  if (w) y = multiply(y, *w);
+  if (b) y = add(y, *b);
+  return y;
+}
+
+// Inputs x[, w][, b] from a list, by which are present.
+struct Parts {
+  std::optional<array> w, b;
+};
+
+template <typename T>
+inline void row_stats(const T* x, int n, double eps, T& mu, T& rstd) {
+  mu = detail::lane_sum<T>(n, [&](int j) { return x[j]; }) / n;
+  const T m = mu;
+  const T v = detail::lane_sum<T>(n, [&](int j) { return (x[j] - m) * (x[j] - m); });
+  rstd = T(1) / std::sqrt(v / n + static_cast<T>(eps));
+}
+
+size_t rows_threshold(int n) { return std::max<size_t>(1, kernels::kParallelThreshold / std::max(n, 1)); }
+
+template <typename T>
+void forward_kernel(const array& x, const T* w, const T* b, array& out, double eps) {
+  const int n = x.shape(-1);
+  const size_t rows = x.size() / n;
+  const T* xp = kernels::ptr<T>(x);
+  T* yp = kernels::ptr<T>(out);
+  kernels::parallel_for(
+      rows,
+      [&](size_t r0, size_t r1) {
+        for (size_t r = r0; r < r1; ++r) {
+          const T* xr = xp + r * n;
+          T* yr = yp + r * n;
+          T mu, rstd;
+          row_stats(xr, n, eps, mu, rstd);
+          if (w && b) {
+            for (int j = 0; j < n; ++j) yr[j] = (xr[j] - mu) * rstd * w[j] + b[j];
+          } else {
+            for (int j = 0; j < n; ++j) {
+              T y = (xr[j] - mu) * rstd;
+              if (w) y *= w[j];
+              if (b) y += b[j];
+              yr[j] = y;
+            }
+          }
+        }
+      },
+      rows_threshold(n));
+}
+
+// dx, and the per-feature sums dw = sum(g * xhat), db = sum(g), of sum(g * layer_norm(x)).
+template <typename T>
+void backward_kernel(const array& x, const T* w, const array& g, T* dx, T* dw, T* db, double eps) {
+  const int n = x.shape(-1);
+  const size_t rows = x.size() / n;
+  const T* xp = kernels::ptr<T>(x);
+  const T* gp = kernels::ptr<T>(g);
+  const int nt = rows >= rows_threshold(n) ? get_num_threads() : 1;
+  // Per-thread partial sums of dw and db, combined in thread order.
+  std::vector<T> part(size_t(std::max(nt, 1)) * 2 * n, T(0));
+  kernels::parallel_for(
+      rows,
+      [&](size_t r0, size_t r1) {
+        const int t = nt > 1 ? omp_get_thread_num() : 0;
+        T* pw = part.data() + size_t(t) * 2 * n;
+        T* pb = pw + n;
+        std::vector<T> xh(n), gw(n);
+        for (size_t r = r0; r < r1; ++r) {
+          const T* xr = xp + r * n;
+          const T* gr = gp + r * n;
+          T mu, rstd;
+          row_stats(xr, n, eps, mu, rstd);
+          for (int j = 0; j < n; ++j) {
+            xh[j] = (xr[j] - mu) * rstd;
+            pw[j] += gr[j] * xh[j];
+            pb[j] += gr[j];
+          }
+          if (w) {
+            for (int j = 0; j < n; ++j) gw[j] = gr[j] * w[j];
+          } else {
+            for (int j = 0; j < n; ++j) gw[j] = gr[j];
+          }
+          const T a = detail::lane_sum<T>(n, [&](int j) { return gw[j]; }) / n;
+          const T c = detail::lane_sum<T>(n, [&](int j) { return gw[j] * xh[j]; }) / n;
+          T* d = dx + r * n;
+          for (int j = 0; j < n; ++j) d[j] = rstd * (gw[j] - a - xh[j] * c);
+        }
+      },
+      rows_threshold(n));
+  for (int j = 0; j < n; ++j) {
+    T sw = 0, sb = 0;
+    for (int t = 0; t < std::max(nt, 1); ++t) {
+      sw += part[size_t(t) * 2 * n + j];
+      sb += part[size_t(t) * 2 * n + n + j];
+    }
+    if (dw) dw[j] = sw;
+    if (db) db[j] = sb;
+  }
+}
+
+template <typename F>
+void dispatch_real(Dtype d, F f) {
+  if (d == float32) f(float{});
+  else f(double{});
+}
+
+// The gradients of sum(g * reference(x, w, b)) for x[, w][, b], as the backward primitive outputs them.
+std::vector<array> reference_backward(const array& x, const std::optional<array>& w, bool has_b, const array& g,
+                                      double eps) {
+  std::vector<array> primals{x};
+  if (w) primals.push_back(*w);
+  if (has_b) primals.push_back(zeros({x.shape(-1)}, x.dtype()));
+  auto f = [&](const std::vector<array>& p) {
+    std::optional<array> ww = w ? std::optional<array>(p[1]) : std::nullopt;
+    std::optional<array> bb = has_b ? std::optional<array>(p.back()) : std::nullopt;
+    return std::vector<array>{reference(p[0], ww, bb, eps)};
+  };
+  return vjp(f, primals, {g}).second;
+}
+
+// inputs: x[, w], g; outputs: dx[, dw][, db].
+class LayerNormGrad : public Primitive {
+ public:
+  LayerNormGrad(double eps, bool has_w, bool has_b) : eps_(eps), has_w_(has_w), has_b_(has_b) {}
+  void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
+    array x = row_major(in[0]), g = row_major(in.back());
+    std::optional<array> w;
+    if (has_w_) w = row_major(in[1]);
+    for (auto& o : outs) o.alloc();
+    if (outs[0].size() == 0) {
+      for (size_t i = 1; i < outs.size(); ++i) std::fill_n(static_cast<char*>(outs[i].raw_data()), outs[i].nbytes(), 0);
+      return;
+    }
+    dispatch_real(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      T* dw = has_w_ ? kernels::ptr<T>(outs[1]) : nullptr;
+      T* db = has_b_ ? kernels::ptr<T>(outs.back()) : nullptr;
+      backward_kernel<T>(x, w ? kernels::ptr<T>(*w) : nullptr, g, kernels::ptr<T>(outs[0]), dw, db, eps_);
+    });
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
+                         const std::vector<array>&) override {
+    auto all = loom::vjp(fn(), p, cot).second;
+    std::vector<array> out;
+    for (int a : argnums) out.push_back(all[a]);
+    return out;
+  }
+  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& tan,
+                         const std::vector<int>& argnums) override {
+    std::vector<array> t;
+    for (const auto& a : p) t.push_back(zeros_like(a));
+    for (size_t i = 0; i < argnums.size(); ++i) t[argnums[i]] = tan[i];
+    return loom::jvp(fn(), p, t).second;
+  }
+  const char* name() const override { return "LayerNormGrad"; }
+
+ private:
+  VectorFn fn() const {
+    const double eps = eps_;
+    const bool hw = has_w_, hb = has_b_;
+    return [=](const std::vector<array>& p) {
+      return reference_backward(p[0], hw ? std::optional<array>(p[1]) : std::nullopt, hb, p.back(), eps);
+    };
+  }
+  double eps_;
+  bool has_w_, has_b_;
+};
+
+// inputs: x[, w][, b]
+class LayerNormOp : public UnaryPrimitive {
+ public:
+  LayerNormOp(double eps, bool has_w, bool has_b) : eps_(eps), has_w_(has_w), has_b_(has_b) {}
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    array x = row_major(in[0]);
+    out.alloc();
+    if (out.size() == 0) return;
+    std::optional<array> w, b;
+    if (has_w_) w = row_major(in[1]);
+    if (has_b_) b = row_major(in.back());
+    dispatch_real(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      forward_kernel<T>(x, w ? kernels::ptr<T>(*w) : nullptr, b ? kernels::ptr<T>(*b) : nullptr, out, eps_);
+    });
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
+                         const std::vector<array>&) override {
+    std::vector<array> in{p[0]};
+    std::vector<Shape> shapes{p[0].shape()};
+    if (has_w_) in.push_back(p[1]), shapes.push_back(p[1].shape());
+    if (has_b_) shapes.push_back(p.back().shape());
+    in.push_back(cot[0]);
+    std::vector<Dtype> dtypes(shapes.size(), p[0].dtype());
+    auto grads = array::make_arrays(shapes, dtypes, std::make_shared<LayerNormGrad>(eps_, has_w_, has_b_), in);
+    std::vector<array> out;
+    for (int a : argnums) out.push_back(grads[a]);  // input i's gradient is output i
+    return out;
+  }
+  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& tan,
+                         const std::vector<int>& argnums) override {
+    std::vector<array> t;
+    for (const auto& a : p) t.push_back(zeros_like(a));
+    for (size_t i = 0; i < argnums.size(); ++i) t[argnums[i]] = tan[i];
+    const double eps = eps_;
+    const bool hw = has_w_, hb = has_b_;
+    auto f = [=](const std::vector<array>& x) {
+      return std::vector<array>{reference(x[0], hw ? std::optional<array>(x[1]) : std::nullopt,
+                                          hb ? std::optional<array>(x.back()) : std::nullopt, eps)};
+    };
+    return loom::jvp(f, p, t).second;
+  }
+  const char* name() const override { return "LayerNorm"; }
+
+ private:
+  double eps_;
+  bool has_w_, has_b_;
+};
+
+}  // namespace
+
+array layer_norm(const array& x, const std::optional<array>& weight, const std::optional<array>& bias, double eps) {
+  const char* op = "layer_norm";
+  if (x.ndim() == 0) throw std::invalid_argument(msg("[", op, "] needs an array with at least one axis, got a 0-d array"));
+  const int n = x.shape(-1);
+  for (const auto* p : {&weight, &bias}) {
+    if (*p && (*p)->shape() != Shape{n}) {
+      throw std::invalid_argument(msg("[", op, "] ", p == &weight ? "weight" : "bias", " must have shape (", n,
+                                      ") to match the last axis of x ", shape_str(x.shape()), ", got ",
+                                      shape_str((*p)->shape())));
+    }
+  }
+  if (!(eps >= 0)) throw std::invalid_argument(msg("[", op, "] eps must be >= 0, got ", eps));
+  Dtype d = x.dtype();
+  if (weight) d = promote_types(d, weight->dtype());
+  if (bias) d = promote_types(d, bias->dtype());
+  const Dtype out_dtype = is_floating_point(d) ? d : float32;
+  const Dtype cd = d == float64 ? float64 : float32;  // half types compute in float32
+  std::vector<array> in{astype(x, cd)};
+  if (weight) in.push_back(astype(*weight, cd));
+  if (bias) in.push_back(astype(*bias, cd));
+  array y(x.shape(), cd, std::make_shared<LayerNormOp>(eps, weight.has_value(), bias.has_value()), in);
+  return y.dtype() == out_dtype ? y : astype(y, out_dtype);
+}
+
+}  // namespace loom

@@ -1,0 +1,141 @@
+// scaled_dot_product_attention: the fused kernel against the op-by-op composition it replaces, its
+// gradients against finite differences, and its argument checks.
+#include <limits>
+
+#include "../test_utils.h"
+
+namespace loom {
+namespace {
+
+using testing::lcg_uniform;
+
+// softmax(scale q k^T + mask) v, op by op.
+array composed(const array& q, const array& k, const array& v, double scale, const std::optional<array>& mask) {
+  array s = matmul(q * scale, swapaxes(k, -1, -2));
+  if (mask) s = s + astype(*mask, s.dtype());
+  return matmul(softmax(s, -1), v);
+}
+
+array causal_mask(int L, int S, Dtype d = float32) {
+  std::vector<double> m(size_t(L) * S, 0.0);
+  const double low = d == float64 ? std::numeric_limits<double>::lowest() : double(std::numeric_limits<float>::lowest());
+  for (int i = 0; i < L; ++i) {
+    for (int j = i + 1 + (S - L); j < S; ++j) m[size_t(i) * S + j] = low;
+  }
+  return array(m, {L, S}, d);
+}
+
+array f32(const Shape& s, unsigned seed, double lo = -1.5, double hi = 1.5) {
+  return astype(lcg_uniform(s, lo, hi, seed), float32);
+}
+
+void expect_close(array a, array b, double tol) {
+  ASSERT_EQ(a.shape(), b.shape());
+  auto x = a.to_vector<double>(), y = b.to_vector<double>();
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], tol * (1 + std::abs(y[i]))) << "at " << i;
+}
+
+TEST(ScaledDotProductAttention, MatchesTheComposition) {
+  const double scale = 0.4;
+  // (B, H, L, E) with S != L and Ev != E; 70 rows cross the kernel's 32-row blocks.
+  for (int L : {5, 70}) {
+    const int S = L + 3;
+    array q = f32({2, 3, L, 4}, 1), k = f32({2, 3, S, 4}, 2), v = f32({2, 3, S, 6}, 3);
+    std::vector<std::optional<array>> masks = {std::nullopt, causal_mask(L, S), f32({2, 3, L, S}, 4, -2, 2),
+                                               f32({L, S}, 5, -1, 1) + causal_mask(L, S)};
+    for (const auto& m : masks) {
+      array got = scaled_dot_product_attention(q, k, v, scale, m);
+      expect_close(got, composed(q, k, v, scale, m), 1e-5);
+      // The gradients of every input (and of a float mask) agree with the composition's.
+      array w = f32({2, 3, L, 6}, 6);
+      std::vector<array> in{q, k, v};
+      if (m) in.push_back(broadcast_to(*m, {2, 3, L, S}));
+      auto loss = [&](bool fused) {
+        return [&, fused](const std::vector<array>& x) {
+          std::optional<array> mm = x.size() > 3 ? std::optional<array>(x[3]) : std::nullopt;
+          array o = fused ? scaled_dot_product_attention(x[0], x[1], x[2], scale, mm) : composed(x[0], x[1], x[2], scale, mm);
+          return sum(o * w);
+        };
+      };
+      std::vector<int> args{0, 1, 2};
+      if (m) args.push_back(3);
+      auto g1 = value_and_grad(ScalarVectorFn(loss(true)), args)(in).second;
+      auto g2 = value_and_grad(ScalarVectorFn(loss(false)), args)(in).second;
+      for (size_t i = 0; i < g1.size(); ++i) expect_close(g1[i], g2[i], 2e-5);
+    }
+  }
+}
+
+TEST(ScaledDotProductAttention, BooleanMaskAndOtherRanks) {
+  // A boolean mask attends where true; 3-D inputs (no head axis) and a strided (transposed) key.
+  array q = f32({2, 4, 3}, 7), kt = f32({2, 3, 5}, 8), v = f32({2, 5, 2}, 9);
+  array k = swapaxes(kt, -1, -2);
+  std::vector<bool> keep;
+  for (int i = 0; i < 4 * 5; ++i) keep.push_back(i % 3 != 1);
+  array mb(std::vector<int>(keep.begin(), keep.end()), {4, 5}, bool_);
+  array ref = composed(q, k, v, 0.7, where(mb, array(0.0f), array(std::numeric_limits<float>::lowest())));
+  expect_close(scaled_dot_product_attention(q, k, v, 0.7, mb), ref, 1e-5);
+  // Two axes: one batch.
+  expect_close(scaled_dot_product_attention(take(q, array(0), 0), take(k, array(0), 0),
+                                            take(v, array(0), 0), 0.7),
+               composed(take(q, array(0), 0), take(k, array(0), 0), take(v, array(0), 0), 0.7, std::nullopt), 1e-5);
+  // float16 computes in float32 and returns float16.
+  array h = scaled_dot_product_attention(astype(q, float16), astype(k, float16), astype(v, float16), 0.7);
+  EXPECT_EQ(h.dtype(), float16);
+  expect_close(astype(h, float32), composed(q, k, v, 0.7, std::nullopt), 2e-3);
+}
+
+TEST(ScaledDotProductAttention, CausalRowsSeeOnlyThePast) {
+  // Row 0 of a causal attention is v's row 0 exactly; row i averages v[0..i] when the scores are equal.
+  array q = zeros({1, 1, 4, 2}), k = f32({1, 1, 4, 2}, 10);
+  array v = reshape(astype(arange(8), float32), {1, 1, 4, 2});
+  array o = scaled_dot_product_attention(q, k, v, 1.0, causal_mask(4, 4));
+  testing::expect_array(o, {1, 1, 4, 2}, {0, 1, 1, 2, 2, 3, 3, 4}, 1e-6);
+}
+
+TEST(ScaledDotProductAttention, GradientsMatchFiniteDifferences) {
+  array q = lcg_uniform({1, 2, 3, 2}, -1, 1, 11), k = lcg_uniform({1, 2, 4, 2}, -1, 1, 12),
+        v = lcg_uniform({1, 2, 4, 3}, -1, 1, 13);
+  array m = lcg_uniform({1, 2, 3, 4}, -1, 1, 14) + causal_mask(3, 4, float64);
+  auto attend = [](const std::vector<array>& x) {
+    return std::vector<array>{scaled_dot_product_attention(x[0], x[1], x[2], 0.8, x[3])};
+  };
+  auto r = check_grads(attend, {q, k, v, m});
+  EXPECT_TRUE(r.ok) << r.report;
+  auto no_mask = [](const std::vector<array>& x) {
+    return std::vector<array>{scaled_dot_product_attention(x[0], x[1], x[2], 1.3)};
+  };
+  r = check_grads(no_mask, {q, k, v});
+  EXPECT_TRUE(r.ok) << r.report;
+}
+
+TEST(ScaledDotProductAttention, BackwardGradientsMatchFiniteDifferences) {
+  // The fused backward (ScaledDotProductAttentionGrad) as a function of q, k, v and the cotangent.
+  array q = lcg_uniform({2, 3, 2}, -1, 1, 15), k = lcg_uniform({2, 3, 2}, -1, 1, 16),
+        v = lcg_uniform({2, 3, 2}, -1, 1, 17), g = lcg_uniform({2, 3, 2}, -1, 1, 18);
+  array m = causal_mask(3, 3, float64);
+  auto backward = [&](const std::vector<array>& x) {
+    auto f = [&](const std::vector<array>& y) {
+      return std::vector<array>{scaled_dot_product_attention(y[0], y[1], y[2], 0.9, m)};
+    };
+    return vjp(f, {x[0], x[1], x[2]}, {x[3]}).second;
+  };
+  auto r = check_grads(backward, {q, k, v, g});
+  EXPECT_TRUE(r.ok) << r.report;
+}
+
+TEST(ScaledDotProductAttention, BadInputsNameTheShapes) {
+  array q = zeros({2, 4, 3}), k = zeros({2, 5, 3}), v = zeros({2, 5, 2});
+  EXPECT_THROW_MSG(scaled_dot_product_attention(q, zeros({2, 5, 4}), v, 1.0), std::invalid_argument,
+                   "keys (2,5,4)");
+  EXPECT_THROW_MSG(scaled_dot_product_attention(q, k, zeros({2, 6, 2}), 1.0), std::invalid_argument,
+                   "scaled_dot_product_attention");
+  EXPECT_THROW_MSG(scaled_dot_product_attention(zeros({4}), k, v, 1.0), std::invalid_argument, "at least 2");
+  EXPECT_THROW_MSG(scaled_dot_product_attention(astype(q, int32), astype(k, int32), astype(v, int32), 1.0),
+                   std::invalid_argument, "floating-point");
+  EXPECT_THROW_MSG(scaled_dot_product_attention(q, k, v, 1.0, zeros({4, 4})), std::invalid_argument,
+                   "does not broadcast");
+}
+
+}  // namespace
+}  // namespace loom

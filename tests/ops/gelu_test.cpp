@@ -1,0 +1,59 @@
+// gelu_erf: the fused exact GELU against std::erf, the composition it replaces, and finite differences.
+#include "../test_utils.h"
+
+namespace loom {
+namespace {
+
+double gelu_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double gelu_grad_ref(double x) {
+  return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+}
+
+TEST(GeluErf, Float32MatchesTheExactValues) {
+  // 20001 points over [-10, 10] (both tails and the cancellation near 0), and the derivative.
+  std::vector<float> xs;
+  for (int i = -10000; i <= 10000; ++i) xs.push_back(i * 1e-3f);
+  array x(xs, {static_cast<int>(xs.size())});
+  auto y = gelu_erf(x).to_vector<double>();
+  auto [out, g] = vjp([](const array& a) { return gelu_erf(a); }, x, ones_like(x));
+  auto gv = g.to_vector<double>();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double v = xs[i];
+    ASSERT_NEAR(y[i], gelu_ref(v), 4e-7 * (1 + std::abs(v))) << "gelu at " << v;
+    ASSERT_NEAR(gv[i], gelu_grad_ref(v), 1e-6) << "gelu' at " << v;
+  }
+  // Far tails and specials: 0 below, x above, NaN stays NaN.
+  testing::expect_array(gelu_erf(array({-1000.0f, -50.0f, 50.0f, 1000.0f})), {4}, {0, 0, 50, 1000});
+  EXPECT_TRUE(std::isnan(gelu_erf(array({NAN})).item<float>()));
+}
+
+TEST(GeluErf, Float64AndHalfAndViews) {
+  array x = testing::lcg_uniform({3, 4}, -4, 4, 3);
+  auto y = gelu_erf(x).to_vector<double>(), xv = x.to_vector<double>();
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], gelu_ref(xv[i]), 1e-14);
+  // A transposed (strided) input and float16 (computed in float32).
+  array t = transpose(x);
+  auto yt = gelu_erf(t).to_vector<double>(), tv = t.to_vector<double>();
+  for (size_t i = 0; i < yt.size(); ++i) EXPECT_NEAR(yt[i], gelu_ref(tv[i]), 1e-14);
+  array h = gelu_erf(astype(x, float16));
+  EXPECT_EQ(h.dtype(), float16);
+  auto hv = h.to_vector<double>();
+  for (size_t i = 0; i < hv.size(); ++i) EXPECT_NEAR(hv[i], gelu_ref(xv[i]), 1e-2);
+  EXPECT_EQ(gelu_erf(array({2, -1})).dtype(), float32);
+}
+
+TEST(GeluErf, GradientsMatchFiniteDifferences) {
+  array x = testing::lcg_uniform({2, 5}, -3, 3, 4);
+  auto r = check_grads([](const std::vector<array>& p) { return std::vector<array>{gelu_erf(p[0])}; }, {x});
+  EXPECT_TRUE(r.ok) << r.report;
+  // The fused gradient (GeluGrad) as a function of x and the cotangent g.
+  array g = testing::lcg_uniform({2, 5}, -1, 1, 5);
+  auto grad_map = [](const std::vector<array>& p) {
+    return std::vector<array>{vjp([](const array& a) { return gelu_erf(a); }, p[0], p[1]).second};
+  };
+  r = check_grads(grad_map, {x, g});
+  EXPECT_TRUE(r.ok) << r.report;
+}
+
+}  // namespace
+}  // namespace loom
