@@ -164,7 +164,7 @@ void eval(std::vector<array> outputs) {
   bool elementwise = false;
   for (const auto& a : tape) {
     if (a.primitive().is_async()) return eval_scheduled(tape, index);
-    elementwise |= a.primitive().is_elementwise();
+    elementwise |= a.primitive().is_elementwise() && a.size() >= detail::kFuseFrom;
   }
   if (elementwise && tape.size() > 1) {
     const detail::FusionPlan plan = detail::plan_fusion(tape, index, {});

@@ -72,7 +72,7 @@ FusionPlan plan_fusion(const std::vector<array>& tape, const std::unordered_map<
   if (!fusion_on) return plan;
   auto fusable = [&](int i) {
     return !(i < static_cast<int>(excluded.size()) && excluded[i]) && tape[i].primitive().is_elementwise() &&
-           !tape[i].is_tracer();
+           tape[i].size() >= kFuseFrom && !tape[i].is_tracer();
   };
   // Who reads each node, and how often.
   std::vector<int> consumer(n, -1), uses(n, 0);
@@ -109,12 +109,16 @@ FusionPlan plan_fusion(const std::vector<array>& tape, const std::unordered_map<
       for (const auto& in : tape[k].inputs()) {
         if (in.is_evaluated()) continue;
         auto it = index.find(in.node_id());
-        if (it != index.end() && plan.internal[it->second] && consumer[it->second] == k) stack.push_back(it->second);
+        const int j = it == index.end() ? -1 : it->second;
+        // x * x lists x twice: push it once (a shared chain would otherwise be walked 2^depth times).
+        if (j >= 0 && plan.internal[j] && consumer[j] == k && plan.member[j] == -1) {
+          plan.member[j] = 0;
+          stack.push_back(j);
+        }
       }
     }
     if (members.size() < 2) continue;
     std::sort(members.begin(), members.end());
-    members.erase(std::unique(members.begin(), members.end()), members.end());
     for (size_t k = 0; k + 1 < members.size(); ++k) plan.member[members[k]] = static_cast<int>(k);
     plan.groups[r] = std::move(members);
   }

@@ -9,6 +9,9 @@
 
 namespace loom::detail {
 
+/// Elementwise nodes smaller than this run on their own: fusing them saves less than it costs.
+inline constexpr size_t kFuseFrom = 256;
+
 struct FusionPlan {
   std::vector<char> internal;            // by tape position: computed inside its consumer's group
   std::vector<std::vector<int>> groups;  // by tape position of a group's root: members in tape order, root last

@@ -100,3 +100,13 @@ TEST(Fusion, ArraysHeldOutsideTheGraphAreStillComputed) {
   loom::testing::expect_array(a, {3}, {0, 1, 2});
   loom::testing::expect_array(b, {3}, {1, std::exp(1.0), std::exp(2.0)}, 1e-6);
 }
+
+TEST(Fusion, ANodeReadTwiceIsComputedOnce) {
+  // x + x at every step: walking the group naively would visit 2^60 paths.
+  array x = full({1000}, 1.0f);
+  for (int i = 0; i < 60; ++i) x = x + x * 0.5f;
+  EXPECT_FLOAT_EQ(x.to_vector<float>()[999], std::pow(1.5f, 60.0f));
+  array y = full({1000}, 1.0f);
+  for (int i = 0; i < 60; ++i) y = y * y;
+  EXPECT_EQ(y.to_vector<float>()[0], 1.0f);
+}
