@@ -161,6 +161,7 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
 void eval(std::vector<array> outputs) {
   Index index;
   std::vector<array> tape = build_tape(outputs, index);
+  if (tape.size() == 1) return run(std::move(tape[0]));  // nothing to order, fuse or overlap
   bool elementwise = false;
   for (const auto& a : tape) {
     if (a.primitive().is_async()) return eval_scheduled(tape, index);
