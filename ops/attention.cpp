@@ -10,7 +10,7 @@
 #include <map>
 #include <optional>
 
-#include "loom/autograd/transforms.h"
+#include "loom/autograd/reference.h"
 #include "loom/core/primitive.h"
 #include "loom/ops/fast_math.h"
 #include "loom/ops/fused.h"
@@ -259,19 +259,6 @@ std::vector<array> reference_backward(const std::vector<array>& x, double scale)
 }
 
 // Tangents for every input, zeros where `argnums` gives none.
-std::vector<array> full_tangents(const std::vector<array>& primals, const std::vector<array>& tangents,
-                                 const std::vector<int>& argnums) {
-  std::vector<array> t;
-  for (const auto& p : primals) t.push_back(zeros_like(p));
-  for (size_t i = 0; i < argnums.size(); ++i) t[argnums[i]] = tangents[i];
-  return t;
-}
-
-std::vector<array> pick(const std::vector<array>& all, const std::vector<int>& argnums) {
-  std::vector<array> out;
-  for (int a : argnums) out.push_back(all[a]);
-  return out;
-}
 
 }  // namespace
 
@@ -305,13 +292,13 @@ class ScaledDotProductAttentionGrad : public Primitive {
                          const std::vector<array>&) override {
     const double s = scale_;
     auto f = [s](const std::vector<array>& x) { return reference_backward(x, s); };
-    return pick(loom::vjp(f, p, cot).second, argnums);
+    return detail::reference_vjp(f, p, cot, argnums);
   }
   std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& tan,
                          const std::vector<int>& argnums) override {
     const double s = scale_;
     auto f = [s](const std::vector<array>& x) { return reference_backward(x, s); };
-    return loom::jvp(f, p, full_tangents(p, tan, argnums)).second;
+    return detail::reference_jvp(f, p, tan, argnums);
   }
   const char* name() const override { return "ScaledDotProductAttentionGrad"; }
 
@@ -364,7 +351,7 @@ class ScaledDotProductAttention : public UnaryPrimitive {
                          const std::vector<int>& argnums) override {
     const double s = scale_;
     auto f = [s](const std::vector<array>& x) { return reference_forward(x, s); };
-    return loom::jvp(f, p, full_tangents(p, tan, argnums)).second;
+    return detail::reference_jvp(f, p, tan, argnums);
   }
   const char* name() const override { return "ScaledDotProductAttention"; }
 

@@ -2,7 +2,7 @@
 // x * (1 + erf(x / sqrt 2)) / 2 makes five forward and about ten backward passes).
 #include <cmath>
 
-#include "loom/autograd/transforms.h"
+#include "loom/autograd/reference.h"
 #include "loom/core/primitive.h"
 #include "loom/ops/fast_math.h"
 #include "loom/ops/fused.h"
@@ -70,17 +70,12 @@ class GeluGrad : public UnaryPrimitive {
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
                          const std::vector<array>&) override {
     auto f = [](const std::vector<array>& x) { return std::vector<array>{reference_grad(x[0], x[1])}; };
-    auto all = loom::vjp(f, p, cot).second;
-    std::vector<array> out;
-    for (int a : argnums) out.push_back(all[a]);
-    return out;
+    return detail::reference_vjp(f, p, cot, argnums);
   }
   std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& tan,
                          const std::vector<int>& argnums) override {
-    std::vector<array> t{zeros_like(p[0]), zeros_like(p[1])};
-    for (size_t i = 0; i < argnums.size(); ++i) t[argnums[i]] = tan[i];
     auto f = [](const std::vector<array>& x) { return std::vector<array>{reference_grad(x[0], x[1])}; };
-    return loom::jvp(f, p, t).second;
+    return detail::reference_jvp(f, p, tan, argnums);
   }
   const char* name() const override { return "GeluGrad"; }
 };

@@ -2,7 +2,7 @@
 // (the composition makes about ten passes forward and twenty backward).
 #include <cmath>
 
-#include "loom/autograd/transforms.h"
+#include "loom/autograd/reference.h"
 #include "loom/core/primitive.h"
 #include "loom/ops/fast_math.h"
 #include "loom/ops/fused.h"
@@ -164,17 +164,11 @@ class LayerNormGrad : public Primitive {
   }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
                          const std::vector<array>&) override {
-    auto all = loom::vjp(fn(), p, cot).second;
-    std::vector<array> out;
-    for (int a : argnums) out.push_back(all[a]);
-    return out;
+    return detail::reference_vjp(fn(), p, cot, argnums);
   }
   std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& tan,
                          const std::vector<int>& argnums) override {
-    std::vector<array> t;
-    for (const auto& a : p) t.push_back(zeros_like(a));
-    for (size_t i = 0; i < argnums.size(); ++i) t[argnums[i]] = tan[i];
-    return loom::jvp(fn(), p, t).second;
+    return detail::reference_jvp(fn(), p, tan, argnums);
   }
   const char* name() const override { return "LayerNormGrad"; }
 
@@ -221,16 +215,13 @@ class LayerNormOp : public UnaryPrimitive {
   }
   std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& tan,
                          const std::vector<int>& argnums) override {
-    std::vector<array> t;
-    for (const auto& a : p) t.push_back(zeros_like(a));
-    for (size_t i = 0; i < argnums.size(); ++i) t[argnums[i]] = tan[i];
     const double eps = eps_;
     const bool hw = has_w_, hb = has_b_;
     auto f = [=](const std::vector<array>& x) {
       return std::vector<array>{reference(x[0], hw ? std::optional<array>(x[1]) : std::nullopt,
                                           hb ? std::optional<array>(x.back()) : std::nullopt, eps)};
     };
-    return loom::jvp(f, p, t).second;
+    return detail::reference_jvp(f, p, tan, argnums);
   }
   const char* name() const override { return "LayerNorm"; }
 
