@@ -109,7 +109,7 @@ LOOM_SIMD_INLINE float log(float x) {
   float special = ax == 0 ? -kInf : kNaN;            // ±0; x < 0
   special = ix == 0x7f800000 ? x : special;          // +inf
   special = ax > 0x7f800000 ? x : special;           // NaN
-  return blend(static_cast<uint32_t>(ix - 1) < 0x7f7fffffu, y, special);  // 0 < x < inf
+  return blend(static_cast<uint32_t>(ix) - 1u < 0x7f7fffffu, y, special);  // 0 < x < inf (unsigned wrap)
 }
 
 /// tanh(x): x + x^3 P(x^2) for |x| < 0.625, else 1 - 2 / (e^{2|x|} + 1) with x's sign.
