@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <numeric>
+#include <string>
 
 #include "loom/core/primitive.h"
 #include "loom/ops/kernels/elementwise.h"
@@ -97,7 +98,15 @@ class Transpose : public UnaryPrimitive {
                          const std::vector<array>&) override {
     std::vector<int> inv(axes_.size());
     for (size_t i = 0; i < axes_.size(); ++i) inv[axes_[i]] = static_cast<int>(i);
-    return {transpose(cot[0], inv)};
+    // (a b)^T = b^T a^T: the gradient of W in x @ W.T arrives as a matmul to be transposed; computing
+    // the transposed product directly gives a row-contiguous gradient (OpenBLAS takes the
+    // transposed operands as they are) instead of a view the optimizer would have to copy.
+    const array& c = cot[0];
+    if (axes_ == std::vector<int>{1, 0} && !c.is_evaluated() && c.has_primitive() &&
+        std::string(c.primitive().name()) == "Matmul" && c.inputs()[0].ndim() == 2 && c.inputs()[1].ndim() == 2) {
+      return {matmul(transpose(c.inputs()[1]), transpose(c.inputs()[0]))};
+    }
+    return {transpose(c, inv)};
   }
   std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
     return {transpose(t[0], axes_)};

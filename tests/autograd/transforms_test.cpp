@@ -191,3 +191,16 @@ TEST(Grad, HalfAndSinglePrecisionGradientsKeepTheirDtype) {
     EXPECT_NEAR(v.item<double>(), total, 4 * tol * (1 + std::abs(total)));
   }
 }
+
+TEST(Transforms, GradientOfATransposedMatmulOperandIsComputedRowContiguous) {
+  // d/dW sum((x @ W^T) * g) = g^T x; Transpose's vjp turns the transposed product into one matmul,
+  // so the gradient needs no copy before the optimizer reads it.
+  array x = array({1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f}, {2, 3});
+  array g = array({1.0f, -1.0f, 0.5f, 2.0f}, {2, 2});
+  array w = array({0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f}, {2, 3});
+  array dw = grad([&](const array& w) { return sum(matmul(x, transpose(w)) * g); })(w);
+  dw.eval();
+  EXPECT_TRUE(dw.flags().row_contiguous);
+  // g^T x = [[1*1 + 0.5*4, 1*2 + 0.5*5, 1*3 + 0.5*6], [-1*1 + 2*4, -1*2 + 2*5, -1*3 + 2*6]]
+  loom::testing::expect_array(dw, {2, 3}, {3, 4.5, 6, 7, 8, 9});
+}
