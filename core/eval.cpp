@@ -1,11 +1,9 @@
 #include "loom/core/eval.h"
 
-#include <exception>
 #include <functional>
 #include <map>
 #include <queue>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "loom/core/fusion.h"
 #include "loom/core/primitive.h"
@@ -61,6 +59,15 @@ void run(array a) {  // takes the tape's handle: consumers' inputs are then the 
   finish(outs);
 }
 
+// Runs tape entry i: as part of its fusion group (internal members run with their root), or alone.
+void compute(std::vector<array>& tape, const detail::FusionPlan& plan, int i, const Index& index) {
+  if (!plan.internal.empty()) {
+    if (plan.internal[i]) return;
+    if (!plan.groups[i].empty()) return detail::run_fused(tape, plan, i, index);
+  }
+  if (!tape[i].is_evaluated()) run(std::move(tape[i]));
+}
+
 // A graph with communication runs as a list schedule over the tape. An async node (a collective)
 // starts as soon as its inputs are done; a node that reads an async result waits until nothing else
 // can run; everything else keeps tape order. Every choice depends on tape positions only, never on
@@ -84,11 +91,6 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
 
   // Readers of communication results stay out of fusion (they wait first); the rest fuses as usual.
   const detail::FusionPlan plan = detail::plan_fusion(tape, index, reads_async);
-  auto compute = [&](int i) {
-    if (plan.internal[i]) return;  // its group runs with the group's root
-    if (!plan.groups[i].empty()) return detail::run_fused(tape, plan, i, index);
-    run(std::move(tape[i]));
-  };
 
   using MinHeap = std::priority_queue<int, std::vector<int>, std::greater<int>>;
   MinHeap start_q, compute_q, deferred_q;
@@ -140,7 +142,7 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
           if (it != index.end()) wait(it->second);
         }
       }
-      compute(i);
+      compute(tape, plan, i, index);
       release(i);
     }
     while (!pending.empty()) wait(pending.begin()->first);
@@ -167,21 +169,9 @@ void eval(std::vector<array> outputs) {
     if (a.primitive().is_async()) return eval_scheduled(tape, index);
     elementwise |= a.primitive().is_elementwise() && a.size() >= detail::kFuseFrom;
   }
-  if (elementwise && tape.size() > 1) {
-    const detail::FusionPlan plan = detail::plan_fusion(tape, index, {});
-    for (int i = 0; i < static_cast<int>(tape.size()); ++i) {
-      if (plan.internal[i]) continue;  // its group runs with the group's root
-      if (!plan.groups[i].empty()) {
-        detail::run_fused(tape, plan, i, index);
-      } else if (!tape[i].is_evaluated()) {
-        run(std::move(tape[i]));
-      }
-    }
-    return;
-  }
-  for (auto& entry : tape) {
-    if (!entry.is_evaluated()) run(std::move(entry));
-  }
+  detail::FusionPlan plan;  // empty: every node runs alone
+  if (elementwise) plan = detail::plan_fusion(tape, index, {});
+  for (int i = 0; i < static_cast<int>(tape.size()); ++i) compute(tape, plan, i, index);
 }
 
 void async_eval(std::vector<array> outputs) { eval(std::move(outputs)); }

@@ -136,8 +136,7 @@ void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
   // leaf spread over a block once, or a leaf gathered block by block. Blocks live in slots, reused
   // once their reader has run. Flat arrays: a group may hold a million members.
   struct Input {
-    int member = -1;              // producing member, or -1 for a leaf
-    const array* leaf = nullptr;  // held by the member's input list
+    const array* leaf = nullptr;  // held by the member's input list (null for another member's block)
     int slot = -1;                // the block it is read from (-1: the leaf in place)
     bool gather = false;          // the leaf is gathered into the slot for every block
   };
@@ -162,7 +161,6 @@ void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
       auto it = in.is_evaluated() ? index.end() : index.find(in.node_id());
       const int producer = it == index.end() ? -1 : plan.member[it->second];
       if (producer >= 0) {
-        src.member = producer;
         src.slot = out_slot[producer];
         release.push_back(src.slot);
       } else {

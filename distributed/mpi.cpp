@@ -9,7 +9,6 @@
 #include <exception>
 #include <functional>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "loom/core/primitive.h"
@@ -59,6 +58,9 @@ void check_mpi(int rc, const char* what) {
     throw std::runtime_error(msg("[", what, "] MPI error: ", std::string(err, len)));
   }
 }
+
+// "float32 (2,3)": how collectives are named in errors.
+std::string typed_shape(Dtype d, const Shape& s) { return msg(to_string(d), " ", shape_str(s)); }
 
 using Clock = std::chrono::steady_clock;
 
@@ -123,7 +125,7 @@ struct Watch {
       std::fprintf(stderr,
                    "[loom rank %d] rank %d has left the job while rank %d waits for it in %s; ending the "
                    "job (did one rank run fewer steps, or exit early?)\n",
-                   rank, q, rank, (std::string(what) + " of " + to_string(dtype) + " " + shape_str(shape)).c_str());
+                   rank, q, rank, (std::string(what) + " of " + typed_shape(dtype, shape)).c_str());
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -320,10 +322,6 @@ const char* reduce_name(ReduceKind k) {
   return k == ReduceKind::sum ? "all_sum" : k == ReduceKind::max ? "all_max" : "all_min";
 }
 
-std::string describe(const char* kind, Dtype d, const Shape& s) {
-  return msg(kind, " ", to_string(d), " ", shape_str(s));
-}
-
 // What a rank is about to do, compared across ranks when LOOM_DISTRIBUTED_DEBUG is set.
 struct Signature {
   int kind = 0;
@@ -342,7 +340,6 @@ struct Signature {
     return kind == o.kind && dt == o.dt && ndim == o.ndim && std::equal(dims, dims + 8, o.dims);
   }
   Shape shape() const { return Shape(dims, dims + std::min(ndim, 8)); }
-  Dtype type() const { return dt; }
 };
 
 const char* const kKindNames[] = {"all_sum", "all_max", "all_min", "all_gather", "send/recv"};
@@ -383,7 +380,7 @@ class Communication : public UnaryPrimitive {
     if (same) return;
     std::string list;
     for (int r = 0; r < n; ++r) {
-      list += msg(r ? "; " : "", "rank ", r, ": ", describe(kKindNames[all[r].kind], all[r].type(), all[r].shape()));
+      list += msg(r ? "; " : "", "rank ", r, ": ", kKindNames[all[r].kind], " ", typed_shape(all[r].dt, all[r].shape()));
     }
     throw std::runtime_error(msg("[", name(), "] LOOM_DISTRIBUTED_DEBUG: the ranks disagree on this collective: ", list));
   }
@@ -510,15 +507,15 @@ class Recv : public Communication {
               "recv");
     if (theirs == Signature::of(kind_, expected)) return;
     // Take the message anyway so the sender is not left blocked, then report.
-    size_t bytes = size_of(theirs.type());
+    size_t bytes = size_of(theirs.dt);
     for (int64_t d : theirs.shape()) bytes *= static_cast<size_t>(d);
     std::vector<char> scratch(bytes);
     check_mpi(MPI_Recv(scratch.data(), static_cast<int>(bytes), MPI_BYTE, src_, kDataTag, group_.impl()->comm,
                        MPI_STATUS_IGNORE),
               "recv");
     throw std::runtime_error(msg("[recv] LOOM_DISTRIBUTED_DEBUG: rank ", group_.rank(), " expects ",
-                                 describe("", expected.dtype(), expected.shape()).substr(1), " from rank ", src_,
-                                 ", which sends ", describe("", theirs.type(), theirs.shape()).substr(1)));
+                                 typed_shape(expected.dtype(), expected.shape()), " from rank ", src_, ", which sends ",
+                                 typed_shape(theirs.dt, theirs.shape())));
   }
   const char* name() const override { return "recv"; }
   bool is_differentiable() const override { return false; }

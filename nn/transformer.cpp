@@ -109,15 +109,7 @@ array MultiHeadAttention::operator()(const array& queries, const array& keys, co
   const int dk = query_proj.weight.shape(0) / H, dv = value_proj.weight.shape(0) / H;
   if (mask) {
     const Shape scores_shape{B, H, L, S};
-    bool fits = mask->ndim() <= 4;
-    if (fits) {
-      try {
-        fits = broadcast_shapes(mask->shape(), scores_shape) == scores_shape;
-      } catch (const std::invalid_argument&) {
-        fits = false;
-      }
-    }
-    if (!fits) {
+    if (!loom::detail::broadcasts_to(mask->shape(), scores_shape)) {
       throw std::invalid_argument(msg("[nn::MultiHeadAttention] the mask of shape ", shape_str(mask->shape()),
                                       " does not broadcast to the scores (B, num_heads, L, S) = ",
                                       shape_str(scores_shape)));

@@ -392,15 +392,7 @@ array scaled_dot_product_attention(const array& queries, const array& keys, cons
   scores.push_back(keys.shape(-2));
   std::vector<array> in{astype(queries, cd), astype(keys, cd), astype(values, cd)};
   if (mask) {
-    bool fits = mask->ndim() <= scores.size();
-    if (fits) {
-      try {
-        fits = broadcast_shapes(mask->shape(), scores) == scores;
-      } catch (const std::invalid_argument&) {
-        fits = false;
-      }
-    }
-    if (!fits) {
+    if (!detail::broadcasts_to(mask->shape(), scores)) {
       throw std::invalid_argument(msg("[", op, "] the mask of shape ", shape_str(mask->shape()),
                                       " does not broadcast to the scores (..., L, S) = ", shape_str(scores)));
     }

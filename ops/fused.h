@@ -43,8 +43,7 @@ array scaled_dot_product_attention(const array& queries, const array& keys, cons
                                    const std::optional<array>& mask = std::nullopt);
 
 /// The exact GELU x * Phi(x) = x (1 + erf(x / sqrt(2))) / 2 elementwise, in one pass, and its
-/// gradient g * (Phi(x) + x phi(x)) in one pass (float32 uses an erf within 1.5e-7 of the exact
-/// value). Integer inputs give float32; half types compute in float32. Derivatives of the gradient
+/// gradient g * (Phi(x) + x phi(x)) in one pass (float32 uses the vectorized erf of simd_math.h). Integer inputs give float32; half types compute in float32. Derivatives of the gradient
 /// go through the composition.
 array gelu_erf(const array& x);
 

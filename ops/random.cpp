@@ -440,18 +440,9 @@ void check_float(Dtype dtype, const char* op) {
   }
 }
 
-// True when `from` broadcasts to exactly `to`.
-bool broadcasts_to(const Shape& from, const Shape& to) {
-  if (from.size() > to.size()) return false;
-  const size_t off = to.size() - from.size();
-  for (size_t i = 0; i < from.size(); ++i) {
-    if (from[i] != 1 && from[i] != to[off + i]) return false;
-  }
-  return true;
-}
 
 void check_param_shape(const array& p, const char* what, const Shape& shape, const char* op) {
-  if (!broadcasts_to(p.shape(), shape)) {
+  if (!loom::detail::broadcasts_to(p.shape(), shape)) {
     throw std::invalid_argument(msg("[", op, "] ", what, " of shape ", shape_str(p.shape()),
                                     " does not broadcast to the requested shape ", shape_str(shape)));
   }
@@ -720,7 +711,7 @@ array categorical(const array& logits, int axis, const Shape& shape, const std::
   check_shape(shape, "categorical");
   Shape reduced = logits.shape();
   reduced.erase(reduced.begin() + axis);
-  if (!broadcasts_to(reduced, shape)) {
+  if (!loom::detail::broadcasts_to(reduced, shape)) {
     throw std::invalid_argument(msg("[categorical] logits of shape ", shape_str(logits.shape()), " without axis ", axis,
                                     " do not broadcast to the requested shape ", shape_str(shape)));
   }

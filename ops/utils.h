@@ -20,6 +20,16 @@ inline int normalize_axis(int axis, int ndim, const char* op) {
   return ax;
 }
 
+/// True when `from` broadcasts to exactly `to`.
+inline bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  const size_t off = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (from[i] != 1 && from[i] != to[off + i]) return false;
+  }
+  return true;
+}
+
 /// Normalizes, sorts and checks a list of axes for duplicates.
 std::vector<int> normalize_axes(const std::vector<int>& axes, int ndim, const char* op);
 
