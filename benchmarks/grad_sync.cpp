@@ -1,7 +1,9 @@
 // grad_sync (../shared/BENCHMARKS.md), under mpirun -np 2: 100 gradients of 10,000 float32 averaged
 // (a) with one all_sum each, (b) with nn::average_gradients, (c) as one all_sum of 1,000,000 floats.
-// Times are the slowest rank's, per repetition.
+// Times are the slowest rank's, per repetition; the modes alternate.
 #include <loom/loom.h>
+
+#include <functional>
 
 #include "bench.h"
 
@@ -21,26 +23,34 @@ int main() {
   auto world = distributed::init();
   const int warmup = 10, reps = bench::quick() ? 20 : 100;
   nn::ParamTree grads;
-  for (int i = 0; i < 100; ++i) grads.insert("g" + std::to_string(i), full({10000}, float(world.rank() + i)));
-  array flat = full({1000000}, float(world.rank()));
+  // Materialized arrays, as gradients are (full() alone would be a broadcast view of one value).
+  for (int i = 0; i < 100; ++i) grads.insert("g" + std::to_string(i), arange(10000.0, float32) + float(world.rank() + i));
+  array flat = arange(1000000.0, float32) + float(world.rank());
   eval(grads, flat);
 
-  auto time = [&](auto step) {
-    std::vector<double> ms;
-    for (int r = 0; r < warmup + reps; ++r) {
+  // The modes take turns within each repetition, each after a barrier (an all_sum of one float), so
+  // that a busy spell of the shared machine slows them alike.
+  array token = full({1}, 1.0f);
+  eval(token);
+  auto barrier = [&] { eval(distributed::all_sum(token)); };
+  std::vector<std::function<void()>> steps = {
+      [&] {
+        std::vector<array> out;
+        for (const auto& [name, g] : grads) out.push_back(distributed::all_sum(g) * (1.0f / world.size()));
+        eval(out);
+      },
+      [&] { eval(nn::average_gradients(grads)); },
+      [&] { eval(distributed::all_sum(flat)); }};
+  std::vector<std::vector<double>> ms(steps.size());
+  for (int r = 0; r < warmup + reps; ++r) {
+    for (size_t m = 0; m < steps.size(); ++m) {
+      barrier();
       double t0 = bench::now_ms();
-      step();
-      if (r >= warmup) ms.push_back(bench::now_ms() - t0);
+      steps[m]();
+      if (r >= warmup) ms[m].push_back(bench::now_ms() - t0);
     }
-    return slowest_median(ms);
-  };
-  const double per_tensor = time([&] {
-    std::vector<array> out;
-    for (const auto& [name, g] : grads) out.push_back(distributed::all_sum(g) * (1.0f / world.size()));
-    eval(out);
-  });
-  const double averaged = time([&] { eval(nn::average_gradients(grads)); });
-  const double one = time([&] { eval(distributed::all_sum(flat)); });
+  }
+  const double per_tensor = slowest_median(ms[0]), averaged = slowest_median(ms[1]), one = slowest_median(ms[2]);
   if (world.rank() == 0) {
     for (auto [mode, ms] : {std::pair<const char*, double>{"per_tensor", per_tensor}, {"average_gradients", averaged},
                             {"flat", one}}) {

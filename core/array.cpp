@@ -216,9 +216,12 @@ void array::copy_shared_buffer(const array& other) {
   copy_shared_buffer(other, other.strides(), other.flags(), other.data_size());
 }
 
-void array::alloc() { set_data(allocator::malloc(nbytes())); }
+void array::alloc() {
+  if (!is_placed()) set_data(allocator::malloc(nbytes()));
+}
 
 void array::alloc_or_donate(const array& donor) {
+  if (is_placed()) return;
   if (donor.is_donatable() && donor.itemsize() == itemsize() && donor.size() == size()) {
     desc_->data = donor.desc_->data;
     desc_->data_ptr = donor.desc_->data_ptr;

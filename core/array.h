@@ -167,6 +167,9 @@ class array {
   void alloc_or_donate(const array& donor);
   /// Allocates a row-contiguous buffer for this array.
   void alloc();
+  /// True when eval gave this unevaluated array its buffer ahead of its kernel (a run of a consumer's
+  /// output, see Primitive::input_offsets): alloc and alloc_or_donate keep it.
+  bool is_placed() const { return desc_->data != nullptr && !desc_->evaluated; }
   void set_evaluated() { desc_->evaluated = true; }
 
   /// Computes the contiguity flags of a layout.

@@ -59,8 +59,64 @@ void run(array a) {  // takes the tape's handle: consumers' inputs are then the 
   finish(outs);
 }
 
+// Placement: producers that write straight into a run of their consumer's output (a bucket of
+// gradients built by concatenate, say) instead of into a buffer of their own that the consumer would
+// copy. By tape position: the consumer whose buffer holds the node, and the node's element offset
+// there; empty when nothing is placed.
+struct Placement {
+  int consumer = -1;
+  int64_t offset = 0;
+};
+using Placements = std::vector<Placement>;
+
+// A node qualifies when it has one output and the tape and its consumer's input list are its only
+// holders (no user handle, no eval output, no second consumer). Through a node that forwards its
+// input's buffer (reshape), the producer behind it is placed instead when it qualifies too.
+Placements plan_placement(const std::vector<array>& tape, const Index& index) {
+  Placements placed;
+  std::vector<int64_t> offsets;
+  auto qualifies = [&](const array& x, const array& consumer) -> int {
+    if (x.is_evaluated() || x.dtype() != consumer.dtype() || x.use_count() != 2 || x.is_tracer()) return -1;
+    auto it = index.find(x.node_id());
+    if (it == index.end() || x.node_id()->outputs.size() != 1) return -1;
+    return it->second;
+  };
+  for (int c = 0; c < static_cast<int>(tape.size()); ++c) {
+    const array& out = tape[c];
+    if (!out.primitive().input_offsets(out.inputs(), out, offsets)) continue;
+    for (size_t k = 0; k < offsets.size(); ++k) {
+      int p = qualifies(out.inputs()[k], out);
+      if (p < 0) continue;
+      while (tape[p].primitive().forwards_buffer()) {
+        int q = qualifies(tape[p].inputs()[0], tape[p]);
+        if (q < 0) break;
+        p = q;
+      }
+      if (placed.empty()) placed.resize(tape.size());
+      placed[p] = {c, offsets[k]};
+    }
+  }
+  return placed;
+}
+
+// Gives tape entry i its run of its consumer's buffer, allocating (or placing) the consumer first.
+void place(std::vector<array>& tape, const Placements& placed, int i) {
+  array& dst = tape[placed[i].consumer];
+  if (!dst.is_placed()) {
+    if (placed[placed[i].consumer].consumer >= 0) {
+      place(tape, placed, placed[i].consumer);
+    } else {
+      dst.alloc();
+    }
+  }
+  array& a = tape[i];
+  a.copy_shared_buffer(dst, a.strides(), array::Flags{}, a.size(), placed[i].offset);
+}
+
 // Runs tape entry i: as part of its fusion group (internal members run with their root), or alone.
-void compute(std::vector<array>& tape, const detail::FusionPlan& plan, int i, const Index& index) {
+void compute(std::vector<array>& tape, const detail::FusionPlan& plan, const Placements& placed, int i,
+             const Index& index) {
+  if (!placed.empty() && placed[i].consumer >= 0) place(tape, placed, i);
   if (!plan.internal.empty()) {
     if (plan.internal[i]) return;
     if (!plan.groups[i].empty()) return detail::run_fused(tape, plan, i, index);
@@ -91,6 +147,7 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
 
   // Readers of communication results stay out of fusion (they wait first); the rest fuses as usual.
   const detail::FusionPlan plan = detail::plan_fusion(tape, index, reads_async);
+  const Placements placed = plan_placement(tape, index);
 
   using MinHeap = std::priority_queue<int, std::vector<int>, std::greater<int>>;
   MinHeap start_q, compute_q, deferred_q;
@@ -142,7 +199,7 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
           if (it != index.end()) wait(it->second);
         }
       }
-      compute(tape, plan, i, index);
+      compute(tape, plan, placed, i, index);
       release(i);
     }
     while (!pending.empty()) wait(pending.begin()->first);
@@ -171,7 +228,8 @@ void eval(std::vector<array> outputs) {
   }
   detail::FusionPlan plan;  // empty: every node runs alone
   if (elementwise) plan = detail::plan_fusion(tape, index, {});
-  for (int i = 0; i < static_cast<int>(tape.size()); ++i) compute(tape, plan, i, index);
+  const Placements placed = plan_placement(tape, index);
+  for (int i = 0; i < static_cast<int>(tape.size()); ++i) compute(tape, plan, placed, i, index);
 }
 
 void async_eval(std::vector<array> outputs) { eval(std::move(outputs)); }

@@ -191,16 +191,12 @@ void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
     if (src.slot <= -2) src.slot = constants[-2 - src.slot].second;
   }
 
-  // The root's buffer: a row-contiguous leaf nobody else holds, or a new one.
-  bool donated = false;
+  // The root's buffer: its placement, else a row-contiguous leaf nobody else holds, else a new one.
   for (const array* leaf : direct_leaves) {
-    if (leaf->itemsize() == root.itemsize() && leaf->is_donatable()) {
-      root.copy_shared_buffer(*leaf);
-      donated = true;
-      break;
-    }
+    if (root.is_placed()) break;
+    if (leaf->itemsize() == root.itemsize() && leaf->is_donatable()) root.copy_shared_buffer(*leaf);
   }
-  if (!donated) root.alloc();
+  root.alloc();  // keeps a placed or donated buffer
 
   const size_t blocks = (n + kBlock - 1) / kBlock;
   const int nt = n >= kParallelFrom ? std::min<int>(get_num_threads(), static_cast<int>(blocks)) : 1;

@@ -35,6 +35,18 @@ class Primitive {
   virtual bool is_elementwise() const { return false; }
   virtual void eval_block(const Dtype* in_dtypes, const void* const* inputs, void* out, size_t n) const {}
 
+  /// Placement: when every input of this primitive fills one contiguous run of its row-contiguous output
+  /// (concatenation along the leading axis, say), sets `offsets` to their element offsets and returns
+  /// true. eval then lets each input's producer write straight into its run, and eval_cpu skips
+  /// inputs found already in place.
+  virtual bool input_offsets(const std::vector<array>& inputs, const array& output,
+                             std::vector<int64_t>& offsets) const {
+    return false;
+  }
+  /// True when the output is the input's buffer reinterpreted whenever the input is row-contiguous
+  /// (reshape): eval places such a node's producer where the node itself would go.
+  virtual bool forwards_buffer() const { return false; }
+
   /// Communication primitives are asynchronous: eval starts them with `eval_async` as soon as their
   /// inputs are ready, runs independent nodes meanwhile, and calls `wait_async` before anything reads
   /// their outputs. When nothing else could run, eval calls the blocking `eval_cpu` instead. Async

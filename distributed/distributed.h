@@ -38,6 +38,9 @@ Group init(bool strict = false);
 
 /// Sum of `x` over every process of the group (every process gets the result).
 array all_sum(const array& x, std::optional<Group> group = std::nullopt);
+/// Mean of floating-point `x` over every process of the group: the sum, divided by the group size by
+/// the collective itself (no separate node; the division runs where the communication does).
+array all_mean(const array& x, std::optional<Group> group = std::nullopt);
 array all_max(const array& x, std::optional<Group> group = std::nullopt);
 array all_min(const array& x, std::optional<Group> group = std::nullopt);
 /// The arrays of every process concatenated along axis 0, in rank order.

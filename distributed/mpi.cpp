@@ -284,7 +284,8 @@ void half_reduce(void* in, void* inout, int* len, MPI_Datatype*) {
   }
 }
 
-enum class ReduceKind { sum = 0, max = 1, min = 2 };
+// The values double as collective kinds (kKindNames). A mean is a sum divided as it is written.
+enum class ReduceKind { sum = 0, max = 1, min = 2, mean = 5 };
 
 MPI_Datatype mpi_type(Dtype d) {
   switch (d.val) {
@@ -301,6 +302,7 @@ MPI_Datatype mpi_type(Dtype d) {
 }
 
 MPI_Op mpi_op(Dtype d, ReduceKind k) {
+  if (k == ReduceKind::mean) k = ReduceKind::sum;
   if (d == bool_) return k == ReduceKind::min ? MPI_LAND : MPI_LOR;
   if (d == float16 || d == bfloat16) {
     static MPI_Op ops[2][3];
@@ -319,7 +321,7 @@ MPI_Op mpi_op(Dtype d, ReduceKind k) {
 }
 
 const char* reduce_name(ReduceKind k) {
-  return k == ReduceKind::sum ? "all_sum" : k == ReduceKind::max ? "all_max" : "all_min";
+  return k == ReduceKind::sum ? "all_sum" : k == ReduceKind::mean ? "all_mean" : k == ReduceKind::max ? "all_max" : "all_min";
 }
 
 // What a rank is about to do, compared across ranks when LOOM_DISTRIBUTED_DEBUG is set.
@@ -342,7 +344,7 @@ struct Signature {
   Shape shape() const { return Shape(dims, dims + std::min(ndim, 8)); }
 };
 
-const char* const kKindNames[] = {"all_sum", "all_max", "all_min", "all_gather", "send/recv"};
+const char* const kKindNames[] = {"all_sum", "all_max", "all_min", "all_gather", "send/recv", "all_mean"};
 constexpr int kGatherKind = 3, kPointToPointKind = 4;
 constexpr int kDataTag = 0, kSignatureTag = 1;
 
@@ -408,6 +410,12 @@ class AllReduce : public Communication {
   AllReduce(ReduceKind k, Group g) : Communication(static_cast<int>(k), std::move(g)), op_(k) {}
   const char* name() const override { return reduce_name(op_); }
   array prepare(const std::vector<array>& in, array& out) override {
+    // Reduce in place when nothing else holds the input (test the graph's own handle: a copy of it
+    // would count as a second holder).
+    if (in[0].flags().row_contiguous) {
+      out.alloc_or_donate(in[0]);
+      return in[0];
+    }
     array x = kernels::row_contiguous(in[0]);
     out.alloc_or_donate(x);
     return x;
@@ -418,16 +426,25 @@ class AllReduce : public Communication {
     check_mpi(MPI_Allreduce(src, out.raw_data(), static_cast<int>(out.size()), mpi_type(out.dtype()),
                             mpi_op(out.dtype(), op_), group_.impl()->comm),
               name());
+    if (op_ == ReduceKind::mean) {
+      LOOM_DISPATCH_FLOAT(out.dtype(), T, {
+        T* y = static_cast<T*>(out.raw_data());
+        const compute_t<T> inv = compute_t<T>(1) / group_.size();
+        for (size_t i = 0, n = out.size(); i < n; ++i) y[i] = T(y[i] * inv);
+      });
+    }
   }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
                          const std::vector<array>& outputs) override {
     // The loss is taken to be summed over ranks: d/dx_r sum_r' L(sum_q x_q) = sum_r' cot_r'.
     if (op_ == ReduceKind::sum) return {all_sum(cot[0], group_)};
+    if (op_ == ReduceKind::mean) return {all_mean(cot[0], group_)};
     array mask = astype(equal(p[0], outputs[0]), cot[0].dtype());
     return {multiply(all_sum(cot[0], group_), mask)};
   }
   std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t, const std::vector<int>&) override {
     if (op_ == ReduceKind::sum) return {all_sum(t[0], group_)};
+    if (op_ == ReduceKind::mean) return {all_mean(t[0], group_)};
     array y(p[0].shape(), p[0].dtype(), std::make_shared<AllReduce>(op_, group_), {p[0]});
     // The tangent of the process holding the extreme value, shared with everyone.
     array mask = astype(equal(p[0], y), t[0].dtype());
@@ -602,6 +619,13 @@ Group init(bool strict) {
 
 array all_sum(const array& x, std::optional<Group> group) { return all_reduce(x, ReduceKind::sum, group); }
 array all_max(const array& x, std::optional<Group> group) { return all_reduce(x, ReduceKind::max, group); }
+array all_mean(const array& x, std::optional<Group> group) {
+  if (!is_floating_point(x.dtype())) {
+    throw std::invalid_argument(msg("[all_mean] needs a floating-point array, got ", to_string(x.dtype()),
+                                    " (use all_sum and divide)"));
+  }
+  return all_reduce(x, ReduceKind::mean, group);
+}
 array all_min(const array& x, std::optional<Group> group) { return all_reduce(x, ReduceKind::min, group); }
 
 array all_gather(const array& x, std::optional<Group> group) {

@@ -9,12 +9,11 @@ namespace loom::nn {
 
 namespace {
 
-array all_mean(const array& flat, std::optional<Dtype> comm, int size, const distributed::Group& g) {
-  const Dtype dt = flat.dtype();
-  array wire = comm ? astype(flat, *comm) : flat;
-  array summed = distributed::all_sum(wire, g);
-  if (comm) summed = astype(summed, dt);
-  return summed * (1.0 / size);
+// The bucket's mean: all_mean divides as part of the collective; with a communication dtype the sum
+// is cast back and divided in one fused pass.
+array all_mean(const array& x, std::optional<Dtype> comm, const distributed::Group& g) {
+  if (!comm) return distributed::all_mean(x, g);
+  return astype(distributed::all_sum(astype(x, *comm), g), x.dtype()) * (1.0 / g.size());
 }
 
 }  // namespace
@@ -38,7 +37,7 @@ ParamTree average_gradients(const ParamTree& grads, std::ptrdiff_t all_reduce_si
   std::vector<std::pair<std::string, array>> items(grads.begin(), grads.end());
   std::vector<array> averaged(items.size(), array(0.0f));
   if (all_reduce_size <= 0) {
-    for (size_t i = items.size(); i-- > 0;) averaged[i] = all_mean(items[i].second, communication_type, n, g);
+    for (size_t i = items.size(); i-- > 0;) averaged[i] = all_mean(items[i].second, communication_type, g);
     return tree_unflatten(grads, averaged);
   }
 
@@ -48,8 +47,7 @@ ParamTree average_gradients(const ParamTree& grads, std::ptrdiff_t all_reduce_si
   auto flush = [&] {
     if (bucket.empty()) return;
     if (bucket.size() == 1) {
-      size_t i = bucket[0];
-      averaged[i] = all_mean(items[i].second, communication_type, n, g);
+      averaged[bucket[0]] = all_mean(items[bucket[0]].second, communication_type, g);
     } else {
       std::vector<array> flats;
       std::vector<int> offsets;
@@ -60,7 +58,7 @@ ParamTree average_gradients(const ParamTree& grads, std::ptrdiff_t all_reduce_si
         offsets.push_back(offset);
       }
       offsets.pop_back();
-      array mean = all_mean(concatenate(flats, 0), communication_type, n, g);
+      array mean = all_mean(concatenate(flats, 0), communication_type, g);
       std::vector<array> parts = split(mean, offsets, 0);
       for (size_t k = 0; k < bucket.size(); ++k) {
         averaged[bucket[k]] = reshape(parts[k], items[bucket[k]].second.shape());

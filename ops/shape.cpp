@@ -49,6 +49,7 @@ class Reshape : public UnaryPrimitive {
     return {reshape(t[0], shape_)};
   }
   const char* name() const override { return "Reshape"; }
+  bool forwards_buffer() const override { return true; }
 
  private:
   Shape shape_;
@@ -196,9 +197,22 @@ class Concatenate : public UnaryPrimitive {
     int64_t offset = 0;
     for (const array& x : in) {
       char* base = static_cast<char*>(out.raw_data()) + offset * int64_t(out.itemsize());
-      kernels::copy_strided(x, base, out.dtype(), out.strides());
+      // A producer that eval placed in our buffer has already written its part.
+      const bool in_place = x.raw_data() == base && x.dtype() == out.dtype() && x.flags().row_contiguous &&
+                            contiguous_parts(out);
+      if (!in_place) kernels::copy_strided(x, base, out.dtype(), out.strides());
       offset += int64_t(x.shape()[axis_]) * out.strides()[axis_];
     }
+  }
+  bool input_offsets(const std::vector<array>& in, const array& out, std::vector<int64_t>& offsets) const override {
+    if (!contiguous_parts(out)) return false;
+    offsets.clear();
+    int64_t offset = 0;
+    for (const array& x : in) {
+      offsets.push_back(offset);
+      offset += static_cast<int64_t>(x.size());
+    }
+    return true;
   }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
                          const std::vector<array>&) override {
@@ -224,7 +238,39 @@ class Concatenate : public UnaryPrimitive {
   const char* name() const override { return "Concatenate"; }
 
  private:
+  // Each input is one run of the output when every axis before the concatenation axis has extent 1.
+  bool contiguous_parts(const array& out) const {
+    for (int d = 0; d < axis_; ++d) {
+      if (out.shape(d) != 1) return false;
+    }
+    return true;
+  }
   int axis_;
+};
+
+// Every part of a split that tiles its axis, as views of the input: one node however many parts.
+class Split : public Primitive {
+ public:
+  Split(int axis, std::vector<int> starts) : axis_(axis), starts_(std::move(starts)) {}
+  void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
+    const array& x = in[0];
+    for (size_t k = 0; k < outs.size(); ++k) {
+      const int64_t offset = outs[k].size() == 0 ? 0 : int64_t(starts_[k]) * x.strides()[axis_];
+      make_view(x, outs[k], x.strides(), offset);
+    }
+  }
+  std::vector<array> vjp(const std::vector<array>&, const std::vector<array>& cot, const std::vector<int>&,
+                         const std::vector<array>&) override {
+    return {concatenate(cot, axis_)};
+  }
+  std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
+    return split(t[0], std::vector<int>(starts_.begin() + 1, starts_.end()), axis_);
+  }
+  const char* name() const override { return "Split"; }
+
+ private:
+  int axis_;
+  std::vector<int> starts_;  // where each part begins along axis_
 };
 
 class Pad : public UnaryPrimitive {
@@ -541,16 +587,26 @@ array stack(const std::vector<array>& arrays, int axis) {
 std::vector<array> split(const array& a, const std::vector<int>& indices, int axis) {
   int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "split");
   int n = a.shape()[ax];
+  // numpy: part i is a[indices[i-1]:indices[i]], empty when the indices decrease
+  std::vector<int> bounds = {0};
+  for (int i : indices) bounds.push_back(std::clamp(i < 0 ? i + n : i, 0, n));
+  bounds.push_back(n);
+  if (std::is_sorted(bounds.begin(), bounds.end())) {  // the parts tile the axis: one Split node
+    std::vector<Shape> shapes;
+    for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+      shapes.push_back(a.shape());
+      shapes.back()[ax] = bounds[i + 1] - bounds[i];
+    }
+    bounds.pop_back();
+    std::vector<Dtype> dtypes(shapes.size(), a.dtype());
+    return array::make_arrays(std::move(shapes), dtypes, std::make_shared<Split>(ax, std::move(bounds)), {a});
+  }
   std::vector<array> out;
-  int prev = 0;
-  for (size_t i = 0; i <= indices.size(); ++i) {
-    // numpy: part i is a[indices[i-1]:indices[i]], empty when the indices decrease
-    int next = i < indices.size() ? std::clamp(indices[i] < 0 ? indices[i] + n : indices[i], 0, n) : n;
+  for (size_t i = 0; i + 1 < bounds.size(); ++i) {
     Shape start(a.ndim(), 0), stop = a.shape();
-    start[ax] = prev;
-    stop[ax] = next;
+    start[ax] = bounds[i];
+    stop[ax] = bounds[i + 1];
     out.push_back(slice(a, start, stop));
-    prev = next;
   }
   return out;
 }

@@ -13,24 +13,27 @@ inline T* ptr(const array& a) {
   return static_cast<T*>(a.raw_data());
 }
 
-/// Gives `out` the layout of contiguous `like` (reusing a donatable input's buffer when it can).
+/// Gives `out` the layout of contiguous `like` (reusing a donatable input's buffer when it can), so
+/// that element i of `like`'s data goes to element i of `out`'s. False when eval has already placed
+/// `out` (row-contiguous) and `like` is laid out differently: the caller then takes its strided path.
 template <typename Out>
-void alloc_like(array& out, const array& like, std::initializer_list<const array*> donors) {
+bool alloc_like(array& out, const array& like, std::initializer_list<const array*> donors) {
+  if (out.is_placed()) return like.flags().row_contiguous && like.data_size() == out.size();
   for (const array* d : donors) {
     if (d->itemsize() == sizeof(Out) && d->data_size() == out.size() && d->is_donatable() &&
         d->strides() == like.strides()) {
       out.copy_shared_buffer(*d);
-      return;
+      return true;
     }
   }
   out.set_data(allocator::malloc(like.data_size() * sizeof(Out)), like.data_size(), like.strides(), like.flags());
+  return true;
 }
 
 template <typename In, typename Out, typename F>
 void unary(const array& in, array& out, F f) {
   using C = compute_t<In>;
-  if (in.flags().contiguous) {
-    alloc_like<Out>(out, in, {&in});
+  if (in.flags().contiguous && alloc_like<Out>(out, in, {&in})) {
     const In* x = ptr<In>(in);
     Out* y = ptr<Out>(out);
     parallel_for(in.data_size(), [&](size_t b, size_t e) {
@@ -58,13 +61,10 @@ void binary(const array& a, const array& b, array& out, F f) {
   const In* z = ptr<In>(b);
   const bool as = a.data_size() == 1, bs = b.data_size() == 1;
   const bool ac = a.flags().contiguous, bc = b.flags().contiguous;
-  if (out.size() == 1 || (ac && bc && a.strides() == b.strides()) || (as && bc) || (bs && ac)) {
-    const array& like = (as && !bs) ? b : a;
-    if (out.size() == 1) {
-      out.alloc();
-    } else {
-      alloc_like<Out>(out, like, {&a, &b});
-    }
+  const array& like = (as && !bs) ? b : a;
+  if (out.size() == 1) out.alloc();
+  if (out.size() == 1 ||
+      (((ac && bc && a.strides() == b.strides()) || (as && bc) || (bs && ac)) && alloc_like<Out>(out, like, {&a, &b}))) {
     Out* y = ptr<Out>(out);
     size_t n = out.size() == 1 ? 1 : like.data_size();
     if (as && !bs) {
@@ -134,8 +134,7 @@ void ternary(const array& c, const array& a, const array& b, array& out, F f) {
   const T* x = ptr<T>(a);
   const T* z = ptr<T>(b);
   if (a.flags().contiguous && b.flags().contiguous && c.flags().contiguous && a.strides() == b.strides() &&
-      a.strides() == c.strides()) {
-    alloc_like<T>(out, a, {&a, &b});
+      a.strides() == c.strides() && alloc_like<T>(out, a, {&a, &b})) {
     T* y = ptr<T>(out);
     parallel_for(a.data_size(), [&](size_t lo, size_t hi) {
       for (size_t i = lo; i < hi; ++i) y[i] = f(cp[i], x[i], z[i]);

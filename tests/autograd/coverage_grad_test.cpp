@@ -244,6 +244,7 @@ std::string distributed_worker() {
   };
   std::vector<Named> fns = {
       {"all_sum", [&](const array& a) { return dist::all_sum(a * a, world); }},
+      {"all_mean", [&](const array& a) { return dist::all_mean(exp(a), world); }},
       {"all_max", [&](const array& a) { return dist::all_max(a, world); }},
       {"all_min", [&](const array& a) { return dist::all_min(a * 2.0, world); }},
       {"all_gather", [&](const array& a) { return sin(dist::all_gather(transpose(a), world)); }},

@@ -87,6 +87,16 @@ TEST(GradCheck, ShapesAndViews) {
   check([&](const std::vector<array>& p) { return concatenate({p[0], p[1]}, 2); }, {x, rand_like_shape({2, 3, 1}, 0, 1, 9)});
   check([&](const std::vector<array>& p) { return stack({p[0], p[0] * 2.0}, 1); }, {x});
   check([&](const std::vector<array>& p) { return split(p[0], {1, 3}, -1)[1]; }, {x});
+  // Every part of one Split node (an empty one too) reaches the gradient; decreasing indices take the
+  // slice path.
+  check([&](const std::vector<array>& p) {
+    auto parts = split(p[0], {1, 1, 3}, -1);
+    return sum(parts[0]) + sum(parts[2] * 3.0) - sum(square(parts[3])) + sum(parts[1]);
+  }, {x});
+  check([&](const std::vector<array>& p) {
+    auto parts = split(p[0], {2, 1}, 1);
+    return sum(parts[0] * 2.0) + sum(square(parts[2]));
+  }, {x});
   check([&](const std::vector<array>& p) { return pad(p[0], {1, 2}, {1, 0}, {2, 1}, p[1]); }, {x, array(0.5)});
   check([&](const std::vector<array>& p) { return tile(p[0], {2, 1, 1}); }, {x});
   check([&](const std::vector<array>& p) { return repeat(p[0], 2, 1); }, {x});

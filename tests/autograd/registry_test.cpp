@@ -132,6 +132,7 @@ std::vector<Entry> registry() {
       checked("Slice", {{kPrim, "GradCheck.ShapesAndViews", "slice"}}),
       checked("SliceUpdate", {{kPrim, "GradCheck.ShapesAndViews", "slice_update"}, {kCover, "CoverageGrad.SliceUpdateBroadcastAndViews", "slice_update"}}),
       checked("Concatenate", {{kPrim, "GradCheck.ShapesAndViews", "concatenate"}}),
+      checked("Split", {{kPrim, "GradCheck.ShapesAndViews", "split"}}),
       checked("Pad", {{kPrim, "GradCheck.ShapesAndViews", "pad"}}),
       // ---- linear algebra, convolution, pooling ----
       checked("Matmul", {{kPrim, "GradCheck.Matmul", "matmul"}}),
@@ -188,6 +189,8 @@ std::vector<Entry> registry() {
       // compares each rule with finite differences of the loss summed over ranks.
       checked("all_sum", {{kCover, "DistributedGrad.CollectivesUnderMpirun", "distributed_worker"},
                           {kCover, "distributed_worker()", "dist::all_sum"}}),
+      checked("all_mean", {{kCover, "DistributedGrad.CollectivesUnderMpirun", "distributed_worker"},
+                           {kCover, "distributed_worker()", "dist::all_mean"}}),
       checked("all_max", {{kCover, "DistributedGrad.CollectivesUnderMpirun", "distributed_worker"},
                           {kCover, "distributed_worker()", "dist::all_max"}}),
       checked("all_min", {{kCover, "DistributedGrad.CollectivesUnderMpirun", "distributed_worker"},

@@ -20,7 +20,7 @@ namespace dist = loom::distributed;
 
 namespace {
 
-// The all_sum nodes reachable from `tree`, with the sizes they carry, in a fixed order.
+// The all_sum and all_mean nodes reachable from `tree`, with the sizes they carry, in a fixed order.
 std::vector<size_t> all_sum_sizes(const nn::ParamTree& tree) {
   std::vector<size_t> sizes;
   std::unordered_set<const detail::Node*> seen;
@@ -29,7 +29,8 @@ std::vector<size_t> all_sum_sizes(const nn::ParamTree& tree) {
     array a = stack.back();
     stack.pop_back();
     if (!a.has_primitive() || !seen.insert(a.node_id()).second) continue;
-    if (std::string(a.primitive().name()) == "all_sum") sizes.push_back(a.size());
+    const std::string name = a.primitive().name();
+    if (name == "all_sum" || name == "all_mean") sizes.push_back(a.size());
     for (const auto& in : a.inputs()) stack.push_back(in);
   }
   std::sort(sizes.begin(), sizes.end());

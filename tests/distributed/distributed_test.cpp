@@ -101,6 +101,35 @@ TEST(Distributed, GradientThroughAllSum) {
   expect_array(gx, {2}, {n, -2 * n});
 }
 
+TEST(Distributed, AllMeanDividesBySizeAndRejectsIntegers) {
+  auto g = dist::init();
+  const double n = g.size(), mean_rank = (n - 1) / 2.0;
+  for (Dtype d : {float16, bfloat16, float32, float64}) {
+    array x = astype(array({1.0, 2.0, -4.0}) + double(g.rank()), d);
+    array m = dist::all_mean(x);
+    EXPECT_EQ(m.dtype(), d);
+    expect_array(m, {3}, {1 + mean_rank, 2 + mean_rank, -4 + mean_rank}, 1e-2);
+  }
+  // In place when nothing else holds the input, from a held array otherwise: the same values.
+  array held = arange(0.0, 1000.0, 1.0, float32) * float(g.rank() + 1);
+  array m1 = dist::all_mean(held), m2 = dist::all_mean(held * 1.0f);
+  eval(m1, m2);
+  EXPECT_FLOAT_EQ(held.to_vector<float>()[10], 10.0f * (g.rank() + 1));
+  EXPECT_FLOAT_EQ(m1.to_vector<float>()[10], float(10 * (n + 1) / 2));
+  EXPECT_FLOAT_EQ(m2.to_vector<float>()[10], float(10 * (n + 1) / 2));
+  // d/dx of sum_r sum(w * all_mean(x)) is all_mean(w) = w.
+  array w({1.0f, -2.0f});
+  auto gx = grad([&](const array& x) { return sum(w * dist::all_mean(x)); })(array({0.5f, 0.25f}));
+  expect_array(gx, {2}, {1, -2});
+  try {
+    dist::all_mean(array({1, 2}));
+    ADD_FAILURE() << "all_mean of int32 did not throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("[all_mean]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("int32"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Distributed, ManyIndependentCollectivesInOneEval) {
   // Every rank builds the same graph, so eval issues the collectives in the same order everywhere.
   auto g = dist::init();
