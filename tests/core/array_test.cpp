@@ -172,6 +172,16 @@ TEST(Memory, CacheAndLimit) {
   EXPECT_EQ(big.size(), size_t(1) << 22);
 }
 
+TEST(Memory, LargeBlocksStartOnAHugePageBoundary) {
+  // Blocks of 2 MiB and more are aligned for transparent huge pages; smaller ones to 64 bytes.
+  array big = arange(0.0, double(1 << 20), 1.0, float32) + 1.0f;
+  array small = arange(0.0, 1000.0, 1.0, float32) + 1.0f;
+  eval(big, small);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(big.raw_data()) % (2u << 20), 0u);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(small.raw_data()) % 64, 0u);
+  EXPECT_FLOAT_EQ(big.to_vector<float>()[(1 << 20) - 1], float(1 << 20));
+}
+
 TEST(Threads, SetAndGet) {
   int old = get_num_threads();
   set_num_threads(1);
