@@ -15,7 +15,7 @@ namespace loom::detail {
 
 /// simd::exp for float (vectorizes), std::exp otherwise.
 template <typename A>
-inline A exp_of(A x) {
+LOOM_SIMD_INLINE A exp_of(A x) {
   if constexpr (std::is_same_v<A, float>) {
     return simd::exp(x);
   } else {
@@ -29,7 +29,7 @@ namespace loom::detail {
 
 /// erf for float32 (simd::erf); `e` receives exp(-x^2), which the derivative 2 / sqrt(pi) exp(-x^2)
 /// needs too.
-inline float erf_vec(float x, float& e) {
+LOOM_SIMD_INLINE float erf_vec(float x, float& e) {
   e = simd::exp(-x * x);
   return simd::erf(x);
 }

@@ -19,7 +19,7 @@ constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
 
 // Phi(x) and the density phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
 template <typename A>
-inline void phi(A x, A& cdf, A& pdf) {
+LOOM_SIMD_INLINE void phi(A x, A& cdf, A& pdf) {
   if constexpr (std::is_same_v<A, float>) {
     float e;
     const float erf = detail::erf_vec(x * float(kInvSqrt2), e);
