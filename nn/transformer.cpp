@@ -115,10 +115,25 @@ array MultiHeadAttention::operator()(const array& queries, const array& keys, co
                                       shape_str(scores_shape)));
     }
   }
+  // Self-attention projects one input three ways: one GEMM as wide as the three projections together
+  // (its weight is the three weights stacked), whose column blocks are q, k and v.
+  array qp = queries, kp = keys, vp = values;
+  const bool biases = query_proj.bias.has_value() == key_proj.bias.has_value() &&
+                      key_proj.bias.has_value() == value_proj.bias.has_value();
+  if (queries.id() == keys.id() && keys.id() == values.id() && qin == kin && kin == vin && biases) {
+    array w = concatenate({query_proj.weight, key_proj.weight, value_proj.weight}, 0);
+    array y = query_proj.bias ? addmm(concatenate({*query_proj.bias, *key_proj.bias, *value_proj.bias}, 0), queries,
+                                      transpose(w))
+                              : matmul(queries, transpose(w));
+    auto parts = split(y, {H * dk, 2 * H * dk}, 2);
+    qp = parts[0], kp = parts[1], vp = parts[2];
+  } else {
+    qp = query_proj(queries), kp = key_proj(keys), vp = value_proj(values);
+  }
   // Heads as a batch axis: q (B, H, L, dk), k (B, H, S, dk), v (B, H, S, dv), all views of the projections.
-  array q = transpose(reshape(query_proj(queries), {B, L, H, dk}), {0, 2, 1, 3});
-  array k = transpose(reshape(key_proj(keys), {B, S, H, dk}), {0, 2, 1, 3});
-  array v = transpose(reshape(value_proj(values), {B, S, H, dv}), {0, 2, 1, 3});
+  array q = transpose(reshape(qp, {B, L, H, dk}), {0, 2, 1, 3});
+  array k = transpose(reshape(kp, {B, S, H, dk}), {0, 2, 1, 3});
+  array v = transpose(reshape(vp, {B, S, H, dv}), {0, 2, 1, 3});
   // One fused kernel: softmax(q k^T / sqrt(dk) + mask) v, (B, H, L, dv) laid out as (B, L, H, dv).
   array out = scaled_dot_product_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(dk)), mask);
   return out_proj(reshape(transpose(out, {0, 2, 1, 3}), {B, L, H * dv}));

@@ -29,6 +29,48 @@ std::vector<array> tangents_or_zeros(const std::vector<array>& primals, const st
   return t;
 }
 
+// Strides that show `x`'s elements, in row-major order, in `shape`, when some exist: each run of
+// input axes merged or split into output axes must be contiguous among itself (a transposed pair
+// cannot be merged; a row-strided matrix can still have its rows split). As numpy's no-copy reshape.
+bool view_strides(const array& x, const Shape& shape, Strides& out) {
+  Shape od;
+  Strides os;
+  for (size_t i = 0; i < x.ndim(); ++i) {
+    if (x.shape()[i] != 1) {
+      od.push_back(x.shape()[i]);
+      os.push_back(x.strides()[i]);
+    }
+  }
+  const size_t on = od.size(), nn = shape.size();
+  out.assign(nn, 0);
+  if (x.size() == 0) return false;
+  size_t oi = 0, ni = 0;
+  while (oi < on && ni < nn) {
+    if (shape[ni] == 1) {
+      ++ni;
+      continue;
+    }
+    // The smallest runs od[oi, oj) and shape[ni, nj) with equal products.
+    size_t oj = oi + 1, nj = ni + 1;
+    int64_t op = od[oi], np = shape[ni];
+    while (op != np) {
+      if (np < op) {
+        np *= shape[nj++];
+      } else {
+        op *= od[oj++];
+      }
+    }
+    for (size_t k = oi; k + 1 < oj; ++k) {
+      if (os[k] != os[k + 1] * od[k + 1]) return false;
+    }
+    out[nj - 1] = os[oj - 1];
+    for (size_t k = nj - 1; k > ni; --k) out[k - 1] = out[k] * shape[k];
+    oi = oj;
+    ni = nj;
+  }
+  return true;  // trailing output axes are all 1 (their stride is never used)
+}
+
 class Reshape : public UnaryPrimitive {
  public:
   explicit Reshape(Shape s) : shape_(std::move(s)) {}
@@ -36,6 +78,11 @@ class Reshape : public UnaryPrimitive {
     const array& x = in[0];
     if (x.flags().row_contiguous) {
       make_view(x, out, out.strides(), 0);
+      return;
+    }
+    Strides st;
+    if (view_strides(x, out.shape(), st)) {
+      make_view(x, out, st, 0);
       return;
     }
     out.alloc();  // row-major in the input's shape is the same memory as row-major in ours

@@ -573,3 +573,35 @@ TEST(Shape, TransposingCopyGoesTileByTileWithRaggedEdges) {
     for (int j = 0; j < 300; ++j) ok &= t[i * 300 + j] == float(j * 200 + i);
   EXPECT_TRUE(ok);
 }
+
+TEST(Reshape, StridedInputsBecomeViewsWhenTheirAxesAllowIt) {
+  array m = reshape(arange(0.0, 24.0, 1.0, float32), {4, 6});
+  eval(m);
+  // Columns 2..5 of each row: rows stay 6 apart, so splitting the last axis is a view.
+  array cols = slice(m, {0, 2}, {4, 6});
+  array split_rows = reshape(cols, {4, 2, 2});
+  eval(split_rows);
+  EXPECT_EQ(split_rows.data_shared_ptr(), m.data_shared_ptr());
+  expect_array(split_rows, {4, 2, 2}, {2, 3, 4, 5, 8, 9, 10, 11, 14, 15, 16, 17, 20, 21, 22, 23});
+  // Size-1 axes come and go freely.
+  array one = reshape(slice(m, {1, 0}, {2, 6}, {1, 2}), {1, 3, 1});
+  eval(one);
+  EXPECT_EQ(one.data_shared_ptr(), m.data_shared_ptr());
+  expect_array(one, {1, 3, 1}, {6, 8, 10});
+  // Merging the axes of a transpose needs a copy.
+  array merged = reshape(transpose(m), {24});
+  eval(merged);
+  EXPECT_NE(merged.data_shared_ptr(), m.data_shared_ptr());
+  std::vector<double> want;
+  for (int c = 0; c < 6; ++c) {
+    for (int r = 0; r < 4; ++r) want.push_back(r * 6 + c);
+  }
+  expect_array(merged, {24}, want);
+  // Merging two axes that are contiguous among themselves is a view even when a third is not.
+  array t3 = transpose(reshape(m, {2, 2, 6}), {2, 0, 1});  // (6, 2, 2), strides (1, 12, 6)
+  array tm = reshape(t3, {6, 4});
+  eval(tm);
+  EXPECT_EQ(tm.data_shared_ptr(), m.data_shared_ptr());
+  EXPECT_EQ(tm.to_vector<float>()[1 * 4 + 3], 1.0f + 18.0f);
+}
+
