@@ -1,4 +1,4 @@
-// Data-parallel gradient averaging as graph: bucketed all_sum nodes, evaluated by the step's eval.
+// Data-parallel gradient averaging as graph: bucketed all_mean nodes, evaluated by the step's eval.
 #pragma once
 
 #include <cstddef>
@@ -14,9 +14,10 @@ namespace loom::nn {
 /// reverse order (the order the backward pass produces them; a bucket holds one dtype, and a
 /// gradient larger than the limit is a bucket of its own); each bucket is the concatenation of its
 /// flattened gradients (eval has their producers write straight into it), averaged in place with
-/// one all_mean and split back to the original names and shapes as views. `all_reduce_size` <= 0 sends every gradient alone. With `communication_type` (float16 or
-/// bfloat16, say) buckets travel in that dtype and are cast back. On a group of size 1 the gradients
-/// come back untouched. Nothing is communicated here: the all_sum nodes run in the next eval.
+/// one all_mean and split back to the original names and shapes as views. `all_reduce_size` <= 0
+/// sends every gradient alone. With `communication_type` (float16 or bfloat16, say) buckets travel
+/// in that dtype, summed, then are cast back and divided in one pass. On a group of size 1 the
+/// gradients come back untouched. Nothing is communicated here: the collectives run in the next eval.
 ParamTree average_gradients(const ParamTree& grads, std::ptrdiff_t all_reduce_size = 32 << 20,
                             std::optional<Dtype> communication_type = std::nullopt,
                             std::optional<distributed::Group> group = std::nullopt);

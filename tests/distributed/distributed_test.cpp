@@ -130,6 +130,28 @@ TEST(Distributed, AllMeanDividesBySizeAndRejectsIntegers) {
   }
 }
 
+TEST(Distributed, LargeAllSumsGoInPieces) {
+  // 10 MB of float32 (three 4 MiB pieces, the last one partial) and 6 MB of float64, in place and
+  // from a held array: every piece, and the elements on both sides of each boundary, are summed.
+  auto g = dist::init();
+  const double n = g.size();
+  for (Dtype d : {float32, float64}) {
+    const int len = d == float32 ? 2621441 : 786433;
+    array held = astype(arange(0.0, double(len), 1.0, float32) * float(g.rank() + 1), d);
+    array out_of_place = dist::all_sum(held);
+    array in_place = dist::all_sum(held * 1.0f);
+    eval(out_of_place, in_place);
+    const size_t piece = (size_t(4) << 20) / held.itemsize();
+    for (const array& s : {out_of_place, in_place}) {
+      auto v = astype(s, float64).to_vector<double>();
+      for (size_t i : {size_t(0), piece - 1, piece, 2 * piece - 1, 2 * piece, size_t(len - 1)}) {
+        if (i >= v.size()) continue;
+        EXPECT_DOUBLE_EQ(v[i], double(i) * n * (n + 1) / 2) << "element " << i << " of " << to_string(d);
+      }
+    }
+  }
+}
+
 TEST(Distributed, ManyIndependentCollectivesInOneEval) {
   // Every rank builds the same graph, so eval issues the collectives in the same order everywhere.
   auto g = dist::init();
