@@ -1,4 +1,5 @@
 #include <mpi.h>
+#include <omp.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "loom/core/primitive.h"
+#include "loom/core/threads.h"
 #include "loom/distributed/distributed.h"
 #include "loom/ops/kernels/elementwise.h"
 #include "loom/ops/ops.h"
@@ -265,6 +267,24 @@ void finalize_mpi() {
   std::abort();
 }
 
+// Processes of the world, and of them on this machine (set by init).
+int world_ranks = 1, local_ranks = 1;
+
+// Whether collectives run on the communication thread beside compute. When every rank is on this
+// machine, communication is shared-memory copies and sums, CPU work: it hides behind compute only
+// on a spare core. Where the ranks' threads fill every core it would take turns with the compute,
+// and blocking inline where the collective becomes ready is faster (2 ranks x 1 thread on 2 cores,
+// dp_mlp_step with 1 MiB buckets: 7.0-7.1 ms async, 6.4-6.7 ms inline). Across machines the network
+// does the moving, so collectives always go async. LOOM_ASYNC_COLLECTIVES=1 or 0 forces either way.
+bool async_collectives() {
+  static const int forced = [] {
+    const char* v = std::getenv("LOOM_ASYNC_COLLECTIVES");
+    return v && *v ? (std::strcmp(v, "0") != 0 ? 1 : 0) : -1;
+  }();
+  if (forced >= 0) return forced == 1;
+  return local_ranks < world_ranks || local_ranks * get_num_threads() < omp_get_num_procs();
+}
+
 bool debug_checks() {
   static const bool on = [] {
     const char* v = std::getenv("LOOM_DISTRIBUTED_DEBUG");
@@ -356,7 +376,7 @@ class Communication : public UnaryPrimitive {
   Communication(int kind, Group g) : kind_(kind), group_(std::move(g)) {}
 
   void eval_cpu(const std::vector<array>& in, array& out) override { run(prepare(in, out), out); }
-  bool is_async() const override { return comm_thread != nullptr; }
+  bool is_async() const override { return comm_thread != nullptr && async_collectives(); }
   void eval_async(const std::vector<array>& in, std::vector<array>& outs) override {
     array x = prepare(in, outs[0]);
     job_ = comm_thread->submit([this, x, out = outs[0]]() mutable { run(x, out); });
@@ -612,6 +632,11 @@ Group init(bool strict) {
       impl->world_ranks.resize(impl->size);
       for (int r = 0; r < impl->size; ++r) impl->world_ranks[r] = r;
       mpi_joined = true;
+      MPI_Comm node;
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, impl->rank, MPI_INFO_NULL, &node);
+      MPI_Comm_size(node, &local_ranks);
+      world_ranks = impl->size;
+      MPI_Comm_free(&node);
       if (impl->size > 1) {
         std::set_terminate(terminate_job);
         watch.rank = impl->rank;
