@@ -267,8 +267,8 @@ void finalize_mpi() {
   std::abort();
 }
 
-// Processes of the world, and of them on this machine (set by init).
-int world_ranks = 1, local_ranks = 1;
+// Processes of the world on this machine (set by init).
+int local_ranks = 1;
 
 // Whether collectives run on the communication thread beside compute. When every rank is on this
 // machine, communication is shared-memory copies and sums, CPU work: it hides behind compute only
@@ -282,7 +282,7 @@ bool async_collectives() {
     return v && *v ? (std::strcmp(v, "0") != 0 ? 1 : 0) : -1;
   }();
   if (forced >= 0) return forced == 1;
-  return local_ranks < world_ranks || local_ranks * get_num_threads() < omp_get_num_procs();
+  return local_ranks < world_impl->size || local_ranks * get_num_threads() < omp_get_num_procs();
 }
 
 bool debug_checks() {
@@ -635,7 +635,6 @@ Group init(bool strict) {
       MPI_Comm node;
       MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, impl->rank, MPI_INFO_NULL, &node);
       MPI_Comm_size(node, &local_ranks);
-      world_ranks = impl->size;
       MPI_Comm_free(&node);
       if (impl->size > 1) {
         std::set_terminate(terminate_job);

@@ -241,12 +241,13 @@ class Concatenate : public UnaryPrimitive {
   explicit Concatenate(int axis) : axis_(axis) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
     out.alloc();
+    const bool parts_contiguous = contiguous_parts(out);
     int64_t offset = 0;
     for (const array& x : in) {
       char* base = static_cast<char*>(out.raw_data()) + offset * int64_t(out.itemsize());
       // A producer that eval placed in our buffer has already written its part.
-      const bool in_place = x.raw_data() == base && x.dtype() == out.dtype() && x.flags().row_contiguous &&
-                            contiguous_parts(out);
+      const bool in_place =
+          parts_contiguous && x.raw_data() == base && x.dtype() == out.dtype() && x.flags().row_contiguous;
       if (!in_place) kernels::copy_strided(x, base, out.dtype(), out.strides());
       offset += int64_t(x.shape()[axis_]) * out.strides()[axis_];
     }

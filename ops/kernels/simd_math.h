@@ -38,6 +38,12 @@ LOOM_SIMD_INLINE float mul_add(float a, float b, float c) {
   return a * b + c;
 #endif
 }
+// c0 x^n + c1 x^(n-1) + ... + cn by Horner's rule: ((c0 x + c1) x + c2) ..., each step one mul_add.
+LOOM_SIMD_INLINE float horner(float, float c) { return c; }
+template <typename... C>
+LOOM_SIMD_INLINE float horner(float x, float c0, float c1, C... rest) {
+  return horner(x, mul_add(c0, x, c1), rest...);
+}
 LOOM_SIMD_INLINE float abs(float x) { return from_bits(to_bits(x) & 0x7fffffff); }
 // |m| with the sign of s.
 LOOM_SIMD_INLINE float with_sign_of(float m, float s) {
@@ -67,13 +73,8 @@ LOOM_SIMD_INLINE float exp(float x) {
   // ln2 = 0.693359375 (exact in 9 bits, so fn * it is exact) - 2.12194440e-4.
   float r = mul_add(fn, -0.693359375f, xc);
   r = mul_add(fn, 2.12194440e-4f, r);
-  float p = 1.973942708e-4f;
-  p = mul_add(p, r, 1.393508748e-3f);
-  p = mul_add(p, r, 8.333571255e-3f);
-  p = mul_add(p, r, 4.166646302e-2f);
-  p = mul_add(p, r, 1.666666567e-1f);
-  p = mul_add(p, r, 0.5f);
-  p = mul_add(p, r * r, r) + 1.0f;
+  const float q = horner(r, 1.973942708e-4f, 1.393508748e-3f, 8.333571255e-3f, 4.166646302e-2f, 1.666666567e-1f, 0.5f);
+  const float p = mul_add(q, r * r, r) + 1.0f;
   // 2^n = 2^n1 * 2^n2 with n in [-150, 128]: both factors are normal floats, and the first product
   // is exact, so only the last multiply rounds (to a subnormal, to FLT_MAX or to inf).
   const int32_t n = static_cast<int32_t>(fn);
@@ -97,9 +98,7 @@ LOOM_SIMD_INLINE float log(float x) {
   const float f = m - 1.0f;  // exact
   const float s = f / (2.0f + f);
   const float z = s * s;
-  float q = 2.987189591e-1f;
-  q = mul_add(q, z, 3.997755945e-1f);
-  q = mul_add(q, z, 6.666677594e-1f);
+  const float q = horner(z, 2.987189591e-1f, 3.997755945e-1f, 6.666677594e-1f);
   const float R = z * q;
   const float hfsq = 0.5f * f * f;
   const float kf = static_cast<float>(k);
@@ -117,12 +116,8 @@ LOOM_SIMD_INLINE float tanh(float x) {
   using namespace detail;
   const float a = abs(x);
   const float z = x * x;
-  float p = 2.152681118e-3f;
-  p = mul_add(p, z, -8.190012537e-3f);
-  p = mul_add(p, z, 2.170689404e-2f);
-  p = mul_add(p, z, -5.394817889e-2f);
-  p = mul_add(p, z, 1.333322078e-1f);
-  p = mul_add(p, z, -3.333333135e-1f);
+  const float p = horner(z, 2.152681118e-3f, -8.190012537e-3f, 2.170689404e-2f, -5.394817889e-2f, 1.333322078e-1f,
+                         -3.333333135e-1f);
   const float small = mul_add(x * z, p, x);
   const float large = 1.0f - 2.0f / (exp(a + a) + 1.0f);
   return blend(x != x, x, with_sign_of(blend(a < 0.625f, small, large), x));  // keeps tanh(-0) = -0
@@ -137,17 +132,8 @@ LOOM_SIMD_INLINE float sigmoid(float x) {
 namespace detail {
 // erfc(t) e^{t^2} for t in [1, 4], a polynomial in t - 1.
 LOOM_SIMD_INLINE float erfcx_1_4(float t) {
-  const float u = t - 1.0f;
-  float q = 1.086539924e-4f;
-  q = mul_add(q, u, -1.069548074e-3f);
-  q = mul_add(q, u, 4.945400171e-3f);
-  q = mul_add(q, u, -1.515754126e-2f);
-  q = mul_add(q, u, 3.691078350e-2f);
-  q = mul_add(q, u, -7.906793058e-2f);
-  q = mul_add(q, u, 1.543535292e-1f);
-  q = mul_add(q, u, -2.732113302e-1f);
-  q = mul_add(q, u, 4.275835752e-1f);
-  return q;
+  return horner(t - 1.0f, 1.086539924e-4f, -1.069548074e-3f, 4.945400171e-3f, -1.515754126e-2f,
+                3.691078350e-2f, -7.906793058e-2f, 1.543535292e-1f, -2.732113302e-1f, 4.275835752e-1f);
 }
 }  // namespace detail
 
@@ -156,13 +142,8 @@ LOOM_SIMD_INLINE float erfcx_1_4(float t) {
 LOOM_SIMD_INLINE float erf(float x) {
   using namespace detail;
   const float z = x * x;
-  float p = 7.806903159e-5f;
-  p = mul_add(p, z, -7.997853099e-4f);
-  p = mul_add(p, z, 5.187162198e-3f);
-  p = mul_add(p, z, -2.685334720e-2f);
-  p = mul_add(p, z, 1.128357872e-1f);
-  p = mul_add(p, z, -3.761262596e-1f);
-  p = mul_add(p, z, 1.283791661e-1f);
+  const float p = horner(z, 7.806903159e-5f, -7.997853099e-4f, 5.187162198e-3f, -2.685334720e-2f, 1.128357872e-1f,
+                         -3.761262596e-1f, 1.283791661e-1f);
   const float small = mul_add(x, p, x);
   const float a = abs(x);
   const float t = blend(a < 4.0f, a, 4.0f);
