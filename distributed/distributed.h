@@ -41,6 +41,12 @@ array all_sum(const array& x, std::optional<Group> group = std::nullopt);
 /// Mean of floating-point `x` over every process of the group: the sum, divided by the group size by
 /// the collective itself (no separate node; the division runs where the communication does).
 array all_mean(const array& x, std::optional<Group> group = std::nullopt);
+/// all_sum / all_mean of many arrays of one dtype with one collective: the result is the
+/// concatenation of their flattenings (a 1-D bucket, as nn::average_gradients uses). A producer of
+/// `xs` that nothing else reads writes straight into the result's buffer, and a mean is divided
+/// piece by piece as it is sent, so neither the concatenation nor the division costs a pass of its own.
+array all_sum_flat(const std::vector<array>& xs, std::optional<Group> group = std::nullopt);
+array all_mean_flat(const std::vector<array>& xs, std::optional<Group> group = std::nullopt);
 array all_max(const array& x, std::optional<Group> group = std::nullopt);
 array all_min(const array& x, std::optional<Group> group = std::nullopt);
 /// The arrays of every process concatenated along axis 0, in rank order.

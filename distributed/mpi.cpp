@@ -9,6 +9,9 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <limits>
+#include <optional>
+#include <algorithm>
 #include <mutex>
 #include <thread>
 
@@ -425,50 +428,100 @@ class Communication : public UnaryPrimitive {
   std::shared_ptr<CommThread::Job> job_;
 };
 
+Group resolve(const std::optional<Group>& g);
+array all_reduce(const array& x, ReduceKind k, const std::optional<Group>& group);
+array all_reduce_flat(const std::vector<array>& xs, ReduceKind k, const std::optional<Group>& group);
+
+// The reduction of one array (the result has its shape), or of several of one dtype (flat: the result
+// is the concatenation of their flattenings, one 1-D bucket and one collective for them all). The
+// result is reduced in place in pieces of at most 4 MiB. Each piece is filled just before it is sent,
+// while it is in this core's cache: an input that eval placed in the result's buffer (or donated to
+// it) is already there, and a mean divides it where it is; any other input is copied in, scaled on
+// the way for a mean. So a mean costs no pass of its own, and a bucket of evaluated gradients costs
+// one copy, as MPI's own out-of-place reduction would.
 class AllReduce : public Communication {
  public:
-  AllReduce(ReduceKind k, Group g) : Communication(static_cast<int>(k), std::move(g)), op_(k) {}
+  AllReduce(ReduceKind k, Group g, bool flat = false)
+      : Communication(static_cast<int>(k), std::move(g)), op_(k), flat_(flat) {}
   const char* name() const override { return reduce_name(op_); }
   array prepare(const std::vector<array>& in, array& out) override {
-    // Reduce in place when nothing else holds the input (test the graph's own handle: a copy of it
-    // would count as a second holder).
-    if (in[0].flags().row_contiguous) {
+    runs_.clear();
+    if (flat_) {
+      out.alloc();
+    } else if (in[0].flags().row_contiguous) {
+      // Donation tests the graph's own handle: a copy of it would count as a second holder.
       out.alloc_or_donate(in[0]);
-      return in[0];
+    } else {
+      array x = kernels::row_contiguous(in[0]);
+      out.alloc_or_donate(x);
+      add_run(x, 0, out);
+      return out;
     }
-    array x = kernels::row_contiguous(in[0]);
-    out.alloc_or_donate(x);
-    return x;
+    int64_t offset = 0;
+    for (const array& x : in) {
+      add_run(x.flags().row_contiguous ? x : kernels::row_contiguous(x), offset, out);
+      offset += static_cast<int64_t>(x.size());
+    }
+    return out;
   }
-  void communicate(const array& x, array& out) override {
-    if (out.size() == 0) return;
+  void communicate(const array&, array& out) override {
     // In pieces of at most 4 MiB: OpenMPI (4.1, shared memory) falls off a cliff above ~16 MB in one
     // call (32 MB: 77 ms; as eight 4 MiB calls: 3.1 ms), pieces are as fast below that, and every
-    // count fits MPI's int. A mean in place divides each piece before it is sent (it is still in this
-    // core's cache then: 4 MB grad_sync 1.07 -> 0.95 ms against dividing afterwards, which also
-    // leaves the sum n times larger in flight); out of place it divides the result.
-    const bool in_place = out.raw_data() == x.raw_data();
+    // count fits MPI's int.
+    // A sum of one input held elsewhere is reduced out of place by MPI itself, which reads it where
+    // it is (4 MB: 0.25 ms against 0.30 ms for a copy and an in-place reduction). A mean is divided
+    // on the way in instead: after the reduction the result is out of cache (the kernel's
+    // cross-process copy wrote it), and dividing 4 MB there took 0.57 ms.
     const size_t isz = out.itemsize(), n = out.size(), piece = (size_t(4) << 20) / isz;
+    const bool out_of_place = op_ != ReduceKind::mean && runs_.size() == 1 && runs_[0].src;
+    const char* src = out_of_place ? static_cast<const char*>(runs_[0].src->raw_data()) : nullptr;
     char* dst = static_cast<char*>(out.raw_data());
-    const char* src = static_cast<const char*>(x.raw_data());
     for (size_t off = 0; off < n; off += piece) {
       const size_t count = std::min(piece, n - off);
-      if (op_ == ReduceKind::mean && in_place) divide(out, off, count);
-      check_mpi(MPI_Allreduce(in_place ? MPI_IN_PLACE : src + off * isz, dst + off * isz, static_cast<int>(count),
+      if (!src) fill(out, off, count);
+      check_mpi(MPI_Allreduce(src ? src + off * isz : MPI_IN_PLACE, dst + off * isz, static_cast<int>(count),
                               mpi_type(out.dtype()), mpi_op(out.dtype(), op_), group_.impl()->comm),
                 name());
-      if (op_ == ReduceKind::mean && !in_place) divide(out, off, count);
     }
+    runs_.clear();  // the inputs' buffers can go
   }
-  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
+  bool input_offsets(const std::vector<array>& in, const array&, std::vector<int64_t>& offsets) const override {
+    offsets.clear();
+    int64_t offset = 0;
+    for (const array& x : in) {
+      offsets.push_back(offset);
+      offset += static_cast<int64_t>(x.size());
+    }
+    return true;
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
                          const std::vector<array>& outputs) override {
     // The loss is taken to be summed over ranks: d/dx_r sum_r' L(sum_q x_q) = sum_r' cot_r'.
+    if (flat_) {
+      array c = all_reduce(cot[0], op_, group_);
+      std::vector<int64_t> offsets;
+      input_offsets(p, outputs[0], offsets);
+      std::vector<array> out;
+      for (int arg : argnums) {
+        const int begin = static_cast<int>(offsets[arg]), end = begin + static_cast<int>(p[arg].size());
+        out.push_back(reshape(slice(c, {begin}, {end}), p[arg].shape()));
+      }
+      return out;
+    }
     if (op_ == ReduceKind::sum) return {all_sum(cot[0], group_)};
     if (op_ == ReduceKind::mean) return {all_mean(cot[0], group_)};
     array mask = astype(equal(p[0], outputs[0]), cot[0].dtype());
     return {multiply(all_sum(cot[0], group_), mask)};
   }
-  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t, const std::vector<int>&) override {
+  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t, const std::vector<int>& argnums) override {
+    if (flat_) {
+      std::vector<array> tangents;
+      for (size_t i = 0; i < p.size(); ++i) {
+        auto it = std::find(argnums.begin(), argnums.end(), static_cast<int>(i));
+        tangents.push_back(it == argnums.end() ? zeros_like(p[i]) : t[it - argnums.begin()]);
+      }
+      return {all_reduce_flat(tangents, op_, group_)};
+    }
     if (op_ == ReduceKind::sum) return {all_sum(t[0], group_)};
     if (op_ == ReduceKind::mean) return {all_mean(t[0], group_)};
     array y(p[0].shape(), p[0].dtype(), std::make_shared<AllReduce>(op_, group_), {p[0]});
@@ -478,6 +531,37 @@ class AllReduce : public Communication {
   }
 
  private:
+  // Elements [begin, begin + size) of the result come from `src`, or are already in place.
+  struct Run {
+    int64_t begin, size;
+    std::optional<array> src;
+  };
+  void add_run(const array& x, int64_t begin, const array& out) {
+    const bool in_place = x.raw_data() == static_cast<char*>(out.raw_data()) + begin * int64_t(out.itemsize());
+    runs_.push_back({begin, static_cast<int64_t>(x.size()), in_place ? std::nullopt : std::optional<array>(x)});
+  }
+
+  // Readies elements [off, off + count) of out for sending: copies what is not in place (a mean
+  // scaled by 1 / group size on the way) and divides a mean's in-place elements.
+  void fill(array& out, size_t off, size_t count) const {
+    const int64_t lo_piece = static_cast<int64_t>(off), hi_piece = lo_piece + static_cast<int64_t>(count);
+    const size_t isz = out.itemsize();
+    for (const Run& r : runs_) {
+      const int64_t lo = std::max(lo_piece, r.begin), hi = std::min(hi_piece, r.begin + r.size);
+      if (lo >= hi) continue;
+      char* dst = static_cast<char*>(out.raw_data()) + lo * isz;
+      const char* src = r.src ? static_cast<const char*>(r.src->raw_data()) + (lo - r.begin) * isz : dst;
+      // memcpy (rep movsb) writes lines without reading them first, which a store loop's
+      // read-for-ownership would; the mean then divides each 64 KiB chunk while it is in L2.
+      const size_t chunk = (size_t(64) << 10) / isz;
+      for (int64_t c = 0; c < hi - lo; c += chunk) {
+        const size_t k = std::min<size_t>(chunk, hi - lo - c);
+        if (src != dst) std::memcpy(dst + c * isz, src + c * isz, k * isz);
+        if (op_ == ReduceKind::mean) divide(out, lo + c, k);
+      }
+    }
+  }
+
   // Elements [off, off + count) of out, divided by the group size.
   void divide(array& out, size_t off, size_t count) const {
     LOOM_DISPATCH_FLOAT(out.dtype(), T, {
@@ -488,6 +572,8 @@ class AllReduce : public Communication {
   }
 
   ReduceKind op_;
+  bool flat_;
+  std::vector<Run> runs_;  // set by prepare, used by communicate (possibly on the communication thread)
 };
 
 class AllGather : public Communication {
@@ -584,6 +670,34 @@ array all_reduce(const array& x, ReduceKind k, const std::optional<Group>& group
   return array(x.shape(), x.dtype(), std::make_shared<AllReduce>(k, g), {x});
 }
 
+array all_reduce_flat(const std::vector<array>& xs, ReduceKind k, const std::optional<Group>& group) {
+  const std::string op = std::string(reduce_name(k)) + "_flat";
+  if (xs.empty()) throw std::invalid_argument(msg("[", op, "] needs at least one array"));
+  int64_t total = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (xs[i].dtype() != xs[0].dtype()) {
+      throw std::invalid_argument(msg("[", op, "] every array must have one dtype: array 0 is ", to_string(xs[0].dtype()),
+                                      ", array ", i, " is ", to_string(xs[i].dtype())));
+    }
+    total += static_cast<int64_t>(xs[i].size());
+  }
+  if (k == ReduceKind::mean && !is_floating_point(xs[0].dtype())) {
+    throw std::invalid_argument(msg("[", op, "] needs floating-point arrays, got ", to_string(xs[0].dtype()),
+                                    " (use all_sum_flat and divide)"));
+  }
+  if (total > std::numeric_limits<int>::max()) {
+    throw std::invalid_argument(msg("[", op, "] the arrays hold ", total, " elements together; at most ",
+                                    std::numeric_limits<int>::max(), " fit one 1-D array"));
+  }
+  Group g = resolve(group);
+  if (g.size() == 1) {
+    std::vector<array> flat;
+    for (const array& x : xs) flat.push_back(reshape(x, {-1}));
+    return flat.size() == 1 ? flat[0] : concatenate(flat, 0);
+  }
+  return array({static_cast<int>(total)}, xs[0].dtype(), std::make_shared<AllReduce>(k, g, true), xs);
+}
+
 }  // namespace
 
 int Group::rank() const { return impl_->rank; }
@@ -666,6 +780,12 @@ array all_mean(const array& x, std::optional<Group> group) {
   return all_reduce(x, ReduceKind::mean, group);
 }
 array all_min(const array& x, std::optional<Group> group) { return all_reduce(x, ReduceKind::min, group); }
+array all_sum_flat(const std::vector<array>& xs, std::optional<Group> group) {
+  return all_reduce_flat(xs, ReduceKind::sum, group);
+}
+array all_mean_flat(const std::vector<array>& xs, std::optional<Group> group) {
+  return all_reduce_flat(xs, ReduceKind::mean, group);
+}
 
 array all_gather(const array& x, std::optional<Group> group) {
   Group g = resolve(group);

@@ -9,11 +9,20 @@ namespace loom::nn {
 
 namespace {
 
-// The bucket's mean: all_mean divides as part of the collective; with a communication dtype the sum
-// is cast back and divided in one fused pass.
+// The mean of one gradient.
 array all_mean(const array& x, std::optional<Dtype> comm, const distributed::Group& g) {
   if (!comm) return distributed::all_mean(x, g);
   return astype(distributed::all_sum(astype(x, *comm), g), x.dtype()) * (1.0 / g.size());
+}
+
+// The mean of a bucket of gradients as one flat array. all_mean_flat divides as part of the
+// collective and lets the gradients' producers write straight into its buffer; with a communication
+// dtype the casts write there instead, and the sum is cast back and divided in one fused pass.
+array all_mean_flat(const std::vector<array>& xs, std::optional<Dtype> comm, const distributed::Group& g) {
+  if (!comm) return distributed::all_mean_flat(xs, g);
+  std::vector<array> cast;
+  for (const array& x : xs) cast.push_back(astype(x, *comm));
+  return astype(distributed::all_sum_flat(cast, g), xs[0].dtype()) * (1.0 / g.size());
 }
 
 }  // namespace
@@ -49,16 +58,16 @@ ParamTree average_gradients(const ParamTree& grads, std::ptrdiff_t all_reduce_si
     if (bucket.size() == 1) {
       averaged[bucket[0]] = all_mean(items[bucket[0]].second, communication_type, g);
     } else {
-      std::vector<array> flats;
+      std::vector<array> parts_in;
       std::vector<int> offsets;
       int offset = 0;
       for (size_t i : bucket) {
-        flats.push_back(reshape(items[i].second, {-1}));
+        parts_in.push_back(items[i].second);
         offset += static_cast<int>(items[i].second.size());
         offsets.push_back(offset);
       }
       offsets.pop_back();
-      array mean = all_mean(concatenate(flats, 0), communication_type, g);
+      array mean = all_mean_flat(parts_in, communication_type, g);
       std::vector<array> parts = split(mean, offsets, 0);
       for (size_t k = 0; k < bucket.size(); ++k) {
         averaged[bucket[k]] = reshape(parts[k], items[bucket[k]].second.shape());

@@ -248,6 +248,9 @@ std::string distributed_worker() {
       {"all_max", [&](const array& a) { return dist::all_max(a, world); }},
       {"all_min", [&](const array& a) { return dist::all_min(a * 2.0, world); }},
       {"all_gather", [&](const array& a) { return sin(dist::all_gather(transpose(a), world)); }},
+      // The flat forms: one collective over several arrays (one a strided view), as a 1-D result.
+      {"all_sum_flat", [&](const array& a) { return dist::all_sum_flat({a * a, transpose(a)}, world); }},
+      {"all_mean_flat", [&](const array& a) { return dist::all_mean_flat({exp(a), sum(a, 0), a}, world); }},
   };
   for (auto& [name, f] : fns) {
     array y = f(x);

@@ -233,3 +233,88 @@ TEST(Distributed, CollectivesStartedEarlyGiveTheSameValuesAsInline) {
     EXPECT_NEAR(uses[i].item<float>(), want, 1e-4 * want);
   }
 }
+
+TEST(Distributed, FlatReductionsOfManyArrays) {
+  // all_sum_flat / all_mean_flat: the reduction of the concatenated flattenings, whatever the
+  // inputs' shapes and layouts (a transposed view, an empty array), for every floating dtype; the
+  // inputs, held here, are left as they were.
+  auto g = dist::init();
+  const double n = g.size(), rank_sum = n * (n + 1) / 2;
+  for (Dtype d : {float16, bfloat16, float32, float64}) {
+    array a = astype(reshape(arange(0.0, 6.0, 1.0, float32), {2, 3}) * float(g.rank() + 1), d);
+    array b = astype(full({0}, 1.0f), d);
+    array c = astype(array({10.0f, -20.0f, 30.0f, -40.0f}, {2, 2}) * float(g.rank() + 1), d);
+    array ct = transpose(c);  // read as (10, 30, -20, -40)
+    array s = dist::all_sum_flat({a, b, ct}), m = dist::all_mean_flat({a, b, ct});
+    eval(s, m);
+    EXPECT_EQ(s.dtype(), d);
+    EXPECT_EQ(m.dtype(), d);
+    const std::vector<double> base = {0, 1, 2, 3, 4, 5, 10, 30, -20, -40};
+    std::vector<double> sums, means;
+    for (double v : base) {
+      sums.push_back(v * rank_sum);
+      means.push_back(v * rank_sum / n);
+    }
+    expect_array(s, {10}, sums, 1e-2);
+    expect_array(m, {10}, means, 1e-2);
+    expect_array(astype(a, float64), {2, 3}, {0.0, 1.0 * (g.rank() + 1), 2.0 * (g.rank() + 1), 3.0 * (g.rank() + 1),
+                                              4.0 * (g.rank() + 1), 5.0 * (g.rank() + 1)});
+  }
+  array ints = dist::all_sum_flat({array({1, 2}), array({3})});
+  expect_array(ints, {3}, {n, 2 * n, 3 * n});
+  // A single array comes back flattened.
+  expect_array(dist::all_mean_flat({full({2, 2}, 3.0f)}), {4}, {3, 3, 3, 3});
+}
+
+TEST(Distributed, FlatReductionsAcrossPieces) {
+  // Three arrays of 1.5M float32 (18 MB: five 4 MiB pieces, with runs crossing piece boundaries),
+  // one held (copied in) and two made in the same graph (written straight into the result), summed
+  // and averaged: every element at a piece or run boundary is right.
+  auto g = dist::init();
+  const double n = g.size(), rank_sum = n * (n + 1) / 2;
+  const int len = 1500000;
+  array held = arange(0.0, double(len), 1.0, float32) * float(g.rank() + 1);
+  eval(held);
+  for (bool mean : {false, true}) {
+    std::vector<array> parts = {held, held * 2.0f, held * 3.0f};
+    array r = mean ? dist::all_mean_flat(parts) : dist::all_sum_flat(parts);
+    auto v = r.to_vector<float>();
+    ASSERT_EQ(v.size(), size_t(3 * len));
+    const size_t piece = (size_t(4) << 20) / sizeof(float);
+    std::vector<size_t> at = {0, size_t(len) - 1, size_t(len), size_t(2 * len) - 1, size_t(2 * len), size_t(3 * len) - 1};
+    for (size_t p = piece; p < v.size(); p += piece) {
+      at.push_back(p - 1);
+      at.push_back(p);
+    }
+    for (size_t i : at) {
+      const double k = double(i % len), part = double(i / len + 1);
+      const double want = k * part * rank_sum / (mean ? n : 1.0);
+      EXPECT_NEAR(v[i], want, 1e-6 * want + 1e-6) << (mean ? "mean" : "sum") << " element " << i;
+    }
+  }
+  EXPECT_FLOAT_EQ(held.to_vector<float>()[len - 1], float(len - 1) * (g.rank() + 1));
+}
+
+TEST(Distributed, FlatReductionProducersWriteIntoTheResult) {
+  // Producers that nothing else reads are placed in the result's buffer: no buffer of their own.
+  auto g = dist::init();
+  const int len = 1 << 18;
+  array x = arange(0.0, double(len), 1.0, float32);
+  eval(x);
+  array r = dist::all_mean_flat({x * 2.0f, exp(x * 0.0f), x + 1.0f});
+  const size_t base = get_active_memory();
+  reset_peak_memory();
+  eval(r);
+  EXPECT_LE(get_peak_memory() - base, 3 * len * sizeof(float) + 4096);
+  auto v = r.to_vector<float>();
+  EXPECT_FLOAT_EQ(v[7], 14.0f);
+  EXPECT_FLOAT_EQ(v[len + 7], 1.0f);
+  EXPECT_FLOAT_EQ(v[2 * len + 7], 8.0f);
+}
+
+TEST(Distributed, FlatReductionsRejectBadInput) {
+  EXPECT_THROW_MSG(dist::all_sum_flat({}), std::invalid_argument, "[all_sum_flat] needs at least one array");
+  EXPECT_THROW_MSG(dist::all_sum_flat({array({1.0f}), array({1.0})}), std::invalid_argument,
+                   "array 0 is float32, array 1 is float64");
+  EXPECT_THROW_MSG(dist::all_mean_flat({array({1, 2})}), std::invalid_argument, "[all_mean_flat] needs floating-point arrays, got int32");
+}
