@@ -35,7 +35,9 @@ int main() {
   set_num_threads(1);
   const int reps = bench::quick() ? 5 : 21;
   for (long bytes : {4L, 4L << 10, 256L << 10, 4L << 20, 64L << 20}) {
-    array x = full({static_cast<int>(bytes / 4)}, 1.0f);
+    // A materialized array, as the raw peer's buffer is (full() alone is a broadcast view of one
+    // value, which all_sum would first have to copy out).
+    array x = full({static_cast<int>(bytes / 4)}, 1.0f) * 1.0f;
     eval(x);
     auto once = [&] {
       array y = distributed::all_sum(x);
@@ -54,7 +56,7 @@ int main() {
   }
 
   // Overlap: 16 MB of communication beside an independent chain of matmuls.
-  array grads = full({4 << 20}, 1.0f);
+  array grads = full({4 << 20}, 1.0f) * 1.0f;
   array a = full({256, 256}, 0.001f);
   eval(grads, a);
   auto compute = [&] {
