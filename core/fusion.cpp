@@ -19,6 +19,17 @@ constexpr size_t kBlock = 2048;           // elements per block: a few blocks st
 constexpr size_t kSlotBytes = kBlock * 8;  // one block of the widest dtype
 constexpr size_t kParallelFrom = 1 << 15;  // as the elementwise kernels
 
+// Asks for the cache lines of [p, p + bytes), to read or to write.
+void prefetch(const char* p, size_t bytes, bool write) {
+  for (size_t off = 0; off < bytes; off += 64) {
+    if (write) {
+      __builtin_prefetch(p + off, 1, 3);
+    } else {
+      __builtin_prefetch(p + off, 0, 3);
+    }
+  }
+}
+
 // Copies elements [lo, lo + len) in row-major order of `a` (any strides) to `dst`.
 void gather_block(const array& a, size_t lo, size_t len, char* dst) {
   const size_t isz = a.itemsize();
@@ -209,6 +220,16 @@ void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
 #pragma omp for schedule(static)
     for (long long b = 0; b < static_cast<long long>(blocks); ++b) {
       const size_t lo = static_cast<size_t>(b) * kBlock, len = std::min(kBlock, n - lo);
+      // The next block's leaves and output lines are fetched while this block computes: otherwise
+      // the reads come in a burst at the start of each block and the writes' line fills at its end,
+      // and the math in between leaves memory idle (eltwise_chain_4m, 1 thread: see benchmarks/).
+      if (lo + len < n) {
+        const size_t next = std::min(kBlock, n - lo - len);
+        for (const array* leaf : direct_leaves) {
+          prefetch(static_cast<const char*>(leaf->raw_data()) + (lo + len) * leaf->itemsize(), next * leaf->itemsize(), false);
+        }
+        prefetch(out + (lo + len) * root.itemsize(), next * root.itemsize(), true);
+      }
       for (int k = 0; k < m; ++k) {
         ptrs.clear();
         for (size_t i = first[k]; i < first[k + 1]; ++i) {
