@@ -61,6 +61,21 @@ inline constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 }  // namespace detail
 
+namespace detail {
+// e^xc for a clamped xc: x = n ln2 + r with |r| <= ln2 / 2 and e^r = 1 + r + r^2 P(r). Returns e^r
+// and n.
+LOOM_SIMD_INLINE float exp_reduced(float xc, int32_t& n) {
+  // n = round(x / ln2) by adding and subtracting 1.5 * 2^23 (floorf would not vectorize).
+  const float fn = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  // ln2 = 0.693359375 (exact in 9 bits, so fn * it is exact) - 2.12194440e-4.
+  float r = mul_add(fn, -0.693359375f, xc);
+  r = mul_add(fn, 2.12194440e-4f, r);
+  const float q = horner(r, 1.973942708e-4f, 1.393508748e-3f, 8.333571255e-3f, 4.166646302e-2f, 1.666666567e-1f, 0.5f);
+  n = static_cast<int32_t>(fn);
+  return mul_add(q, r * r, r) + 1.0f;
+}
+}  // namespace detail
+
 /// e^x. x = n ln2 + r with |r| <= ln2 / 2, e^r = 1 + r + r^2 P(r), and 2^n applied as two factors so
 /// that results in the subnormal range round once (as expf's do).
 LOOM_SIMD_INLINE float exp(float x) {
@@ -68,16 +83,10 @@ LOOM_SIMD_INLINE float exp(float x) {
   // Clamp (NaN goes to -104, so the integer conversion below stays defined; NaN is restored last).
   float xc = blend(x > -104.0f, x, -104.0f);
   xc = blend(xc < 89.0f, xc, 89.0f);
-  // n = round(x / ln2) by adding and subtracting 1.5 * 2^23 (floorf would not vectorize).
-  const float fn = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  // ln2 = 0.693359375 (exact in 9 bits, so fn * it is exact) - 2.12194440e-4.
-  float r = mul_add(fn, -0.693359375f, xc);
-  r = mul_add(fn, 2.12194440e-4f, r);
-  const float q = horner(r, 1.973942708e-4f, 1.393508748e-3f, 8.333571255e-3f, 4.166646302e-2f, 1.666666567e-1f, 0.5f);
-  const float p = mul_add(q, r * r, r) + 1.0f;
+  int32_t n;
+  const float p = exp_reduced(xc, n);
   // 2^n = 2^n1 * 2^n2 with n in [-150, 128]: both factors are normal floats, and the first product
   // is exact, so only the last multiply rounds (to a subnormal, to FLT_MAX or to inf).
-  const int32_t n = static_cast<int32_t>(fn);
   const int32_t n1 = n >> 1, n2 = n - n1;
   const float y = (p * from_bits((n1 + 127) << 23)) * from_bits((n2 + 127) << 23);
   return blend(x != x, x, y);
@@ -119,7 +128,13 @@ LOOM_SIMD_INLINE float tanh(float x) {
   const float p = horner(z, 2.152681118e-3f, -8.190012537e-3f, 2.170689404e-2f, -5.394817889e-2f, 1.333322078e-1f,
                          -3.333333135e-1f);
   const float small = mul_add(x * z, p, x);
-  const float large = 1.0f - 2.0f / (exp(a + a) + 1.0f);
+  // e^{2|x|} for the lanes that use it (|x| >= 0.625): 2|x| clamped to 88 (from |x| = 9.01 on tanh
+  // rounds to 1), so 2^n is one normal factor and the product is exp's, bit for bit. NaN lanes go
+  // to 88 and get their NaN back below.
+  int32_t n;
+  const float a2 = blend(a + a < 88.0f, a + a, 88.0f);
+  const float e = exp_reduced(a2, n) * from_bits((n + 127) << 23);
+  const float large = 1.0f - 2.0f / (e + 1.0f);
   return blend(x != x, x, with_sign_of(blend(a < 0.625f, small, large), x));  // keeps tanh(-0) = -0
 }
 
