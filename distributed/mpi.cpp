@@ -434,11 +434,10 @@ array all_reduce_flat(const std::vector<array>& xs, ReduceKind k, const std::opt
 
 // The reduction of one array (the result has its shape), or of several of one dtype (flat: the result
 // is the concatenation of their flattenings, one 1-D bucket and one collective for them all). The
-// result is reduced in place in pieces of at most 4 MiB. Each piece is filled just before it is sent,
-// while it is in this core's cache: an input that eval placed in the result's buffer (or donated to
-// it) is already there, and a mean divides it where it is; any other input is copied in, scaled on
-// the way for a mean. So a mean costs no pass of its own, and a bucket of evaluated gradients costs
-// one copy, as MPI's own out-of-place reduction would.
+// result is reduced in place, in pieces of at most 4 MiB, each filled just before it is sent: an
+// input that eval placed in the result's buffer (or donated to it) is already there; any other is
+// copied in. A mean divides each 64 KiB chunk while it is still in L2, so it costs no pass of its own.
+// The one exception is the sum of a single input held elsewhere, which MPI reduces out of place.
 class AllReduce : public Communication {
  public:
   AllReduce(ReduceKind k, Group g, bool flat = false)
@@ -467,11 +466,9 @@ class AllReduce : public Communication {
   void communicate(const array&, array& out) override {
     // In pieces of at most 4 MiB: OpenMPI (4.1, shared memory) falls off a cliff above ~16 MB in one
     // call (32 MB: 77 ms; as eight 4 MiB calls: 3.1 ms), pieces are as fast below that, and every
-    // count fits MPI's int.
-    // A sum of one input held elsewhere is reduced out of place by MPI itself, which reads it where
-    // it is (4 MB: 0.25 ms against 0.30 ms for a copy and an in-place reduction). A mean is divided
-    // on the way in instead: after the reduction the result is out of cache (the kernel's
-    // cross-process copy wrote it), and dividing 4 MB there took 0.57 ms.
+    // count fits MPI's int. MPI reads a single held input of a sum where it is (4 MB: 0.25 ms against
+    // 0.30 ms for a copy and an in-place reduction). A mean is never divided afterwards: the result is
+    // then out of cache (the kernel's cross-process copy wrote it), and dividing 4 MB there took 0.57 ms.
     const size_t isz = out.itemsize(), n = out.size(), piece = (size_t(4) << 20) / isz;
     const bool out_of_place = op_ != ReduceKind::mean && runs_.size() == 1 && runs_[0].src;
     const char* src = out_of_place ? static_cast<const char*>(runs_[0].src->raw_data()) : nullptr;
