@@ -72,9 +72,9 @@ array::array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive, std
   bool tracer = false;
   for (auto& in : inputs) tracer |= in.is_tracer();
   node->inputs = std::move(inputs);
+  // output_shapes / output_dtypes stay empty: they rebuild dropped siblings, and a lone output is
+  // never dropped while its node is reached through it.
   node->outputs.push_back(desc_);
-  node->output_shapes.push_back(desc_->shape);
-  node->output_dtypes.push_back(dtype);
   desc_->node = std::move(node);
   desc_->is_tracer = tracer;
 }

@@ -207,7 +207,7 @@ struct Node {
   std::shared_ptr<Primitive> primitive;
   std::vector<array> inputs;
   std::vector<std::weak_ptr<array::ArrayDesc>> outputs;
-  std::vector<Shape> output_shapes;
+  std::vector<Shape> output_shapes;  // of every output, for nodes with several (see array::outputs)
   std::vector<Dtype> output_dtypes;
   Node() = default;
   Node(const Node&) = delete;

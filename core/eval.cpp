@@ -218,6 +218,13 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
 }  // namespace
 
 void eval(std::vector<array> outputs) {
+  // One node over evaluated inputs (a step of an eager-style loop): nothing to order, fuse or
+  // overlap, and no index to build (its allocations were a third of such an op's cost).
+  if (outputs.size() == 1 && needs_eval(outputs[0])) {
+    bool ready = true;
+    for (const auto& in : outputs[0].inputs()) ready = ready && !needs_eval(in);
+    if (ready) return run(std::move(outputs[0]));
+  }
   Index index;
   std::vector<array> tape = build_tape(outputs, index);
   if (tape.size() == 1) return run(std::move(tape[0]));  // nothing to order, fuse or overlap
