@@ -18,4 +18,13 @@ std::vector<array> Primitive::jvp(const std::vector<array>&, const std::vector<a
   throw std::invalid_argument("[jvp] " + os.str() + " has no Jacobian-vector product");
 }
 
+void Primitive::consecutive_offsets(const std::vector<array>& inputs, std::vector<int64_t>& offsets) {
+  offsets.clear();
+  int64_t offset = 0;
+  for (const array& x : inputs) {
+    offsets.push_back(offset);
+    offset += static_cast<int64_t>(x.size());
+  }
+}
+
 }  // namespace loom

@@ -43,6 +43,8 @@ class Primitive {
                              std::vector<int64_t>& offsets) const {
     return false;
   }
+  /// input_offsets for inputs that fill the output one after another, in their order.
+  static void consecutive_offsets(const std::vector<array>& inputs, std::vector<int64_t>& offsets);
   /// True when the output is the input's buffer reinterpreted whenever the input is row-contiguous
   /// (reshape): eval places such a node's producer where the node itself would go.
   virtual bool forwards_buffer() const { return false; }

@@ -254,12 +254,7 @@ class Concatenate : public UnaryPrimitive {
   }
   bool input_offsets(const std::vector<array>& in, const array& out, std::vector<int64_t>& offsets) const override {
     if (!contiguous_parts(out)) return false;
-    offsets.clear();
-    int64_t offset = 0;
-    for (const array& x : in) {
-      offsets.push_back(offset);
-      offset += static_cast<int64_t>(x.size());
-    }
+    consecutive_offsets(in, offsets);
     return true;
   }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
