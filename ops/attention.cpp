@@ -15,6 +15,7 @@
 #include "loom/ops/fast_math.h"
 #include "loom/ops/fused.h"
 #include "loom/ops/kernels/elementwise.h"
+#include "loom/ops/kernels/rows.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 
@@ -22,6 +23,7 @@ namespace loom {
 
 using detail::msg;
 using detail::shape_str;
+using kernels::dispatch_real;
 
 namespace {
 
@@ -263,12 +265,6 @@ std::vector<array> reference_backward(const std::vector<array>& x, double scale)
 }  // namespace
 
 namespace {
-
-template <typename F>
-void dispatch_real(Dtype d, F f) {
-  if (d == float32) f(float{});
-  else f(double{});
-}
 
 // inputs: q, k, v[, mask], dout; outputs: dq, dk, dv.
 class ScaledDotProductAttentionGrad : public Primitive {

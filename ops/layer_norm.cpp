@@ -7,6 +7,7 @@
 #include "loom/ops/fast_math.h"
 #include "loom/ops/fused.h"
 #include "loom/ops/kernels/elementwise.h"
+#include "loom/ops/kernels/rows.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 
@@ -14,10 +15,11 @@ namespace loom {
 
 using detail::msg;
 using detail::shape_str;
+using kernels::dispatch_real;
+using kernels::row_major;
+using kernels::rows_threshold;
 
 namespace {
-
-array row_major(const array& a) { return a.flags().row_contiguous ? a : kernels::row_contiguous(a); }
 
 // (x - mean) / sqrt(var + eps) * w + b, op by op.
 array reference(const array& x, const std::optional<array>& w, const std::optional<array>& b, double eps) {
@@ -40,8 +42,6 @@ inline void row_stats(const T* x, int n, double eps, T& mu, T& rstd) {
   const T v = detail::lane_sum<T>(n, [&](int j) { return (x[j] - m) * (x[j] - m); });
   rstd = T(1) / std::sqrt(v / n + static_cast<T>(eps));
 }
-
-size_t rows_threshold(int n) { return std::max<size_t>(1, kernels::kParallelThreshold / std::max(n, 1)); }
 
 template <typename T>
 void forward_kernel(const array& x, const T* w, const T* b, array& out, double eps) {
@@ -120,12 +120,6 @@ void backward_kernel(const array& x, const T* w, const array& g, T* dx, T* dw, T
     if (dw) dw[j] = sw;
     if (db) db[j] = sb;
   }
-}
-
-template <typename F>
-void dispatch_real(Dtype d, F f) {
-  if (d == float32) f(float{});
-  else f(double{});
 }
 
 // The gradients of sum(g * reference(x, w, b)) for x[, w][, b], as the backward primitive outputs them.
