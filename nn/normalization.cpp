@@ -85,8 +85,7 @@ RMSNorm::RMSNorm(int dims, double eps) : weight(ones({dims > 0 ? dims : 1})), ep
 
 array RMSNorm::operator()(const array& x) const {
   check_last_axis("RMSNorm", x, weight.shape(0), 1, "(..., ");
-  const array xc = upcast(x);
-  return cast_back(xc * rsqrt(mean(square(xc), -1, true) + eps) * weight, x.dtype());
+  return cast_back(rms_norm(upcast(x), weight, eps), x.dtype());
 }
 
 // ---- BatchNorm ----

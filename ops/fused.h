@@ -56,6 +56,14 @@ array gelu_erf(const array& x);
 array layer_norm(const array& x, const std::optional<array>& weight, const std::optional<array>& bias,
                  double eps = 1e-5);
 
+/// RMS normalization over the last axis, as MLX's fast::rms_norm:
+///     x / sqrt(mean(x^2) + eps) * weight
+/// where weight (optional) has shape (x.shape(-1)). One pass per row forward and backward (the
+/// backward recomputes the row statistic); float16 / bfloat16 and integer inputs compute in float32,
+/// the result has the promoted dtype (float32 for integers). Derivatives of the gradient go through
+/// the composition.
+array rms_norm(const array& x, const std::optional<array>& weight, double eps = 1e-5);
+
 namespace detail {
 /// Throws std::out_of_range starting "[op]" if `targets` is evaluated and holds a class index outside
 /// [0, num_classes); does nothing for unevaluated targets.

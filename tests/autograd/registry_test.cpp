@@ -49,6 +49,7 @@ const char* kLosses = "tests/nn/losses_test.cpp";
 const char* kAttention = "tests/ops/attention_test.cpp";
 const char* kGelu = "tests/ops/gelu_test.cpp";
 const char* kLayerNorm = "tests/ops/layer_norm_test.cpp";
+const char* kRMSNorm = "tests/ops/rms_norm_test.cpp";
 
 Entry checked(const char* name, std::vector<Ref> refs) { return {name, std::move(refs), nullptr}; }
 Entry none(const char* name, const char* why) { return {name, {}, why}; }
@@ -182,6 +183,8 @@ std::vector<Entry> registry() {
       checked("GeluGrad", {{kGelu, "GeluErf.GradientsMatchFiniteDifferences", "vjp"}}),
       checked("LayerNorm", {{kLayerNorm, "LayerNormFused.GradientsMatchFiniteDifferences", "layer_norm"}}),
       checked("LayerNormGrad", {{kLayerNorm, "LayerNormFused.GradientsMatchFiniteDifferences", "vjp"}}),
+      checked("RMSNorm", {{kRMSNorm, "RMSNormFused.GradientsMatchFiniteDifferences", "rms_norm"}}),
+      checked("RMSNormGrad", {{kRMSNorm, "RMSNormFused.GradientsMatchFiniteDifferences", "vjp"}}),
       none("AdamUpdate", "an optimizer step, not part of any differentiated function: its vjp and jvp throw"),
       // ---- distributed (distributed/mpi.cpp) ----
       // With one process the collectives return their input and record no node, so their rules can
