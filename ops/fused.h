@@ -68,6 +68,10 @@ namespace detail {
 /// Throws std::out_of_range starting "[op]" if `targets` is evaluated and holds a class index outside
 /// [0, num_classes); does nothing for unevaluated targets.
 void check_class_indices(const array& targets, int num_classes, const Shape& logits_shape, int axis, const char* op);
+/// softmax (log_softmax when `take_log`) of floating-point x over `axes`, op by op (ops/reduce.cpp).
+array softmax_composed(const array& x, const std::vector<int>& axes, bool take_log);
+/// The same over the last axis as one fused primitive, forward and backward (ops/softmax.cpp).
+array softmax_last_axis(const array& x, bool take_log);
 }  // namespace detail
 
 }  // namespace loom

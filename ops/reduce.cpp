@@ -2,6 +2,7 @@
 #include <numeric>
 
 #include "loom/core/primitive.h"
+#include "loom/ops/fused.h"
 #include "loom/ops/kernels/elementwise.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
@@ -577,24 +578,32 @@ array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims) {
 array logsumexp(const array& a, int axis, bool keepdims) { return logsumexp(a, std::vector<int>{axis}, keepdims); }
 array logsumexp(const array& a, bool keepdims) { return logsumexp(a, all_axes(a), keepdims); }
 
-array softmax(const array& a, const std::vector<int>& axes) {
-  reduced_count(a, axes, "softmax");
-  Dtype d = is_floating_point(a.dtype()) ? a.dtype() : float32;
-  array x = astype(a, d);
+namespace detail {
+array softmax_composed(const array& x, const std::vector<int>& axes, bool take_log) {
   if (x.size() == 0) return x;  // max (for the shift) has no identity on an empty axis
-  array e = exp(subtract(x, stable_shift(x, axes)));
+  array shifted = subtract(x, stable_shift(x, axes));
+  if (take_log) return subtract(shifted, log(sum(exp(shifted), axes, true)));
+  array e = exp(shifted);
   return divide(e, sum(e, axes, true));
 }
-array softmax(const array& a, int axis) { return softmax(a, std::vector<int>{axis}); }
+}  // namespace detail
 
-array log_softmax(const array& a, const std::vector<int>& axes) {
-  reduced_count(a, axes, "log_softmax");
+namespace {
+// Over the last axis alone, the fused primitive; otherwise the composition.
+array softmax_impl(const array& a, const std::vector<int>& axes, bool take_log, const char* name) {
+  reduced_count(a, axes, name);
   Dtype d = is_floating_point(a.dtype()) ? a.dtype() : float32;
   array x = astype(a, d);
   if (x.size() == 0) return x;
-  array shifted = subtract(x, stable_shift(x, axes));
-  return subtract(shifted, log(sum(exp(shifted), axes, true)));
+  const bool last = axes.size() == 1 && (axes[0] == -1 || axes[0] == static_cast<int>(a.ndim()) - 1);
+  return last ? detail::softmax_last_axis(x, take_log) : detail::softmax_composed(x, axes, take_log);
 }
+}  // namespace
+
+array softmax(const array& a, const std::vector<int>& axes) { return softmax_impl(a, axes, false, "softmax"); }
+array softmax(const array& a, int axis) { return softmax(a, std::vector<int>{axis}); }
+
+array log_softmax(const array& a, const std::vector<int>& axes) { return softmax_impl(a, axes, true, "log_softmax"); }
 array log_softmax(const array& a, int axis) { return log_softmax(a, std::vector<int>{axis}); }
 
 array argmax(const array& a, int axis, bool keepdims) {

@@ -50,6 +50,7 @@ const char* kAttention = "tests/ops/attention_test.cpp";
 const char* kGelu = "tests/ops/gelu_test.cpp";
 const char* kLayerNorm = "tests/ops/layer_norm_test.cpp";
 const char* kRMSNorm = "tests/ops/rms_norm_test.cpp";
+const char* kSoftmax = "tests/ops/softmax_test.cpp";
 
 Entry checked(const char* name, std::vector<Ref> refs) { return {name, std::move(refs), nullptr}; }
 Entry none(const char* name, const char* why) { return {name, {}, why}; }
@@ -185,6 +186,10 @@ std::vector<Entry> registry() {
       checked("LayerNormGrad", {{kLayerNorm, "LayerNormFused.GradientsMatchFiniteDifferences", "vjp"}}),
       checked("RMSNorm", {{kRMSNorm, "RMSNormFused.GradientsMatchFiniteDifferences", "rms_norm"}}),
       checked("RMSNormGrad", {{kRMSNorm, "RMSNormFused.GradientsMatchFiniteDifferences", "vjp"}}),
+      checked("Softmax", {{kSoftmax, "SoftmaxFused.GradientsMatchFiniteDifferences", "softmax"}}),
+      checked("SoftmaxGrad", {{kSoftmax, "SoftmaxFused.GradientsMatchFiniteDifferences", "vjp"}}),
+      checked("LogSoftmax", {{kSoftmax, "SoftmaxFused.GradientsMatchFiniteDifferences", "log_softmax"}}),
+      checked("LogSoftmaxGrad", {{kSoftmax, "SoftmaxFused.GradientsMatchFiniteDifferences", "vjp"}}),
       none("AdamUpdate", "an optimizer step, not part of any differentiated function: its vjp and jvp throw"),
       // ---- distributed (distributed/mpi.cpp) ----
       // With one process the collectives return their input and record no node, so their rules can
