@@ -1,9 +1,11 @@
 // matmul_1024, matmul_2048, eltwise_chain_4m and op_overhead as ../shared/BENCHMARKS.md defines them,
-// and unary_4m: one float32 math op (exp, log, tanh, sigmoid, erf, nn::gelu, nn::gelu_approx) over
-// 4M floats in [-4, 4) ([0.01, 8) for log).
+// unary_4m: one float32 math op (exp, log, tanh, sigmoid, erf, nn::gelu, nn::gelu_approx) over
+// 4M floats in [-4, 4) ([0.01, 8) for log); and fused_rows: forward + backward of rms_norm and
+// softmax, fused and written op by op.
 #include <loom/loom.h>
 
 #include <functional>
+#include <tuple>
 #include <utility>
 
 #include "bench.h"
@@ -95,6 +97,41 @@ int main(int argc, char** argv) {
       std::printf("{\"bench\":\"op_overhead\",\"impl\":\"loom\",\"threads\":%d,\"median_ms\":%.4f,\"us_per_op\":%.3f,\"n\":%d}\n",
                   threads, t, t * 1e3 / ops, reps);
       std::fflush(stdout);
+    }
+    {
+      // fused_rows: forward + backward (vjp of sum(y * g)) of the row-wise fused ops against the same
+      // math written op by op: rms_norm over (4096, 128) with a weight, softmax over (4096, 1000).
+      array h = random::normal({4096, 128}), w = random::uniform({128}) + 0.5f, gh = random::normal({4096, 128});
+      array s = random::normal({4096, 1000}) * 3.0f, gs = random::normal({4096, 1000});
+      eval(h, w, gh, s, gs);
+      const std::tuple<const char*, const char*, array, array, std::function<array(const array&)>> cases[] = {
+          {"rms_norm", "fused", h, gh, [&](const array& x) { return rms_norm(x, w, 1e-5); }},
+          {"rms_norm", "composed", h, gh,
+           [&](const array& x) { return x * rsqrt(mean(square(x), -1, true) + 1e-5f) * w; }},
+          {"softmax", "fused", s, gs, [&](const array& x) { return softmax(x, -1); }},
+          {"softmax", "composed", s, gs,
+           [&](const array& x) {
+             array e = exp(x - stop_gradient(max(x, -1, true)));
+             return e / sum(e, -1, true);
+           }}};
+      for (const auto& [op, impl, x, g, fn] : cases) {
+        auto step = [&, &x = x, &g = g, &fn = fn] {
+          auto [y, dx] = vjp(fn, x, g);
+          eval(y, dx);
+        };
+        step();
+        const int reps = quick ? 10 : 30;
+        std::vector<double> ms;
+        for (int r = 0; r < reps; ++r) {
+          double t0 = bench::now_ms();
+          step();
+          ms.push_back(bench::now_ms() - t0);
+        }
+        std::printf("{\"bench\":\"fused_rows\",\"op\":\"%s\",\"impl\":\"loom_%s\",\"threads\":%d,"
+                    "\"median_ms\":%.3f,\"n\":%d}\n",
+                    op, impl, threads, bench::median(ms), reps);
+        std::fflush(stdout);
+      }
     }
   }
   return 0;
