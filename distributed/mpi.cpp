@@ -533,8 +533,8 @@ class AllReduce : public Communication {
     runs_.push_back({begin, static_cast<int64_t>(x.size()), in_place ? std::nullopt : std::optional<array>(x)});
   }
 
-  // Readies elements [off, off + count) of out for sending: copies what is not in place (a mean
-  // scaled by 1 / group size on the way) and divides a mean's in-place elements.
+  // Readies elements [off, off + count) of out for sending: copies in what is not in place and, for
+  // a mean, divides every element by the group size.
   void fill(array& out, size_t off, size_t count) const {
     const int64_t lo_piece = static_cast<int64_t>(off), hi_piece = lo_piece + static_cast<int64_t>(count);
     const size_t isz = out.itemsize();
