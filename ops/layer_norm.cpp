@@ -49,27 +49,22 @@ void forward_kernel(const array& x, const T* w, const T* b, array& out, double e
   const size_t rows = x.size() / n;
   const T* xp = kernels::ptr<T>(x);
   T* yp = kernels::ptr<T>(out);
-  kernels::parallel_for(
-      rows,
-      [&](size_t r0, size_t r1) {
-        for (size_t r = r0; r < r1; ++r) {
-          const T* xr = xp + r * n;
-          T* yr = yp + r * n;
-          T mu, rstd;
-          row_stats(xr, n, eps, mu, rstd);
-          if (w && b) {
-            for (int j = 0; j < n; ++j) yr[j] = (xr[j] - mu) * rstd * w[j] + b[j];
-          } else {
-            for (int j = 0; j < n; ++j) {
-              T y = (xr[j] - mu) * rstd;
-              if (w) y *= w[j];
-              if (b) y += b[j];
-              yr[j] = y;
-            }
-          }
-        }
-      },
-      rows_threshold(n));
+  kernels::parallel_rows(rows, n, [&](size_t r) {
+    const T* xr = xp + r * n;
+    T* yr = yp + r * n;
+    T mu, rstd;
+    row_stats(xr, n, eps, mu, rstd);
+    if (w && b) {
+      for (int j = 0; j < n; ++j) yr[j] = (xr[j] - mu) * rstd * w[j] + b[j];
+    } else {
+      for (int j = 0; j < n; ++j) {
+        T y = (xr[j] - mu) * rstd;
+        if (w) y *= w[j];
+        if (b) y += b[j];
+        yr[j] = y;
+      }
+    }
+  });
 }
 
 // dx, and the per-feature sums dw = sum(g * xhat), db = sum(g), of sum(g * layer_norm(x)).

@@ -41,21 +41,16 @@ void forward_kernel(const array& x, const T* w, array& out, double eps) {
   const size_t rows = x.size() / n;
   const T* xp = kernels::ptr<T>(x);
   T* yp = kernels::ptr<T>(out);
-  kernels::parallel_for(
-      rows,
-      [&](size_t r0, size_t r1) {
-        for (size_t r = r0; r < r1; ++r) {
-          const T* xr = xp + r * n;
-          T* yr = yp + r * n;
-          const T rstd = row_rstd(xr, n, eps);
-          if (w) {
-            for (int j = 0; j < n; ++j) yr[j] = xr[j] * rstd * w[j];
-          } else {
-            for (int j = 0; j < n; ++j) yr[j] = xr[j] * rstd;
-          }
-        }
-      },
-      rows_threshold(n));
+  kernels::parallel_rows(rows, n, [&](size_t r) {
+    const T* xr = xp + r * n;
+    T* yr = yp + r * n;
+    const T rstd = row_rstd(xr, n, eps);
+    if (w) {
+      for (int j = 0; j < n; ++j) yr[j] = xr[j] * rstd * w[j];
+    } else {
+      for (int j = 0; j < n; ++j) yr[j] = xr[j] * rstd;
+    }
+  });
 }
 
 // dx, and the per-feature sum dw = sum(g * x * rstd) when dw is given, of sum(g * rms_norm(x)).

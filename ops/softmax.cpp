@@ -14,7 +14,6 @@ namespace loom {
 
 using kernels::dispatch_real;
 using kernels::row_major;
-using kernels::rows_threshold;
 
 namespace {
 
@@ -32,26 +31,21 @@ void forward_kernel(const array& x, array& out, bool take_log) {
   const size_t rows = x.size() / n;
   const T* xp = kernels::ptr<T>(x);
   T* yp = kernels::ptr<T>(out);
-  kernels::parallel_for(
-      rows,
-      [&](size_t r0, size_t r1) {
-        for (size_t r = r0; r < r1; ++r) {
-          const T* xr = xp + r * n;
-          T* yr = yp + r * n;
-          // The composition's shift: the max (NaNs skipped; they make the sum NaN), 0 when infinite.
-          T m = detail::lane_max(xr, n);
-          if (std::isinf(m)) m = 0;
-          if (take_log) {
-            const T ls = std::log(detail::lane_sum<T>(n, [&](int j) { return detail::exp_of(xr[j] - m); }));
-            for (int j = 0; j < n; ++j) yr[j] = (xr[j] - m) - ls;
-          } else {
-            const T s = detail::lane_sum<T>(n, [&](int j) { return yr[j] = detail::exp_of(xr[j] - m); });
-            const T inv = T(1) / s;
-            for (int j = 0; j < n; ++j) yr[j] *= inv;
-          }
-        }
-      },
-      rows_threshold(n));
+  kernels::parallel_rows(rows, n, [&](size_t r) {
+    const T* xr = xp + r * n;
+    T* yr = yp + r * n;
+    // The composition's shift: the max (NaNs skipped; they make the sum NaN), 0 when infinite.
+    T m = detail::lane_max(xr, n);
+    if (std::isinf(m)) m = 0;
+    if (take_log) {
+      const T ls = std::log(detail::lane_sum<T>(n, [&](int j) { return detail::exp_of(xr[j] - m); }));
+      for (int j = 0; j < n; ++j) yr[j] = (xr[j] - m) - ls;
+    } else {
+      const T s = detail::lane_sum<T>(n, [&](int j) { return yr[j] = detail::exp_of(xr[j] - m); });
+      const T inv = T(1) / s;
+      for (int j = 0; j < n; ++j) yr[j] *= inv;
+    }
+  });
 }
 
 // softmax: dx = y (g - sum(g y)); log_softmax: dx = g - exp(y) sum(g).
@@ -62,23 +56,18 @@ void backward_kernel(const array& y, const array& g, array& out, bool take_log) 
   const T* yp = kernels::ptr<T>(y);
   const T* gp = kernels::ptr<T>(g);
   T* dp = kernels::ptr<T>(out);
-  kernels::parallel_for(
-      rows,
-      [&](size_t r0, size_t r1) {
-        for (size_t r = r0; r < r1; ++r) {
-          const T* yr = yp + r * n;
-          const T* gr = gp + r * n;
-          T* d = dp + r * n;
-          if (take_log) {
-            const T s = detail::lane_sum<T>(n, [&](int j) { return gr[j]; });
-            for (int j = 0; j < n; ++j) d[j] = gr[j] - detail::exp_of(yr[j]) * s;
-          } else {
-            const T s = detail::lane_sum<T>(n, [&](int j) { return gr[j] * yr[j]; });
-            for (int j = 0; j < n; ++j) d[j] = yr[j] * (gr[j] - s);
-          }
-        }
-      },
-      rows_threshold(n));
+  kernels::parallel_rows(rows, n, [&](size_t r) {
+    const T* yr = yp + r * n;
+    const T* gr = gp + r * n;
+    T* d = dp + r * n;
+    if (take_log) {
+      const T s = detail::lane_sum<T>(n, [&](int j) { return gr[j]; });
+      for (int j = 0; j < n; ++j) d[j] = gr[j] - detail::exp_of(yr[j]) * s;
+    } else {
+      const T s = detail::lane_sum<T>(n, [&](int j) { return gr[j] * yr[j]; });
+      for (int j = 0; j < n; ++j) d[j] = yr[j] * (gr[j] - s);
+    }
+  });
 }
 
 // inputs: y (the forward's output), g; output: dx.
