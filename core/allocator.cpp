@@ -7,6 +7,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace loom {
 namespace {
@@ -37,17 +38,22 @@ void* system_alloc(size_t cls) {
 
 struct Allocator {
   std::mutex mu;
-  std::multimap<size_t, void*> cache;  // size class -> block
+  // Size class -> its free blocks. The lists keep their capacity, so caching and reusing a block
+  // allocate nothing (a multimap allocated a node per cached block: two more malloc calls per
+  // array, which lock once the process has a second thread).
+  std::map<size_t, std::vector<void*>> cache;
   size_t active = 0, peak = 0, cached = 0;
   size_t limit = 0;
   size_t cache_limit = 0;  // 0: no cap beyond the memory limit
 
   void release_cache_locked(size_t target) {
-    while (cached > target && !cache.empty()) {
-      auto it = std::prev(cache.end());  // largest first
-      cached -= it->first;
-      std::free(it->second);
-      cache.erase(it);
+    for (auto it = cache.rbegin(); it != cache.rend() && cached > target; ++it) {  // largest first
+      auto& blocks = it->second;
+      while (!blocks.empty() && cached > target) {
+        std::free(blocks.back());
+        blocks.pop_back();
+        cached -= it->first;
+      }
     }
   }
 
@@ -57,10 +63,10 @@ struct Allocator {
     std::lock_guard<std::mutex> lock(mu);
     void* p = nullptr;
     auto it = cache.find(cls);
-    if (it != cache.end()) {
-      p = it->second;
+    if (it != cache.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
       cached -= cls;
-      cache.erase(it);
     } else {
       if (limit && active + cached + cls > limit) release_cache_locked(0);
       if (limit && active + cls > limit) {
@@ -85,7 +91,7 @@ struct Allocator {
     std::lock_guard<std::mutex> lock(mu);
     size_t cls = size_class(buf.size);
     active -= cls;
-    cache.emplace(cls, buf.ptr);
+    cache[cls].push_back(buf.ptr);
     cached += cls;
     if (cache_limit && cached > cache_limit) release_cache_locked(cache_limit);
     if (limit && active + cached > limit) release_cache_locked(limit > active ? limit - active : 0);

@@ -153,6 +153,31 @@ TEST(Eval, DonationReusesUniqueBuffers) {
   EXPECT_FLOAT_EQ(z.to_vector<float>()[0], 1.0f);
 }
 
+TEST(Memory, CacheLimitReleasesTheLargestBlocksFirstAndCachedBlocksAreReused) {
+  clear_cache();
+  {
+    array a = full({1 << 20}, 1.0f) * 2.0f, b = full({1 << 14}, 1.0f) * 2.0f, c = full({1 << 10}, 1.0f) * 2.0f;
+    eval(a, b, c);
+  }
+  const size_t small = (1 << 14) * 4 + (1 << 10) * 4;
+  const size_t cached = get_cache_memory();
+  ASSERT_GE(cached, (1 << 20) * 4 + small);
+  // One byte under: the 4 MB block goes, the small ones stay.
+  const size_t old = set_cache_limit(cached - 1);
+  EXPECT_LT(get_cache_memory(), size_t(1) << 20);
+  EXPECT_GE(get_cache_memory(), small);
+  // A request of a cached size takes the cached block: nothing new is active beyond it.
+  const size_t before = get_cache_memory();
+  {
+    array d = full({1 << 14}, 1.0f) * 3.0f;
+    d.eval();
+    EXPECT_EQ(get_cache_memory(), before - (1 << 14) * 4);
+  }
+  set_cache_limit(old);
+  clear_cache();
+  EXPECT_EQ(get_cache_memory(), 0u);
+}
+
 TEST(Memory, CacheAndLimit) {
   clear_cache();
   EXPECT_EQ(get_cache_memory(), 0u);
