@@ -20,14 +20,20 @@ std::vector<array> reference_vjp(F ref, const std::vector<array>& primals, const
   return out;
 }
 
+/// A tangent for every primal: those given for the inputs in `argnums`, zeros for the others.
+inline std::vector<array> tangents_or_zeros(const std::vector<array>& primals, const std::vector<array>& tangents,
+                                            const std::vector<int>& argnums) {
+  std::vector<array> t;
+  for (const auto& p : primals) t.push_back(zeros_like(p));
+  for (size_t i = 0; i < argnums.size(); ++i) t[argnums[i]] = tangents[i];
+  return t;
+}
+
 /// The output tangents of `ref` at `primals`, given tangents for the inputs in `argnums` (others 0).
 template <typename F>
 std::vector<array> reference_jvp(F ref, const std::vector<array>& primals, const std::vector<array>& tangents,
                                  const std::vector<int>& argnums) {
-  std::vector<array> t;
-  for (const auto& p : primals) t.push_back(zeros_like(p));
-  for (size_t i = 0; i < argnums.size(); ++i) t[argnums[i]] = tangents[i];
-  return loom::jvp(ref, primals, t).second;
+  return loom::jvp(ref, primals, tangents_or_zeros(primals, tangents, argnums)).second;
 }
 
 }  // namespace loom::detail

@@ -1,6 +1,7 @@
 #include <mpi.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -10,11 +11,11 @@
 #include <exception>
 #include <functional>
 #include <limits>
-#include <optional>
-#include <algorithm>
 #include <mutex>
+#include <optional>
 #include <thread>
 
+#include "loom/autograd/reference.h"
 #include "loom/core/primitive.h"
 #include "loom/core/threads.h"
 #include "loom/distributed/distributed.h"
@@ -492,7 +493,7 @@ class AllReduce : public Communication {
     if (flat_) {
       array c = all_reduce(cot[0], op_, group_);
       std::vector<int64_t> offsets;
-      input_offsets(p, outputs[0], offsets);
+      consecutive_offsets(p, offsets);
       std::vector<array> out;
       for (int arg : argnums) {
         const int begin = static_cast<int>(offsets[arg]), end = begin + static_cast<int>(p[arg].size());
@@ -506,14 +507,7 @@ class AllReduce : public Communication {
     return {multiply(all_sum(cot[0], group_), mask)};
   }
   std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t, const std::vector<int>& argnums) override {
-    if (flat_) {
-      std::vector<array> tangents;
-      for (size_t i = 0; i < p.size(); ++i) {
-        auto it = std::find(argnums.begin(), argnums.end(), static_cast<int>(i));
-        tangents.push_back(it == argnums.end() ? zeros_like(p[i]) : t[it - argnums.begin()]);
-      }
-      return {all_reduce_flat(tangents, op_, group_)};
-    }
+    if (flat_) return {all_reduce_flat(loom::detail::tangents_or_zeros(p, t, argnums), op_, group_)};
     if (op_ == ReduceKind::sum) return {all_sum(t[0], group_)};
     if (op_ == ReduceKind::mean) return {all_mean(t[0], group_)};
     array y(p[0].shape(), p[0].dtype(), std::make_shared<AllReduce>(op_, group_), {p[0]});

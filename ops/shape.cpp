@@ -2,6 +2,7 @@
 #include <numeric>
 #include <string>
 
+#include "loom/autograd/reference.h"
 #include "loom/core/primitive.h"
 #include "loom/ops/kernels/elementwise.h"
 #include "loom/ops/ops.h"
@@ -11,6 +12,7 @@ namespace loom {
 
 using detail::msg;
 using detail::shape_str;
+using detail::tangents_or_zeros;
 
 namespace {
 
@@ -19,14 +21,6 @@ void make_view(const array& in, array& out, const Strides& strides, int64_t offs
   size_t data_size;
   auto flags = array::layout_flags(out.shape(), strides, &data_size);
   out.copy_shared_buffer(in, strides, flags, data_size, offset);
-}
-
-std::vector<array> tangents_or_zeros(const std::vector<array>& primals, const std::vector<array>& tangents,
-                                     const std::vector<int>& argnums) {
-  std::vector<array> t;
-  for (auto& p : primals) t.push_back(zeros_like(p));
-  for (size_t i = 0; i < argnums.size(); ++i) t[argnums[i]] = tangents[i];
-  return t;
 }
 
 // Strides that show `x`'s elements, in row-major order, in `shape`, when some exist: each run of
