@@ -12,11 +12,13 @@
 #include "loom/core/allocator.h"
 #include "loom/core/dispatch.h"
 #include "loom/core/dtype.h"
+#include "loom/core/small_vector.h"
 
 namespace loom {
 
-using Shape = std::vector<int>;
-using Strides = std::vector<int64_t>;
+/// Dimensions and element strides; arrays of up to 6 dimensions keep them inline (no allocation).
+using Shape = SmallVector<int, 6>;
+using Strides = SmallVector<int64_t, 6>;
 
 class Primitive;
 class array;
