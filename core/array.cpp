@@ -87,6 +87,8 @@ std::vector<array> array::make_arrays(std::vector<Shape> shapes, const std::vect
   for (auto& in : inputs) tracer |= in.is_tracer();
   node->inputs = std::move(inputs);
   std::vector<array> outs;
+  outs.reserve(shapes.size());
+  node->outputs.reserve(shapes.size());
   for (size_t i = 0; i < shapes.size(); ++i) {
     auto d = std::make_shared<ArrayDesc>(shapes[i], dtypes[i]);
     d->node = node;

@@ -27,14 +27,14 @@ std::vector<array> build_tape(const std::vector<array>& outputs, Index& index) {
   };
   std::vector<Frame> stack;
   for (const auto& out : outputs) {
-    if (!needs_eval(out) || !visited.emplace(out.node_id(), -1).second) continue;
+    if (!needs_eval(out) || !visited.try_emplace(out.node_id(), -1).second) continue;
     stack.push_back({out, 0});
     while (!stack.empty()) {
       Frame& f = stack.back();
       const auto& ins = f.a.inputs();
       if (f.next < ins.size()) {
         const array& in = ins[f.next++];
-        if (needs_eval(in) && visited.emplace(in.node_id(), -1).second) stack.push_back({in, 0});
+        if (needs_eval(in) && visited.try_emplace(in.node_id(), -1).second) stack.push_back({in, 0});
       } else {
         visited[f.a.node_id()] = static_cast<int>(tape.size());
         tape.push_back(std::move(f.a));

@@ -43,10 +43,10 @@ ParamTree average_gradients(const ParamTree& grads, std::ptrdiff_t all_reduce_si
     }
   }
 
-  std::vector<std::pair<std::string, array>> items(grads.begin(), grads.end());
-  std::vector<array> averaged(items.size(), array(0.0f));
+  const auto items = grads.begin();  // (name, gradient) by position
+  std::vector<array> averaged = grads.values();
   if (all_reduce_size <= 0) {
-    for (size_t i = items.size(); i-- > 0;) averaged[i] = all_mean(items[i].second, communication_type, g);
+    for (size_t i = grads.size(); i-- > 0;) averaged[i] = all_mean(items[i].second, communication_type, g);
     return tree_unflatten(grads, averaged);
   }
 
@@ -60,6 +60,8 @@ ParamTree average_gradients(const ParamTree& grads, std::ptrdiff_t all_reduce_si
     } else {
       std::vector<array> parts_in;
       std::vector<int> offsets;
+      parts_in.reserve(bucket.size());
+      offsets.reserve(bucket.size());
       int offset = 0;
       for (size_t i : bucket) {
         parts_in.push_back(items[i].second);
@@ -76,7 +78,7 @@ ParamTree average_gradients(const ParamTree& grads, std::ptrdiff_t all_reduce_si
     bucket.clear();
     bucket_bytes = 0;
   };
-  for (size_t i = items.size(); i-- > 0;) {
+  for (size_t i = grads.size(); i-- > 0;) {
     const array& gr = items[i].second;
     const auto bytes = static_cast<std::ptrdiff_t>(gr.nbytes());
     bool fits = bucket.empty() ||

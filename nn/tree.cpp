@@ -18,9 +18,18 @@ ParamTree::ParamTree(std::vector<value_type> items) {
   }
 }
 
+ParamTree::Index& ParamTree::own_index() {
+  if (!index_) {
+    index_ = std::make_shared<Index>();
+  } else if (index_.use_count() > 1) {
+    index_ = std::make_shared<Index>(*index_);
+  }
+  return const_cast<Index&>(*index_);  // held by this tree alone
+}
+
 const array& ParamTree::at(const std::string& name) const {
-  auto it = index_.find(name);
-  if (it == index_.end()) throw std::out_of_range("[ParamTree] no entry named '" + name + "'");
+  auto it = index_ ? index_->find(name) : Index::const_iterator();
+  if (!index_ || it == index_->end()) throw std::out_of_range("[ParamTree] no entry named '" + name + "'");
   return items_[it->second].second;
 }
 
@@ -29,21 +38,23 @@ array& ParamTree::at(const std::string& name) {
 }
 
 void ParamTree::insert(const std::string& name, array value) {
-  auto it = index_.find(name);
-  if (it != index_.end()) {
-    items_[it->second].second = std::move(value);
-    return;
+  if (index_) {
+    auto it = index_->find(name);
+    if (it != index_->end()) {
+      items_[it->second].second = std::move(value);
+      return;
+    }
   }
-  index_.emplace(name, items_.size());
+  own_index().emplace(name, items_.size());
   items_.emplace_back(name, std::move(value));
 }
 
 void ParamTree::erase(const std::string& name) {
-  auto it = index_.find(name);
-  if (it == index_.end()) return;
-  items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(it->second));
-  index_.clear();
-  for (size_t i = 0; i < items_.size(); ++i) index_.emplace(items_[i].first, i);
+  if (!contains(name)) return;
+  Index& index = own_index();
+  items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(index.at(name)));
+  index.clear();
+  for (size_t i = 0; i < items_.size(); ++i) index.emplace(items_[i].first, i);
 }
 
 std::vector<std::string> ParamTree::names() const {
@@ -70,8 +81,8 @@ ParamTree ParamTree::subtree(const std::string& prefix) const {
 }
 
 ParamTree tree_map(const ParamTree& tree, const std::function<array(const array&)>& fn) {
-  ParamTree out;
-  for (const auto& [name, value] : tree) out.insert(name, fn(value));
+  ParamTree out = tree;  // the names and their index, shared
+  for (auto& item : out) item.second = fn(item.second);
   return out;
 }
 
@@ -81,10 +92,10 @@ ParamTree tree_map(const ParamTree& a, const ParamTree& b,
     throw std::invalid_argument("[tree_map] the trees hold " + std::to_string(a.size()) + " and " +
                                 std::to_string(b.size()) + " entries");
   }
-  ParamTree out;
-  for (const auto& [name, value] : a) {
+  ParamTree out = a;
+  for (auto& [name, value] : out) {
     if (!b.contains(name)) throw std::invalid_argument("[tree_map] '" + name + "' is missing from the second tree");
-    out.insert(name, fn(value, b.at(name)));
+    value = fn(value, b.at(name));
   }
   return out;
 }
@@ -100,9 +111,9 @@ ParamTree tree_unflatten(const ParamTree& like, const std::vector<array>& values
     throw std::invalid_argument("[tree_unflatten] " + std::to_string(values.size()) + " arrays for a tree of " +
                                 std::to_string(like.size()) + " names");
   }
-  ParamTree out;
+  ParamTree out = like;
   size_t i = 0;
-  for (const auto& item : like) out.insert(item.first, values[i++]);
+  for (auto& item : out) item.second = values[i++];
   return out;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -24,7 +25,7 @@ class ParamTree {
 
   size_t size() const { return items_.size(); }
   bool empty() const { return items_.empty(); }
-  bool contains(const std::string& name) const { return index_.count(name) != 0; }
+  bool contains(const std::string& name) const { return index_ && index_->count(name) != 0; }
 
   /// The array called `name`; throws std::out_of_range naming it when absent.
   const array& at(const std::string& name) const;
@@ -49,8 +50,12 @@ class ParamTree {
   ParamTree subtree(const std::string& prefix) const;
 
  private:
+  using Index = std::unordered_map<std::string, size_t>;
+  // Name -> position. Copies share it until one adds or removes a name (trees made from another,
+  // by tree_map or tree_unflatten, then cost no hashing and no allocation per name).
+  std::shared_ptr<const Index> index_;
   std::vector<value_type> items_;
-  std::unordered_map<std::string, size_t> index_;
+  Index& own_index();
 };
 
 /// A tree with the same names and `fn` applied to every array.

@@ -630,6 +630,7 @@ std::vector<array> split(const array& a, const std::vector<int>& indices, int ax
   bounds.push_back(n);
   if (std::is_sorted(bounds.begin(), bounds.end())) {  // the parts tile the axis: one Split node
     std::vector<Shape> shapes;
+    shapes.reserve(bounds.size() - 1);
     for (size_t i = 0; i + 1 < bounds.size(); ++i) {
       shapes.push_back(a.shape());
       shapes.back()[ax] = bounds[i + 1] - bounds[i];

@@ -241,3 +241,27 @@ TEST(ParamTree, MapFlattenUnflatten) {
   t.erase("a");
   EXPECT_EQ(joined(t.names()), "b.c");
 }
+
+TEST(ParamTree, CopiesShareNamesUntilOneChangesThem) {
+  nn::ParamTree t{{"a", array(1.0f)}, {"b", array(2.0f)}};
+  nn::ParamTree copy = t;
+  copy.insert("c", array(3.0f));  // a new name: the copy's own index
+  copy.insert("a", array(4.0f));  // an existing name: replaced in place
+  EXPECT_EQ(joined(t.names()), "a b");
+  EXPECT_FALSE(t.contains("c"));
+  EXPECT_EQ(t["a"].item<float>(), 1.0f);
+  EXPECT_EQ(joined(copy.names()), "a b c");
+  EXPECT_EQ(copy["c"].item<float>(), 3.0f);
+  auto mapped = nn::tree_map(t, [](const array& x) { return x + 10.0f; });
+  mapped.erase("a");
+  EXPECT_EQ(joined(t.names()), "a b");
+  EXPECT_EQ(t["b"].item<float>(), 2.0f);
+  EXPECT_EQ(joined(mapped.names()), "b");
+  EXPECT_EQ(mapped["b"].item<float>(), 12.0f);
+  EXPECT_THROW_MSG(mapped.at("a"), std::out_of_range, "'a'");
+  nn::ParamTree empty;
+  EXPECT_FALSE(empty.contains("a"));
+  EXPECT_THROW_MSG(empty.at("a"), std::out_of_range, "'a'");
+  empty.erase("a");
+  EXPECT_TRUE(empty.empty());
+}
