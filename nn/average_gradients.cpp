@@ -1,5 +1,6 @@
 #include "loom/nn/average_gradients.h"
 
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -44,10 +45,16 @@ ParamTree average_gradients(const ParamTree& grads, std::ptrdiff_t all_reduce_si
   }
 
   const auto items = grads.begin();  // (name, gradient) by position
-  std::vector<array> averaged = grads.values();
+  std::vector<std::optional<array>> averaged(grads.size());
+  auto result = [&] {
+    std::vector<array> out;
+    out.reserve(averaged.size());
+    for (auto& a : averaged) out.push_back(std::move(*a));
+    return tree_unflatten(grads, std::move(out));
+  };
   if (all_reduce_size <= 0) {
     for (size_t i = grads.size(); i-- > 0;) averaged[i] = all_mean(items[i].second, communication_type, g);
-    return tree_unflatten(grads, averaged);
+    return result();
   }
 
   // Buckets of consecutive gradients, newest (last) first.
@@ -72,7 +79,8 @@ ParamTree average_gradients(const ParamTree& grads, std::ptrdiff_t all_reduce_si
       array mean = all_mean_flat(parts_in, communication_type, g);
       std::vector<array> parts = split(mean, offsets, 0);
       for (size_t k = 0; k < bucket.size(); ++k) {
-        averaged[bucket[k]] = reshape(parts[k], items[bucket[k]].second.shape());
+        const Shape& shape = items[bucket[k]].second.shape();
+        averaged[bucket[k]] = parts[k].shape() == shape ? std::move(parts[k]) : reshape(parts[k], shape);
       }
     }
     bucket.clear();
@@ -88,7 +96,7 @@ ParamTree average_gradients(const ParamTree& grads, std::ptrdiff_t all_reduce_si
     bucket_bytes += bytes;
   }
   flush();
-  return tree_unflatten(grads, averaged);
+  return result();
 }
 
 }  // namespace loom::nn

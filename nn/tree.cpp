@@ -80,9 +80,16 @@ ParamTree ParamTree::subtree(const std::string& prefix) const {
   return out;
 }
 
+ParamTree ParamTree::same_names(const ParamTree& like) {
+  ParamTree out;
+  out.index_ = like.index_;
+  out.items_.reserve(like.items_.size());
+  return out;
+}
+
 ParamTree tree_map(const ParamTree& tree, const std::function<array(const array&)>& fn) {
-  ParamTree out = tree;  // the names and their index, shared
-  for (auto& item : out) item.second = fn(item.second);
+  ParamTree out = ParamTree::same_names(tree);
+  for (const auto& [name, value] : tree) out.items_.emplace_back(name, fn(value));
   return out;
 }
 
@@ -92,10 +99,10 @@ ParamTree tree_map(const ParamTree& a, const ParamTree& b,
     throw std::invalid_argument("[tree_map] the trees hold " + std::to_string(a.size()) + " and " +
                                 std::to_string(b.size()) + " entries");
   }
-  ParamTree out = a;
-  for (auto& [name, value] : out) {
+  ParamTree out = ParamTree::same_names(a);
+  for (const auto& [name, value] : a) {
     if (!b.contains(name)) throw std::invalid_argument("[tree_map] '" + name + "' is missing from the second tree");
-    value = fn(value, b.at(name));
+    out.items_.emplace_back(name, fn(value, b.at(name)));
   }
   return out;
 }
@@ -106,14 +113,13 @@ std::vector<std::pair<std::string, array>> tree_flatten(const ParamTree& tree) {
 
 ParamTree tree_unflatten(const std::vector<std::pair<std::string, array>>& items) { return ParamTree(items); }
 
-ParamTree tree_unflatten(const ParamTree& like, const std::vector<array>& values) {
+ParamTree tree_unflatten(const ParamTree& like, std::vector<array> values) {
   if (like.size() != values.size()) {
     throw std::invalid_argument("[tree_unflatten] " + std::to_string(values.size()) + " arrays for a tree of " +
                                 std::to_string(like.size()) + " names");
   }
-  ParamTree out = like;
-  size_t i = 0;
-  for (auto& item : out) item.second = values[i++];
+  ParamTree out = ParamTree::same_names(like);
+  for (size_t i = 0; i < values.size(); ++i) out.items_.emplace_back(like.items_[i].first, std::move(values[i]));
   return out;
 }
 

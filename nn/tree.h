@@ -56,6 +56,11 @@ class ParamTree {
   std::shared_ptr<const Index> index_;
   std::vector<value_type> items_;
   Index& own_index();
+  // Trees with the names of another: they share its index and fill their items in its order.
+  friend ParamTree tree_map(const ParamTree&, const std::function<array(const array&)>&);
+  friend ParamTree tree_map(const ParamTree&, const ParamTree&, const std::function<array(const array&, const array&)>&);
+  friend ParamTree tree_unflatten(const ParamTree&, std::vector<array>);
+  static ParamTree same_names(const ParamTree& like);
 };
 
 /// A tree with the same names and `fn` applied to every array.
@@ -67,7 +72,7 @@ std::vector<std::pair<std::string, array>> tree_flatten(const ParamTree& tree);
 /// A tree from (name, array) pairs; duplicate names throw.
 ParamTree tree_unflatten(const std::vector<std::pair<std::string, array>>& items);
 /// A tree with the names of `like` and the arrays of `values`, in order; the counts must agree.
-ParamTree tree_unflatten(const ParamTree& like, const std::vector<array>& values);
+ParamTree tree_unflatten(const ParamTree& like, std::vector<array> values);
 
 /// Lets `eval(loss, model.parameters())` evaluate every array of a tree (found by ADL).
 void collect_arrays(std::vector<array>& out, const ParamTree& tree);
