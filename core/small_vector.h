@@ -99,6 +99,7 @@ class SmallVector {
 
   void reserve(size_t n) {
     if (n <= cap_) return;
+    if (n > UINT32_MAX) throw std::length_error("[SmallVector] more than 2^32 - 1 elements");
     T* p = static_cast<T*>(std::malloc(n * sizeof(T)));
     if (!p) throw std::bad_alloc();
     if (size_) std::memcpy(p, data_, size_ * sizeof(T));
@@ -108,7 +109,7 @@ class SmallVector {
   }
   void resize(size_t n) { resize(n, T()); }
   void resize(size_t n, const T& v) {
-    reserve(n);
+    reserve(n);  // throws before size_ could wrap
     for (size_t i = size_; i < n; ++i) data_[i] = v;
     size_ = n;
   }

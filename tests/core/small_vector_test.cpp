@@ -22,6 +22,8 @@ TEST(SmallVector, StaysInlineUpToNThenGrowsOnTheHeap) {
   ASSERT_EQ(s.size(), 100u);
   EXPECT_EQ(s[5], 0);
   EXPECT_EQ(s.back(), 99);
+  EXPECT_THROW(s.reserve(size_t(1) << 33), std::length_error);  // sizes are 32-bit
+  EXPECT_EQ(s.size(), 100u);
 }
 
 TEST(SmallVector, CopyAndMoveKeepValuesAndLeaveTheSourceValid) {
