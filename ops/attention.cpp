@@ -98,8 +98,13 @@ struct Problem {
   std::vector<int64_t> oq, ok, ov, om;
   int64_t lq, lk, lv, lm_row = 0, lm_col = 0;  // row strides (and the mask's column stride)
   const T *q, *k, *v, *m = nullptr;
-  // Per distinct mask slice (by offset): each query row's extent, 1 + its last unmasked column.
-  std::map<int64_t, std::vector<int>> extents;
+  // Per distinct mask slice (by offset): each query row's extent, 1 + its last unmasked column, and
+  // whether the slice adds anything within the extents (a causal mask is 0 there and is not added).
+  struct MaskSlice {
+    std::vector<int> ext;
+    bool adds = false;
+  };
+  std::map<int64_t, MaskSlice> slices;
 
   Problem(const array& qa, const array& ka, const array& va, const array* mask) {
     const int nd = static_cast<int>(qa.ndim());
@@ -109,7 +114,7 @@ struct Problem {
     lq = qa.strides()[nd - 2], lk = ka.strides()[nd - 2], lv = va.strides()[nd - 2];
     q = kernels::ptr<T>(qa), k = kernels::ptr<T>(ka), v = kernels::ptr<T>(va);
     if (!mask) {
-      extents[0] = std::vector<int>(L, S);
+      slices[0].ext.assign(L, S);
       om.assign(batches, 0);
       return;
     }
@@ -117,18 +122,20 @@ struct Problem {
     lm_row = mask->strides()[nd - 2], lm_col = mask->strides()[nd - 1];
     m = kernels::ptr<T>(*mask);
     for (int64_t o : om) {
-      if (extents.count(o)) continue;
-      std::vector<int> ext(L, S);
+      if (slices.count(o)) continue;
+      MaskSlice& slice = slices[o];
+      slice.ext.assign(L, S);
       for (int r = 0; r < L; ++r) {
         const T* row = m + o + r * lm_row;
         int j = S;
         while (j > 0 && !(row[(j - 1) * lm_col] > masked_below<T>())) --j;
-        ext[r] = j == 0 ? S : j;  // a fully masked row keeps every column (the softmax of its mask)
+        slice.ext[r] = j == 0 ? S : j;  // a fully masked row keeps every column (the softmax of its mask)
+        for (int c = 0; c < slice.ext[r] && !slice.adds; ++c) slice.adds = row[c * lm_col] != T(0);
       }
-      extents[o] = std::move(ext);
     }
   }
-  const std::vector<int>& ext(size_t b) const { return extents.at(om[b]); }
+  const MaskSlice& slice(size_t b) const { return slices.at(om[b]); }
+  const std::vector<int>& ext(size_t b) const { return slice(b).ext; }
   // Columns a block of rows needs: the largest extent among them.
   int width(size_t b, int r0, int r1) const {
     const auto& e = ext(b);
@@ -139,12 +146,13 @@ struct Problem {
   // row's extent are 0. P has leading dimension S.
   void softmax_block(size_t b, int r0, int r1, int n, T scale, T* P) const {
     const int rows = r1 - r0;
-    const auto& ex = ext(b);
+    const MaskSlice& sl = slice(b);
+    const auto& ex = sl.ext;
     gemm<T>(false, true, rows, n, E, scale, q + oq[b] + r0 * lq, lq, k + ok[b], lk, T(0), P, S);
     for (int r = 0; r < rows; ++r) {
       T* s = P + int64_t(r) * S;
       const int e = std::min(ex[r0 + r], n);
-      if (m) {
+      if (sl.adds) {
         const T* mr = m + om[b] + int64_t(r0 + r) * lm_row;
         if (lm_col == 1) {
           for (int j = 0; j < e; ++j) s[j] += mr[j];
