@@ -30,25 +30,35 @@ MatLayout mat_layout(const array& a) {
 }
 
 template <typename T>
-void gemm(bool ta, bool tb, int M, int N, int K, const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc) {
+void gemm(bool ta, bool tb, int M, int N, int K, T alpha, const T* A, int64_t lda, const T* B, int64_t ldb, T beta,
+          T* C, int64_t ldc) {
   if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A,
-                static_cast<int>(lda), B, static_cast<int>(ldb), 0.0f, C, static_cast<int>(ldc));
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
+                static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
   } else {
-    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0, A,
-                static_cast<int>(lda), B, static_cast<int>(ldb), 0.0, C, static_cast<int>(ldc));
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
+                static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
   }
 }
 
+// out = alpha a b (+ beta c when `c` is given, already broadcast to out's shape). c is copied into
+// out first (or out takes c's buffer when nothing else holds it) and the GEMM accumulates onto it:
+// no zeroing of out by BLAS and no separate pass to add c.
 template <typename T>
-void matmul_impl(const array& a_in, const array& b_in, array& out) {
-  out.alloc();
+void matmul_impl(const array& a_in, const array& b_in, const array* c_in, array& out, T alpha, T beta) {
+  if (c_in && c_in->flags().row_contiguous) {
+    out.alloc_or_donate(*c_in);
+  } else {
+    out.alloc();
+  }
   if (out.size() == 0) return;
+  T* c = kernels::ptr<T>(out);
+  if (c_in && c != kernels::ptr<T>(*c_in)) kernels::copy_strided(*c_in, c, out.dtype(), out.strides());
+  if (!c_in) beta = T(0);
   int nd = static_cast<int>(out.ndim());
   int M = out.shape()[nd - 2], N = out.shape()[nd - 1], K = a_in.shape()[nd - 1];
-  T* c = kernels::ptr<T>(out);
   if (K == 0) {
-    std::fill(c, c + out.size(), T(0));
+    for (size_t i = 0; i < out.size(); ++i) c[i] = beta == T(0) ? T(0) : beta * c[i];
     return;
   }
   MatLayout la = mat_layout(a_in), lb = mat_layout(b_in);
@@ -65,7 +75,7 @@ void matmul_impl(const array& a_in, const array& b_in, array& out) {
   for (int i = 0; i < nd - 2; ++i) b_shared &= b.strides()[i] == 0 || b.shape()[i] == 1;
   bool a_stacked = !la.trans && (batch == 1 || a.flags().row_contiguous);
   if (batch == 1 || (b_shared && a_stacked)) {
-    gemm<T>(la.trans, lb.trans, int(batch * M), N, K, ap, la.ld, bp, lb.ld, c, N);
+    gemm<T>(la.trans, lb.trans, int(batch * M), N, K, alpha, ap, la.ld, bp, lb.ld, beta, c, N);
     return;
   }
   std::vector<int> idx(std::max(nd - 2, 0), 0);
@@ -75,7 +85,7 @@ void matmul_impl(const array& a_in, const array& b_in, array& out) {
       oa += idx[d] * a.strides()[d];
       ob += idx[d] * b.strides()[d];
     }
-    gemm<T>(la.trans, lb.trans, M, N, K, ap + oa, la.ld, bp + ob, lb.ld, c + i * size_t(M) * N, N);
+    gemm<T>(la.trans, lb.trans, M, N, K, alpha, ap + oa, la.ld, bp + ob, lb.ld, beta, c + i * size_t(M) * N, N);
     for (int d = nd - 3; d >= 0; --d) {
       if (++idx[d] < out.shape()[d]) break;
       idx[d] = 0;
@@ -83,21 +93,24 @@ void matmul_impl(const array& a_in, const array& b_in, array& out) {
   }
 }
 
+// inputs: a, b -> a b; or a, b, c (c of the output's shape) -> alpha a b + beta c (addmm).
 class Matmul : public UnaryPrimitive {
  public:
+  Matmul(float alpha = 1.0f, float beta = 0.0f) : alpha_(alpha), beta_(beta) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
+    const array* c = in.size() > 2 ? &in[2] : nullptr;
     switch (out.dtype().val) {
       case Dtype::Val::float32:
-        matmul_impl<float>(in[0], in[1], out);
+        matmul_impl<float>(in[0], in[1], c, out, alpha_, beta_);
         break;
       case Dtype::Val::float64:
-        matmul_impl<double>(in[0], in[1], out);
+        matmul_impl<double>(in[0], in[1], c, out, alpha_, beta_);
         break;
       default: {
         // Half types: compute in float32.
-        array a = astype(in[0], float32), b = astype(in[1], float32);
-        array c(out.shape(), float32, std::make_shared<Matmul>(), {a, b});
-        array r = astype(c, out.dtype());
+        std::vector<array> in32;
+        for (const array& x : in) in32.push_back(astype(x, float32));
+        array r = astype(array(out.shape(), float32, std::make_shared<Matmul>(alpha_, beta_), in32), out.dtype());
         r.eval();
         out.copy_shared_buffer(r);
       }
@@ -107,8 +120,12 @@ class Matmul : public UnaryPrimitive {
                          const std::vector<array>&) override {
     std::vector<array> out;
     for (int arg : argnums) {
-      if (arg == 0) out.push_back(matmul(cot[0], swapaxes(p[1], -1, -2)));
-      else out.push_back(matmul(swapaxes(p[0], -1, -2), cot[0]));
+      if (arg == 2) {
+        out.push_back(scaled(cot[0], beta_));
+      } else {
+        out.push_back(scaled(arg == 0 ? matmul(cot[0], swapaxes(p[1], -1, -2)) : matmul(swapaxes(p[0], -1, -2), cot[0]),
+                             alpha_));
+      }
     }
     return out;
   }
@@ -116,17 +133,28 @@ class Matmul : public UnaryPrimitive {
                          const std::vector<int>& argnums) override {
     std::optional<array> acc;
     for (size_t i = 0; i < argnums.size(); ++i) {
-      array term = argnums[i] == 0 ? matmul(t[i], p[1]) : matmul(p[0], t[i]);
+      array term = argnums[i] == 2 ? scaled(t[i], beta_)
+                                   : scaled(argnums[i] == 0 ? matmul(t[i], p[1]) : matmul(p[0], t[i]), alpha_);
       acc = acc ? add(*acc, term) : term;
     }
     return {*acc};
   }
   const char* name() const override { return "Matmul"; }
+
+ private:
+  static array scaled(const array& x, float s) { return s == 1.0f ? x : multiply(x, array(s, x.dtype())); }
+  float alpha_, beta_;
 };
 
-}  // namespace
+// The operands of a Matmul node for matmul(a_in, b_in): 1-D operands as matrices, batch axes
+// broadcast, both in the promoted dtype. Validates with matmul's messages.
+struct MatmulOperands {
+  array a, b;
+  Shape out;
+  Dtype dtype;
+};
 
-array matmul(const array& a_in, const array& b_in) {
+MatmulOperands matmul_operands(const array& a_in, const array& b_in) {
   if (a_in.ndim() == 0 || b_in.ndim() == 0) {
     throw std::invalid_argument(msg("[matmul] needs arrays of at least 1 dimension; got shapes ",
                                     shape_str(a_in.shape()), " and ", shape_str(b_in.shape())));
@@ -155,12 +183,17 @@ array matmul(const array& a_in, const array& b_in) {
   ashape.push_back(K);
   bshape.push_back(K);
   bshape.push_back(b.shape(-1));
-  a = broadcast_to(astype(a, d), ashape);
-  b = broadcast_to(astype(b, d), bshape);
   Shape out = batch;
   out.push_back(ashape[ashape.size() - 2]);
   out.push_back(bshape.back());
-  array c(out, d, std::make_shared<Matmul>(), {a, b});
+  return {broadcast_to(astype(a, d), ashape), broadcast_to(astype(b, d), bshape), out, d};
+}
+
+}  // namespace
+
+array matmul(const array& a_in, const array& b_in) {
+  MatmulOperands m = matmul_operands(a_in, b_in);
+  array c(m.out, m.dtype, std::make_shared<Matmul>(), {m.a, m.b});
   if (a_in.ndim() == 1 && b_in.ndim() == 1) return reshape(c, {});
   if (a_in.ndim() == 1) return squeeze(c, -2);
   if (b_in.ndim() == 1) return squeeze(c, -1);
@@ -179,8 +212,15 @@ array addmm(const array& c, const array& a, const array& b, float alpha, float b
     throw std::invalid_argument(msg("[addmm] c of shape ", shape_str(c.shape()),
                                     " does not broadcast to the shape of a @ b ", shape_str(ab.shape())));
   }
+  if (beta == 0.0f) return alpha == 1.0f ? ab : multiply(ab, array(alpha, ab.dtype()));
+  // One node for matrices (the GEMM accumulates onto c); the composition where matmul squeezes a
+  // 1-D operand's axis or c would promote the result.
+  if (a.ndim() >= 2 && b.ndim() >= 2 && promote_types(c.dtype(), ab.dtype()) == ab.dtype()) {
+    MatmulOperands m = matmul_operands(a, b);
+    array cb = broadcast_to(astype(c, m.dtype), m.out);
+    return array(m.out, m.dtype, std::make_shared<Matmul>(alpha, beta), {m.a, m.b, cb});
+  }
   if (alpha != 1.0f) ab = multiply(ab, array(alpha, ab.dtype()));
-  if (beta == 0.0f) return ab;
   // Scale c in the result dtype: beta in an integer c's dtype would truncate (0.5 -> 0).
   array cc = astype(c, promote_types(c.dtype(), ab.dtype()));
   return add(beta == 1.0f ? cc : multiply(cc, array(beta, cc.dtype())), ab);

@@ -117,4 +117,10 @@ TEST(GradCheck, Matmul) {
         {rand_like_shape({4}, -1, 1, 14), rand_like_shape({4}, -1, 1, 15)});
   check([&](const std::vector<array>& p) { return addmm(p[2], p[0], p[1], 0.5f, 2.0f); },
         {rand_like_shape({2, 3}, -1, 1, 16), rand_like_shape({3, 2}, -1, 1, 17), rand_like_shape({2, 2}, -1, 1, 18)});
+  // Batched, with a bias row broadcast over the batch and rows (one fused node), and with a 1-D
+  // operand (the composition).
+  check([&](const std::vector<array>& p) { return addmm(p[2], p[0], swapaxes(p[1], -1, -2), 1.5f, -0.5f); },
+        {a, rand_like_shape({5, 4}, -1, 1, 19), rand_like_shape({5}, -1, 1, 20)});
+  check([&](const std::vector<array>& p) { return addmm(p[2], p[0], p[1]); },
+        {rand_like_shape({3}, -1, 1, 21), rand_like_shape({3, 2}, -1, 1, 22), rand_like_shape({2}, -1, 1, 23)});
 }

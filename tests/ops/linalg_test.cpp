@@ -268,6 +268,17 @@ TEST(Addmm, Values) {
   expect_array(addmm(array({2, 4}), a, b, 1.0f, 0.5f), {2, 2}, {59, 66, 140, 156});
   // transposed operands and batches
   expect_array(addmm(c, transpose(b), transpose(a)), {2, 2}, {59, 140, 65, 155});
+  // Batches against a shared matrix, c broadcast over them; the GEMM accumulates onto c.
+  array a3 = reshape(arange(12.0f), {2, 2, 3});
+  expect_array(addmm(array({1.0f, -1.0f}), a3, b, 2.0f, 3.0f), {2, 2, 2},
+               {65, 65, 227, 245, 389, 425, 551, 605});  // 2 (a3 b) + 3 (1, -1)
+  // An evaluated c, a c computed in the same graph (its buffer is reused), and K = 0.
+  array c2 = full({2, 2}, 2.0f);
+  eval(c2);
+  expect_array(addmm(c2, a, b, 1.0f, 0.5f), {2, 2}, {59, 65, 140, 155});
+  expect_array(c2, {2, 2}, {2, 2, 2, 2});  // untouched
+  expect_array(addmm(c2 * 1.0f, a, b, 1.0f, 0.5f), {2, 2}, {59, 65, 140, 155});
+  expect_array(addmm(c2, zeros({2, 0}), zeros({0, 2}), 1.0f, 0.5f), {2, 2}, {1, 1, 1, 1});
   EXPECT_THROW_MSG(addmm(zeros({3}), a, b), std::invalid_argument, "[addmm]");
   EXPECT_THROW_MSG(addmm(zeros({3}), a, b, 1.0f, 0.0f), std::invalid_argument, "[addmm]");
   EXPECT_THROW_MSG(addmm(c, a, a), std::invalid_argument, "[matmul]");
