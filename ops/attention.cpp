@@ -2,8 +2,6 @@
 // weighted sum run block by block in cache, and the backward recomputes the softmax from q and k
 // instead of keeping the (L, S) weights. Trailing masked columns (a causal mask's upper triangle)
 // are skipped, not computed and then zeroed.
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -15,6 +13,7 @@
 #include "loom/ops/fast_math.h"
 #include "loom/ops/fused.h"
 #include "loom/ops/kernels/elementwise.h"
+#include "loom/ops/kernels/gemm.h"
 #include "loom/ops/kernels/rows.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
@@ -24,23 +23,11 @@ namespace loom {
 using detail::msg;
 using detail::shape_str;
 using kernels::dispatch_real;
+using kernels::gemm;
 
 namespace {
 
 constexpr int kRowBlock = 32;  // query rows per block: the scores block is kRowBlock x S
-
-template <typename T>
-void gemm(bool ta, bool tb, int M, int N, int K, T alpha, const T* A, int64_t lda, const T* B, int64_t ldb, T beta,
-          T* C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
-                static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
-  } else {
-    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
-                static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
-  }
-}
 
 // A mask entry at or below this (or -inf) counts as masked: its weight is exactly 0.
 template <typename T>

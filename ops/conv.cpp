@@ -2,8 +2,6 @@
 // weight gradient of a channels-last N-d convolution), computed with im2col / col2im and BLAS GEMM.
 #include "loom/ops/conv.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -11,6 +9,7 @@
 
 #include "loom/core/primitive.h"
 #include "loom/ops/kernels/elementwise.h"
+#include "loom/ops/kernels/gemm.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 
@@ -18,6 +17,7 @@ namespace loom {
 
 using detail::msg;
 using detail::shape_str;
+using kernels::gemm;
 
 namespace {
 
@@ -104,18 +104,6 @@ constexpr int64_t kColLimit = int64_t(1) << 21;
 int64_t images_per_chunk(const ConvGeom& g) {
   int64_t per = std::max<int64_t>(1, g.out_sp * g.row());
   return std::clamp<int64_t>(kColLimit / per, 1, std::max<int64_t>(g.N, 1));
-}
-
-template <typename T>
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb,
-          T beta, T* C, int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N),
-                int(K), 1.0f, A, int(lda), B, int(ldb), beta, C, int(ldc));
-  } else {
-    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N),
-                int(K), 1.0, A, int(lda), B, int(ldb), beta, C, int(ldc));
-  }
 }
 
 // Walks rows [r0, r1) of the im2col matrix of images starting at n0 (row (n - n0) * out_sp + o) and
@@ -332,7 +320,7 @@ void conv_forward(const T* x, const T* w, T* y, const ConvGeom& g) {
   }
   if (g.pointwise()) {
     for (int64_t gi = 0; gi < g.G; ++gi) {
-      gemm<T>(false, true, g.N * g.out_sp, g.Cog, kc, x + gi * kc, rl, w + gi * g.Cog * kc, kc, T(0),
+      gemm<T>(false, true, g.N * g.out_sp, g.Cog, kc, T(1), x + gi * kc, rl, w + gi * g.Cog * kc, kc, T(0),
               y + gi * g.Cog, g.Cout);
     }
     return;
@@ -343,8 +331,8 @@ void conv_forward(const T* x, const T* w, T* y, const ConvGeom& g) {
     int64_t n1 = std::min(g.N, n0 + nb);
     im2col(x, col.get(), g, n0, n1);
     for (int64_t gi = 0; gi < g.G; ++gi) {
-      gemm<T>(false, true, (n1 - n0) * g.out_sp, g.Cog, kc, col.get() + gi * kc, rl, w + gi * g.Cog * kc, kc, T(0),
-              y + n0 * g.out_sp * g.Cout + gi * g.Cog, g.Cout);
+      gemm<T>(false, true, (n1 - n0) * g.out_sp, g.Cog, kc, T(1), col.get() + gi * kc, rl, w + gi * g.Cog * kc, kc,
+              T(0), y + n0 * g.out_sp * g.Cout + gi * g.Cog, g.Cout);
     }
   }
 }
@@ -360,7 +348,7 @@ void conv_input_grad(const T* dy, const T* w, T* dx, const ConvGeom& g) {
   }
   if (g.pointwise()) {
     for (int64_t gi = 0; gi < g.G; ++gi) {
-      gemm<T>(false, false, g.N * g.in_sp, kc, g.Cog, dy + gi * g.Cog, g.Cout, w + gi * g.Cog * kc, kc, T(0),
+      gemm<T>(false, false, g.N * g.in_sp, kc, g.Cog, T(1), dy + gi * g.Cog, g.Cout, w + gi * g.Cog * kc, kc, T(0),
               dx + gi * kc, rl);
     }
     return;
@@ -370,7 +358,7 @@ void conv_input_grad(const T* dy, const T* w, T* dx, const ConvGeom& g) {
   for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
     int64_t n1 = std::min(g.N, n0 + nb);
     for (int64_t gi = 0; gi < g.G; ++gi) {
-      gemm<T>(false, false, (n1 - n0) * g.out_sp, kc, g.Cog, dy + n0 * g.out_sp * g.Cout + gi * g.Cog, g.Cout,
+      gemm<T>(false, false, (n1 - n0) * g.out_sp, kc, g.Cog, T(1), dy + n0 * g.out_sp * g.Cout + gi * g.Cog, g.Cout,
               w + gi * g.Cog * kc, kc, T(0), col.get() + gi * kc, rl);
     }
     col2im(col.get(), dx, g, n0, n1);
@@ -388,7 +376,7 @@ void conv_weight_grad(const T* x, const T* dy, T* dw, const ConvGeom& g) {
   }
   if (g.pointwise()) {
     for (int64_t gi = 0; gi < g.G; ++gi) {
-      gemm<T>(true, false, g.Cog, kc, g.N * g.out_sp, dy + gi * g.Cog, g.Cout, x + gi * kc, rl, T(0),
+      gemm<T>(true, false, g.Cog, kc, g.N * g.out_sp, T(1), dy + gi * g.Cog, g.Cout, x + gi * kc, rl, T(0),
               dw + gi * g.Cog * kc, kc);
     }
     return;
@@ -399,7 +387,7 @@ void conv_weight_grad(const T* x, const T* dy, T* dw, const ConvGeom& g) {
     int64_t n1 = std::min(g.N, n0 + nb);
     im2col(x, col.get(), g, n0, n1);
     for (int64_t gi = 0; gi < g.G; ++gi) {
-      gemm<T>(true, false, g.Cog, kc, (n1 - n0) * g.out_sp, dy + n0 * g.out_sp * g.Cout + gi * g.Cog, g.Cout,
+      gemm<T>(true, false, g.Cog, kc, (n1 - n0) * g.out_sp, T(1), dy + n0 * g.out_sp * g.Cout + gi * g.Cog, g.Cout,
               col.get() + gi * kc, rl, T(n0 == 0 ? 0 : 1), dw + gi * g.Cog * kc, kc);
     }
   }

@@ -1,7 +1,6 @@
-#include <cblas.h>
-
 #include "loom/core/primitive.h"
 #include "loom/ops/kernels/elementwise.h"
+#include "loom/ops/kernels/gemm.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 
@@ -9,6 +8,7 @@ namespace loom {
 
 using detail::msg;
 using detail::shape_str;
+using kernels::gemm;
 
 namespace {
 
@@ -27,18 +27,6 @@ MatLayout mat_layout(const array& a) {
   if ((rs == 1 || rows == 1) && cs >= std::max(rows, 1)) return {true, cs, true};
   if (rows == 1 && cols == 1) return {false, 1, true};
   return {};
-}
-
-template <typename T>
-void gemm(bool ta, bool tb, int M, int N, int K, T alpha, const T* A, int64_t lda, const T* B, int64_t ldb, T beta,
-          T* C, int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
-                static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
-  } else {
-    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
-                static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
-  }
 }
 
 // out = alpha a b (+ beta c when `c` is given, already broadcast to out's shape). c is copied into
