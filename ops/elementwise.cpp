@@ -1,6 +1,7 @@
 #include "loom/ops/elementwise.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "loom/ops/kernels/elementwise.h"
 #include "loom/ops/kernels/simd_math.h"
@@ -374,10 +375,10 @@ struct MaximumOp {
   static constexpr const char* name = "Maximum";
   static constexpr K kind = K::any;
   template <class T> T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
-    }
-    return a > b ? a : b;
+    // NaN in, NaN out: a when a is NaN, else b when b is (a > b is false then). One select,
+    // so that the loops vectorize (relu is maximum(x, 0)).
+    if constexpr (std::is_floating_point_v<T>) return (a > b) | (a != a) ? a : b;
+    else return a > b ? a : b;
   }
   static array grad(int arg, const array& a, const array& b, const array&, const array& v) {
     const array& self = arg == 0 ? a : b;
@@ -390,10 +391,10 @@ struct MinimumOp {
   static constexpr const char* name = "Minimum";
   static constexpr K kind = K::any;
   template <class T> T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
-    }
-    return a < b ? a : b;
+    // NaN in, NaN out: a when a is NaN, else b when b is (a < b is false then). One select,
+    // so that the loops vectorize (relu is maximum(x, 0)).
+    if constexpr (std::is_floating_point_v<T>) return (a < b) | (a != a) ? a : b;
+    else return a < b ? a : b;
   }
   static array grad(int arg, const array& a, const array& b, const array&, const array& v) {
     const array& self = arg == 0 ? a : b;
@@ -605,29 +606,46 @@ array logical_or(const array& a, const array& b) { return make_binary<LogicalOrO
 
 // ---- where and clip ----
 namespace {
+
+// The unsigned integer of T's size: where blends the bits of its operands.
+template <typename T>
+using Bits = std::conditional_t<sizeof(T) == 1, uint8_t,
+                                std::conditional_t<sizeof(T) == 2, uint16_t,
+                                                   std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
+
+// c ? x : y as a bit-mask blend: GCC makes ?: a branch, which random masks (relu's backward)
+// mispredict half the time; the blend vectorizes.
+template <typename U>
+U blend(uint8_t c, U x, U y) {
+  const U m = static_cast<U>(0) - static_cast<U>(c);
+  return static_cast<U>((x & m) | (y & static_cast<U>(~m)));
+}
+
 class Select : public UnaryPrimitive {
  public:
   void eval_cpu(const std::vector<array>& in, array& out) override {
     LOOM_DISPATCH_ALL(in[1].dtype(), T, {
-      kernels::ternary<bool, T>(in[0], in[1], in[2], out, [](bool c, T x, T y) { return c ? x : y; });
+      static_assert(sizeof(T) <= 8, "where blends at most 8-byte elements");
+      kernels::ternary<bool, T>(in[0], in[1], in[2], out, [](bool c, T x, T y) {
+        Bits<T> xb, yb;
+        std::memcpy(&xb, &x, sizeof(T));
+        std::memcpy(&yb, &y, sizeof(T));
+        const Bits<T> r = blend<Bits<T>>(c, xb, yb);
+        T v = y;
+        std::memcpy(static_cast<void*>(&v), &r, sizeof(T));
+        return v;
+      });
     });
   }
   bool is_elementwise() const override { return true; }
   void eval_block(const Dtype* in_dtypes, const void* const* in, void* out, size_t n) const override {
     LOOM_DISPATCH_ALL(in_dtypes[1], T, {
-      // A bit-mask blend instead of ?: (which GCC makes a branch): random masks such as relu's
-      // backward would mispredict half the time, and the loop now vectorizes.
-      using U = std::conditional_t<sizeof(T) == 1, uint8_t,
-                                   std::conditional_t<sizeof(T) == 2, uint16_t,
-                                                      std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
+      using U = Bits<T>;
       const uint8_t* __restrict c = static_cast<const uint8_t*>(in[0]);
       const U* __restrict x = static_cast<const U*>(in[1]);
       const U* __restrict y = static_cast<const U*>(in[2]);
       U* __restrict o = static_cast<U*>(out);
-      for (size_t i = 0; i < n; ++i) {
-        const U m = static_cast<U>(0) - static_cast<U>(c[i]);
-        o[i] = static_cast<U>((x[i] & m) | (y[i] & static_cast<U>(~m)));
-      }
+      for (size_t i = 0; i < n; ++i) o[i] = blend<U>(c[i], x[i], y[i]);
     });
   }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,

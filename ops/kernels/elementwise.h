@@ -37,7 +37,11 @@ void unary(const array& in, array& out, F f) {
     const In* x = ptr<In>(in);
     Out* y = ptr<Out>(out);
     parallel_for(in.data_size(), [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) y[i] = static_cast<Out>(f(static_cast<C>(x[i])));
+      const In* xp = x;  // locals, as in binary below
+      Out* yp = y;
+      const F fn = f;
+#pragma GCC ivdep
+      for (size_t i = b; i < e; ++i) yp[i] = static_cast<Out>(fn(static_cast<C>(xp[i])));
     });
     return;
   }
@@ -67,19 +71,38 @@ void binary(const array& a, const array& b, array& out, F f) {
       (((ac && bc && a.strides() == b.strides()) || (as && bc) || (bs && ac)) && alloc_like<Out>(out, like, {&a, &b}))) {
     Out* y = ptr<Out>(out);
     size_t n = out.size() == 1 ? 1 : like.data_size();
+    // The loops read their operands from locals: a store through y could otherwise alias a
+    // captured scalar (zv is a float like y's elements), and the reloads and run-time checks that
+    // guard against it keep some ops (maximum, so relu) from vectorizing. y is either a fresh buffer or
+    // an input's own (same index), so `ivdep` is safe.
     if (as && !bs) {
-      const C xv = static_cast<C>(x[0]);
+      const C xv0 = static_cast<C>(x[0]);
       parallel_for(n, [&](size_t lo, size_t hi) {
-        for (size_t i = lo; i < hi; ++i) y[i] = static_cast<Out>(f(xv, static_cast<C>(z[i])));
+        const In* zp = z;
+        Out* yp = y;
+        const C xv = xv0;
+        const F fn = f;
+#pragma GCC ivdep
+        for (size_t i = lo; i < hi; ++i) yp[i] = static_cast<Out>(fn(xv, static_cast<C>(zp[i])));
       });
     } else if (bs && !as) {
-      const C zv = static_cast<C>(z[0]);
+      const C zv0 = static_cast<C>(z[0]);
       parallel_for(n, [&](size_t lo, size_t hi) {
-        for (size_t i = lo; i < hi; ++i) y[i] = static_cast<Out>(f(static_cast<C>(x[i]), zv));
+        const In* xp = x;
+        Out* yp = y;
+        const C zv = zv0;
+        const F fn = f;
+#pragma GCC ivdep
+        for (size_t i = lo; i < hi; ++i) yp[i] = static_cast<Out>(fn(static_cast<C>(xp[i]), zv));
       });
     } else {
       parallel_for(n, [&](size_t lo, size_t hi) {
-        for (size_t i = lo; i < hi; ++i) y[i] = static_cast<Out>(f(static_cast<C>(x[i]), static_cast<C>(z[i])));
+        const In* xp = x;
+        const In* zp = z;
+        Out* yp = y;
+        const F fn = f;
+#pragma GCC ivdep
+        for (size_t i = lo; i < hi; ++i) yp[i] = static_cast<Out>(fn(static_cast<C>(xp[i]), static_cast<C>(zp[i])));
       });
     }
     return;
@@ -137,7 +160,15 @@ void ternary(const array& c, const array& a, const array& b, array& out, F f) {
       a.strides() == c.strides() && alloc_like<T>(out, a, {&a, &b})) {
     T* y = ptr<T>(out);
     parallel_for(a.data_size(), [&](size_t lo, size_t hi) {
-      for (size_t i = lo; i < hi; ++i) y[i] = f(cp[i], x[i], z[i]);
+      // Locals, as in binary above; a bool condition is read as bytes (GCC vectorizes no bool loads).
+      using Load = std::conditional_t<std::is_same_v<Cond, bool>, uint8_t, Cond>;
+      const Load* cq = reinterpret_cast<const Load*>(cp);
+      const T* xp = x;
+      const T* zp = z;
+      T* yp = y;
+      const F fn = f;
+#pragma GCC ivdep
+      for (size_t i = lo; i < hi; ++i) yp[i] = fn(static_cast<Cond>(cq[i]), xp[i], zp[i]);
     });
     return;
   }
