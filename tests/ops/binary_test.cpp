@@ -544,3 +544,52 @@ TEST(Binary, IntegerScalarsMustFitTheArrayDtype) {
   expect_array(array({1, 2}, int64) + 3000000000LL, {2}, {3000000001.0, 3000000002.0});
   expect_array(u + 0.5f, {2}, {1.5, 2.5});  // a float scalar promotes to float32 instead
 }
+
+// The vectorized loops (long arrays; a broadcast scalar; an input's buffer reused in place) give
+// what the scalar rule gives: NaN from either side, and where picks by its mask.
+TEST(Binary, MaximumMinimumWhereOnLongArraysFollowTheElementRule) {
+  const int n = 1003;  // not a multiple of any vector width
+  std::vector<float> a(n), b(n);
+  std::vector<uint8_t> m(n);
+  for (int i = 0; i < n; ++i) {
+    a[i] = float((i * 37) % 101) - 50.0f;
+    b[i] = float((i * 53) % 97) - 48.0f;
+    if (i % 17 == 3) a[i] = std::nanf("");
+    if (i % 19 == 5) b[i] = std::nanf("");
+    m[i] = ((i * 7919) >> 3) & 1;
+  }
+  auto rule = [](float x, float y, bool mx) {
+    if (std::isnan(x) || std::isnan(y)) return std::nanf("");
+    return mx ? std::max(x, y) : std::min(x, y);
+  };
+  auto expect_rule = [&](array got, const std::vector<float>& x, const std::vector<float>& y, bool mx) {
+    std::vector<float> g = got.to_vector<float>();
+    ASSERT_EQ(g.size(), size_t(n));
+    for (int i = 0; i < n; ++i) {
+      const float want = rule(x[i], y[i], mx);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(g[i])) << i;
+      } else {
+        EXPECT_EQ(g[i], want) << i;
+      }
+    }
+  };
+  array A(a, {n}), B(b, {n});
+  expect_rule(maximum(A, B), a, b, true);
+  expect_rule(minimum(A, B), a, b, false);
+  expect_rule(maximum(A * 1.0f, array(0.0f)), a, std::vector<float>(n, 0.0f), true);  // in place, broadcast scalar
+  expect_rule(minimum(array(2.0f), B), std::vector<float>(n, 2.0f), b, false);
+  expect_rule(maximum(A, array(std::nanf(""))), a, std::vector<float>(n, std::nanf("")), true);
+  array M = array(std::vector<int>(m.begin(), m.end()), {n}) > 0;
+  for (Dtype d : {float32, float64, int32, float16}) {
+    std::vector<double> w = astype(where(M, astype(A, d), astype(B, d)), float64).to_vector<double>();
+    for (int i = 0; i < n; ++i) {
+      const float want = m[i] ? a[i] : b[i];
+      if (std::isnan(want)) {
+        if (d == float32 || d == float64 || d == float16) EXPECT_TRUE(std::isnan(w[i])) << d << " " << i;
+      } else {
+        EXPECT_EQ(w[i], double(want)) << d << " " << i;
+      }
+    }
+  }
+}
