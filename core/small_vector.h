@@ -1,6 +1,6 @@
 // `SmallVector`: a vector of trivially copyable values that keeps up to N of them inline, so the
 // shapes and strides of arrays of up to N dimensions cost no heap allocation. It reads like
-// std::vector (the subset Loom uses) and converts to and from it.
+// std::vector (the subset Loom uses) and converts to and from it implicitly.
 #pragma once
 
 #include <algorithm>
@@ -66,7 +66,9 @@ class SmallVector {
     assign(il.begin(), il.end());
     return *this;
   }
-  explicit operator std::vector<T>() const { return std::vector<T>(begin(), end()); }  // NOLINT: implicit on purpose
+  // Implicit both ways, so that code written for std::vector shapes (`std::vector<int> s = x.shape();`)
+  // keeps compiling; Loom itself never converts (a conversion allocates).
+  operator std::vector<T>() const { return std::vector<T>(begin(), end()); }  // NOLINT: implicit on purpose
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }

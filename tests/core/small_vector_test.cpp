@@ -96,6 +96,11 @@ TEST(SmallVector, ConvertsToAndFromStdVectorAndCompares) {
   EXPECT_EQ(s, big);
   EXPECT_EQ(big, s);
   EXPECT_EQ(std::vector<int>(s), big);
+  // Code written for std::vector shapes keeps compiling.
+  std::vector<int> shape = array(1.0f).shape();
+  EXPECT_TRUE(shape.empty());
+  std::vector<int> dims = reshape(arange(6.0f), {2, 3}).shape();
+  EXPECT_EQ(dims, (std::vector<int>{2, 3}));
   EXPECT_TRUE((SV{1, 2} < SV{1, 3}));
   EXPECT_TRUE((SV{1, 2} < SV{1, 2, 0}));
   EXPECT_NE((SV{1, 2}), (SV{1, 2, 0}));
