@@ -17,7 +17,6 @@ using detail::msg;
 using detail::shape_str;
 using kernels::dispatch_real;
 using kernels::row_major;
-using kernels::rows_threshold;
 
 namespace {
 
@@ -46,12 +45,7 @@ inline void row_stats(const T* x, int n, double eps, T& mu, T& rstd) {
 template <typename T>
 void forward_kernel(const array& x, const T* w, const T* b, array& out, double eps) {
   const int n = x.shape(-1);
-  const size_t rows = x.size() / n;
-  const T* xp = kernels::ptr<T>(x);
-  T* yp = kernels::ptr<T>(out);
-  kernels::parallel_rows(rows, n, [&](size_t r) {
-    const T* xr = xp + r * n;
-    T* yr = yp + r * n;
+  kernels::map_rows<T>(x, out, [&](const T* xr, T* yr) {
     T mu, rstd;
     row_stats(xr, n, eps, mu, rstd);
     if (w && b) {
@@ -74,15 +68,11 @@ void backward_kernel(const array& x, const T* w, const array& g, T* dx, T* dw, T
   const size_t rows = x.size() / n;
   const T* xp = kernels::ptr<T>(x);
   const T* gp = kernels::ptr<T>(g);
-  const int nt = rows >= rows_threshold(n) ? get_num_threads() : 1;
-  // Per-thread partial sums of dw and db, combined in thread order.
-  std::vector<T> part(size_t(std::max(nt, 1)) * 2 * n, T(0));
-  kernels::parallel_for(
-      rows,
-      [&](size_t r0, size_t r1) {
-        const int t = nt > 1 ? omp_get_thread_num() : 0;
-        T* pw = part.data() + size_t(t) * 2 * n;
-        T* pb = pw + n;
+  // Sums of dw (first n) and db (last n).
+  const std::vector<T> sums = kernels::parallel_rows_summing<T>(
+      rows, n, 2 * size_t(n), [&](size_t r0, size_t r1, T* acc) {
+        T* pw = acc;
+        T* pb = acc + n;
         std::vector<T> xh(n), gw(n);
         for (size_t r = r0; r < r1; ++r) {
           const T* xr = xp + r * n;
@@ -104,17 +94,9 @@ void backward_kernel(const array& x, const T* w, const array& g, T* dx, T* dw, T
           T* d = dx + r * n;
           for (int j = 0; j < n; ++j) d[j] = rstd * (gw[j] - a - xh[j] * c);
         }
-      },
-      rows_threshold(n));
-  for (int j = 0; j < n; ++j) {
-    T sw = 0, sb = 0;
-    for (int t = 0; t < std::max(nt, 1); ++t) {
-      sw += part[size_t(t) * 2 * n + j];
-      sb += part[size_t(t) * 2 * n + n + j];
-    }
-    if (dw) dw[j] = sw;
-    if (db) db[j] = sb;
-  }
+      });
+  if (dw) std::copy(sums.begin(), sums.begin() + n, dw);
+  if (db) std::copy(sums.begin() + n, sums.end(), db);
 }
 
 // The gradients of sum(g * reference(x, w, b)) for x[, w][, b], as the backward primitive outputs them.

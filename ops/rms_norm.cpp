@@ -17,7 +17,6 @@ using detail::msg;
 using detail::shape_str;
 using kernels::dispatch_real;
 using kernels::row_major;
-using kernels::rows_threshold;
 
 namespace {
 
@@ -38,12 +37,7 @@ inline T row_rstd(const T* x, int n, double eps) {
 template <typename T>
 void forward_kernel(const array& x, const T* w, array& out, double eps) {
   const int n = x.shape(-1);
-  const size_t rows = x.size() / n;
-  const T* xp = kernels::ptr<T>(x);
-  T* yp = kernels::ptr<T>(out);
-  kernels::parallel_rows(rows, n, [&](size_t r) {
-    const T* xr = xp + r * n;
-    T* yr = yp + r * n;
+  kernels::map_rows<T>(x, out, [&](const T* xr, T* yr) {
     const T rstd = row_rstd(xr, n, eps);
     if (w) {
       for (int j = 0; j < n; ++j) yr[j] = xr[j] * rstd * w[j];
@@ -60,14 +54,9 @@ void backward_kernel(const array& x, const T* w, const array& g, T* dx, T* dw, d
   const size_t rows = x.size() / n;
   const T* xp = kernels::ptr<T>(x);
   const T* gp = kernels::ptr<T>(g);
-  const int nt = rows >= rows_threshold(n) ? get_num_threads() : 1;
-  // Per-thread partial sums of dw, combined in thread order.
-  std::vector<T> part(dw ? size_t(std::max(nt, 1)) * n : 0, T(0));
-  kernels::parallel_for(
-      rows,
-      [&](size_t r0, size_t r1) {
-        const int t = nt > 1 ? omp_get_thread_num() : 0;
-        T* pw = dw ? part.data() + size_t(t) * n : nullptr;
+  const std::vector<T> sw = kernels::parallel_rows_summing<T>(
+      rows, n, dw ? size_t(n) : 0, [&](size_t r0, size_t r1, T* acc) {
+        T* pw = dw ? acc : nullptr;
         std::vector<T> gw(n);
         for (size_t r = r0; r < r1; ++r) {
           const T* xr = xp + r * n;
@@ -85,14 +74,8 @@ void backward_kernel(const array& x, const T* w, const array& g, T* dx, T* dw, d
           T* d = dx + r * n;
           for (int j = 0; j < n; ++j) d[j] = rstd * (gw[j] - xr[j] * c);
         }
-      },
-      rows_threshold(n));
-  if (!dw) return;
-  for (int j = 0; j < n; ++j) {
-    T sw = 0;
-    for (int t = 0; t < std::max(nt, 1); ++t) sw += part[size_t(t) * n + j];
-    dw[j] = sw;
-  }
+      });
+  if (dw) std::copy(sw.begin(), sw.end(), dw);
 }
 
 // The gradients of sum(g * reference(x, w)) for x[, w], as the backward primitive outputs them.

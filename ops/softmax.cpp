@@ -28,12 +28,7 @@ array reference_backward(const array& y, const array& g, bool take_log) {
 template <typename T>
 void forward_kernel(const array& x, array& out, bool take_log) {
   const int n = x.shape(-1);
-  const size_t rows = x.size() / n;
-  const T* xp = kernels::ptr<T>(x);
-  T* yp = kernels::ptr<T>(out);
-  kernels::parallel_rows(rows, n, [&](size_t r) {
-    const T* xr = xp + r * n;
-    T* yr = yp + r * n;
+  kernels::map_rows<T>(x, out, [&](const T* xr, T* yr) {
     // The composition's shift: the max (NaNs skipped; they make the sum NaN), 0 when infinite.
     T m = detail::lane_max(xr, n);
     if (std::isinf(m)) m = 0;

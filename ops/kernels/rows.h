@@ -2,9 +2,13 @@
 // attention) (internal).
 #pragma once
 
+#include <omp.h>
+
 #include <algorithm>
+#include <vector>
 
 #include "loom/core/array.h"
+#include "loom/core/threads.h"
 #include "loom/ops/kernels/elementwise.h"
 #include "loom/ops/kernels/loops.h"
 
@@ -24,6 +28,38 @@ void parallel_rows(size_t rows, int n, Body body) {
         for (size_t r = r0; r < r1; ++r) body(r);
       },
       rows_threshold(n));
+}
+
+/// body(xr, yr) for each row of the last axis of row-major `x` and `out` (of one shape): the row
+/// loop of the fused forward kernels.
+template <typename T, typename Body>
+void map_rows(const array& x, array& out, Body body) {
+  const int n = x.shape(-1);
+  const T* xp = ptr<T>(x);
+  T* yp = ptr<T>(out);
+  parallel_rows(x.size() / n, n, [&](size_t r) { body(xp + r * n, yp + r * n); });
+}
+
+/// body(r0, r1, acc) over chunks of `rows` rows of `n` elements, split over threads as in
+/// parallel_rows, where acc is the running thread's `width` partial sums (zero at first); returns
+/// their totals, added in thread order so that they do not depend on scheduling. The backward
+/// kernels' per-feature sums (a weight's or a bias's gradient) use it.
+template <typename T, typename Body>
+std::vector<T> parallel_rows_summing(size_t rows, int n, size_t width, Body body) {
+  const int nt = rows >= rows_threshold(n) ? std::max(get_num_threads(), 1) : 1;
+  std::vector<T> part(size_t(nt) * width, T(0));
+  parallel_for(
+      rows,
+      [&](size_t r0, size_t r1) {
+        const int t = nt > 1 ? omp_get_thread_num() : 0;
+        body(r0, r1, part.data() + size_t(t) * width);
+      },
+      rows_threshold(n));
+  std::vector<T> total(width, T(0));
+  for (int t = 0; t < nt; ++t) {
+    for (size_t j = 0; j < width; ++j) total[j] += part[size_t(t) * width + j];
+  }
+  return total;
 }
 
 /// Calls f(float{}) for float32 and f(double{}) otherwise (these kernels compute in one of the two).
