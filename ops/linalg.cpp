@@ -136,6 +136,25 @@ class Matmul : public UnaryPrimitive {
 
 // The operands of a Matmul node for matmul(a_in, b_in): 1-D operands as matrices, batch axes
 // broadcast, both in the promoted dtype. Validates with matmul's messages.
+void check_inner(const array& a, const array& b) {
+  if (a.shape(-1) != b.shape(b.ndim() == 1 ? 0 : -2)) {
+    throw std::invalid_argument(
+        msg("[matmul] inner dimensions differ: shapes ", shape_str(a.shape()), " and ", shape_str(b.shape())));
+  }
+}
+
+// A stack of matrices against one matrix (nn::Linear on a batch of sequences) runs as a single
+// matrix product with the stack's rows: the forward is one GEMM either way, but this way b's gradient
+// is one GEMM over all rows too, instead of a product per matrix of the stack summed afterwards.
+bool folds(const array& a, const array& b) { return a.ndim() > 2 && b.ndim() == 2; }
+
+// a's leading axes merged: (..., M, K) -> (rows, K).
+array fold_rows(const array& a) {
+  int rows = 1;
+  for (size_t i = 0; i + 1 < a.ndim(); ++i) rows *= a.shape()[i];
+  return reshape(a, {rows, a.shape(-1)});
+}
+
 struct MatmulOperands {
   array a, b;
   Shape out;
@@ -153,11 +172,8 @@ MatmulOperands matmul_operands(const array& a_in, const array& b_in) {
   }
   array a = a_in.ndim() == 1 ? reshape(a_in, {1, a_in.shape()[0]}) : a_in;
   array b = b_in.ndim() == 1 ? reshape(b_in, {b_in.shape()[0], 1}) : b_in;
+  check_inner(a_in, b_in);
   int K = a.shape(-1);
-  if (b.shape(-2) != K) {
-    throw std::invalid_argument(msg("[matmul] inner dimensions differ: shapes ", shape_str(a_in.shape()), " and ",
-                                    shape_str(b_in.shape())));
-  }
   Shape abatch(a.shape().begin(), a.shape().end() - 2), bbatch(b.shape().begin(), b.shape().end() - 2);
   Shape batch;
   try {
@@ -180,6 +196,12 @@ MatmulOperands matmul_operands(const array& a_in, const array& b_in) {
 }  // namespace
 
 array matmul(const array& a_in, const array& b_in) {
+  if (folds(a_in, b_in)) {
+    check_inner(a_in, b_in);
+    Shape out = a_in.shape();
+    out.back() = b_in.shape(1);
+    return reshape(matmul(fold_rows(a_in), b_in), std::move(out));
+  }
   MatmulOperands m = matmul_operands(a_in, b_in);
   array c(m.out, m.dtype, std::make_shared<Matmul>(), {m.a, m.b});
   if (a_in.ndim() == 1 && b_in.ndim() == 1) return reshape(c, {});
@@ -204,9 +226,18 @@ array addmm(const array& c, const array& a, const array& b, float alpha, float b
   // One node for matrices (the GEMM accumulates onto c); the composition where matmul squeezes a
   // 1-D operand's axis or c would promote the result.
   if (a.ndim() >= 2 && b.ndim() >= 2 && promote_types(c.dtype(), ab.dtype()) == ab.dtype()) {
-    MatmulOperands m = matmul_operands(a, b);
-    array cb = broadcast_to(astype(c, m.dtype), m.out);
-    return array(m.out, m.dtype, std::make_shared<Matmul>(alpha, beta), {m.a, m.b, cb});
+    // Folded (see folds) when c is the same for every row, a bias: c's shape is (..., 1, N) or (N,).
+    bool per_row = c.ndim() <= 1;
+    if (!per_row) {
+      per_row = true;
+      for (size_t i = 0; i + 1 < c.ndim(); ++i) per_row &= c.shape()[i] == 1;
+    }
+    const bool fold = folds(a, b) && per_row;
+    MatmulOperands m = matmul_operands(fold ? fold_rows(a) : a, b);
+    array cc = fold && c.ndim() > 1 ? reshape(c, {c.shape(-1)}) : c;
+    array cb = broadcast_to(astype(cc, m.dtype), m.out);
+    array r(m.out, m.dtype, std::make_shared<Matmul>(alpha, beta), {m.a, m.b, cb});
+    return fold ? reshape(r, ab.shape()) : r;
   }
   if (alpha != 1.0f) ab = multiply(ab, array(alpha, ab.dtype()));
   // Scale c in the result dtype: beta in an integer c's dtype would truncate (0.5 -> 0).

@@ -123,4 +123,10 @@ TEST(GradCheck, Matmul) {
         {a, rand_like_shape({5, 4}, -1, 1, 19), rand_like_shape({5}, -1, 1, 20)});
   check([&](const std::vector<array>& p) { return addmm(p[2], p[0], p[1]); },
         {rand_like_shape({3}, -1, 1, 21), rand_like_shape({3, 2}, -1, 1, 22), rand_like_shape({2}, -1, 1, 23)});
+  // A stack against one matrix with c the same for every row (folded into one product), and with a
+  // c that differs between rows (one product per matrix of the stack).
+  check([&](const std::vector<array>& p) { return addmm(p[2], p[0], p[1], 0.5f, 2.0f); },
+        {a, b, rand_like_shape({1, 1, 5}, -1, 1, 24)});
+  check([&](const std::vector<array>& p) { return addmm(p[2], p[0], p[1]); },
+        {a, b, rand_like_shape({3, 5}, -1, 1, 25)});
 }

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "../test_utils.h"
+#include "loom/core/primitive.h"
 
 using namespace loom;
 using loom::testing::expect_array;
@@ -223,6 +224,23 @@ TEST(Matmul, HalfTypesComputeInFloat32) {
   EXPECT_EQ(matmul(array(kA, {2, 3}, float16), array(kB, {3, 2}, bfloat16)).dtype(), float32);
 }
 
+TEST(Matmul, StackAgainstOneMatrixIsOneProduct) {
+  // (2,2,3) @ (3,2): the stack's rows form one (4,3) x (3,2) product, and b's gradient is one
+  // product over all rows (a^T g), not a product per matrix summed over the stack.
+  array a = reshape(arange(12.0f), {2, 2, 3}), b(kB, {3, 2}, float32);
+  array c = matmul(a, b);
+  expect_array(c, {2, 2, 2}, {31, 34, 112, 124, 193, 214, 274, 304});
+  auto db = grad([&](const array& w) { return sum(matmul(a, w)); })(b);
+  EXPECT_EQ(std::string(db.primitive().name()), "Matmul");
+  expect_array(db, {3, 2}, {18, 18, 22, 22, 26, 26});  // column sums of a's rows
+  auto dbias = grad([&](const array& bias) { return sum(addmm(bias, a, b)); })(array({0.0f, 0.0f}));
+  expect_array(dbias, {2}, {4, 4});
+  expect_array(addmm(array({1.0f, -1.0f}, {1, 1, 2}), a, b), {2, 2, 2}, {32, 33, 113, 123, 194, 213, 275, 303});
+  // a c that differs between rows of a matrix cannot fold, and still adds per row
+  expect_array(addmm(array({1.0f, -1.0f, 2.0f, -2.0f}, {2, 2}), a, b), {2, 2, 2},
+               {32, 33, 114, 122, 194, 213, 276, 302});
+}
+
 TEST(Matmul, EmptyDimensions) {
   // K = 0: a sum of nothing is zero
   expect_array(matmul(zeros({2, 0}), zeros({0, 3})), {2, 3}, std::vector<double>(6, 0.0));
@@ -245,6 +263,8 @@ TEST(Matmul, Errors) {
   EXPECT_THROW_MSG(matmul(a, zeros({2})), std::invalid_argument, "[matmul]");
   EXPECT_THROW_MSG(matmul(zeros({3}), a), std::invalid_argument, "[matmul] inner dimensions differ: shapes (3) and (2,3)");
   EXPECT_THROW_MSG(matmul(zeros({2, 2, 3}), zeros({3, 3, 2})), std::invalid_argument, "[matmul] batch dimensions");
+  EXPECT_THROW_MSG(matmul(zeros({2, 2, 3}), zeros({2, 2})), std::invalid_argument,
+                   "[matmul] inner dimensions differ: shapes (2,2,3) and (2,2)");
   EXPECT_THROW_MSG(matmul(zeros({2, 3}, int32), zeros({3, 2}, int32)), std::invalid_argument,
                    "[matmul] needs floating-point arrays; got int32 and int32");
   EXPECT_THROW_MSG(matmul(zeros({2, 3}, uint8), zeros({3, 2}, int64)), std::invalid_argument, "[matmul]");
