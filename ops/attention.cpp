@@ -139,6 +139,11 @@ struct Problem {
     for (int r = 0; r < rows; ++r) {
       T* s = P + int64_t(r) * S;
       const int e = std::min(ex[r0 + r], n);
+      // exp, the sum and the scaling run over whole vectors, to w: columns e up to the next multiple
+      // of 16 (within the row) are set to the max before exp (e^0, where -inf would make subnormal
+      // intermediates, which are slow) and to 0 after it. Rows are short (64 columns on average
+      // under a causal mask of 128), so scalar tails would cost as much as the vectors.
+      const int w = std::min(S, (e + 15) / 16 * 16);
       if (sl.adds) {
         const T* mr = m + om[b] + int64_t(r0 + r) * lm_row;
         if (lm_col == 1) {
@@ -149,10 +154,12 @@ struct Problem {
       }
       T mx = detail::lane_max(s, e);
       if (!std::isfinite(mx)) mx = 0;
-      for (int j = 0; j < e; ++j) s[j] = detail::exp_of<T>(s[j] - mx);
-      const T inv = T(1) / detail::lane_sum<T>(e, [&](int j) { return s[j]; });
-      for (int j = 0; j < e; ++j) s[j] *= inv;
-      for (int j = e; j < n; ++j) s[j] = 0;
+      std::fill(s + e, s + w, mx);
+      for (int j = 0; j < w; ++j) s[j] = detail::exp_of<T>(s[j] - mx);
+      std::fill(s + e, s + w, T(0));
+      const T inv = T(1) / detail::lane_sum<T>(w, [&](int j) { return s[j]; });
+      for (int j = 0; j < w; ++j) s[j] *= inv;
+      for (int j = w; j < n; ++j) s[j] = 0;
     }
   }
 };
