@@ -152,9 +152,10 @@ LOOM_SIMD_INLINE float erfcx_1_4(float t) {
 }
 }  // namespace detail
 
-/// erf(x): x + x P(x^2) for |x| < 1, else 1 - e^{-x^2} Q(|x|) with x's sign (1 from |x| = 3.92 on,
-/// where erf rounds to 1).
-LOOM_SIMD_INLINE float erf(float x) {
+/// erf(x) given e = e^{-t^2} for t = min(|x|, 4): x + x P(x^2) for |x| < 1, else 1 - e Q(|x|) with
+/// x's sign (1 from |x| = 3.92 on, where erf rounds to 1). For callers that need that exponential
+/// themselves (erf's derivative): they compute it once.
+LOOM_SIMD_INLINE float erf_given_exp(float x, float e) {
   using namespace detail;
   const float z = x * x;
   const float p = horner(z, 7.806903159e-5f, -7.997853099e-4f, 5.187162198e-3f, -2.685334720e-2f, 1.128357872e-1f,
@@ -162,8 +163,15 @@ LOOM_SIMD_INLINE float erf(float x) {
   const float small = mul_add(x, p, x);
   const float a = abs(x);
   const float t = blend(a < 4.0f, a, 4.0f);
-  const float large = with_sign_of(1.0f - exp(-(t * t)) * erfcx_1_4(t), x);
+  const float large = with_sign_of(1.0f - e * erfcx_1_4(t), x);
   return blend(x != x, x, blend(a < 1.0f, small, large));
+}
+
+/// erf(x), as erf_given_exp; the exponent is clamped at 16, so no lane makes a subnormal.
+LOOM_SIMD_INLINE float erf(float x) {
+  const float a = detail::abs(x);
+  const float t = detail::blend(a < 4.0f, a, 4.0f);
+  return erf_given_exp(x, exp(-(t * t)));
 }
 
 /// Exact GELU, x (1 + erf(x / sqrt 2)) / 2, as nn::gelu computes it.
