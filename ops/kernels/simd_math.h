@@ -74,6 +74,13 @@ LOOM_SIMD_INLINE float exp_reduced(float xc, int32_t& n) {
   n = static_cast<int32_t>(fn);
   return mul_add(q, r * r, r) + 1.0f;
 }
+// e^x for x in [-87, 88], where the result is a normal float: exp without the clamping, the NaN
+// check and the two-factor scaling that only subnormal or overflowing results need (same bits).
+LOOM_SIMD_INLINE float exp_normal_range(float x) {
+  int32_t n;
+  const float p = exp_reduced(x, n);
+  return p * from_bits((n + 127) << 23);
+}
 }  // namespace detail
 
 /// e^x. x = n ln2 + r with |r| <= ln2 / 2, e^r = 1 + r + r^2 P(r), and 2^n applied as two factors so
@@ -129,11 +136,9 @@ LOOM_SIMD_INLINE float tanh(float x) {
                          -3.333333135e-1f);
   const float small = mul_add(x * z, p, x);
   // e^{2|x|} for the lanes that use it (|x| >= 0.625): 2|x| clamped to 88 (from |x| = 9.01 on tanh
-  // rounds to 1), so 2^n is one normal factor and the product is exp's, bit for bit. NaN lanes go
-  // to 88 and get their NaN back below.
-  int32_t n;
+  // rounds to 1), so the result is normal. NaN lanes go to 88 and get their NaN back below.
   const float a2 = blend(a + a < 88.0f, a + a, 88.0f);
-  const float e = exp_reduced(a2, n) * from_bits((n + 127) << 23);
+  const float e = exp_normal_range(a2);
   const float large = 1.0f - 2.0f / (e + 1.0f);
   return blend(x != x, x, with_sign_of(blend(a < 0.625f, small, large), x));  // keeps tanh(-0) = -0
 }
@@ -167,11 +172,11 @@ LOOM_SIMD_INLINE float erf_given_exp(float x, float e) {
   return blend(x != x, x, blend(a < 1.0f, small, large));
 }
 
-/// erf(x), as erf_given_exp; the exponent is clamped at 16, so no lane makes a subnormal.
+/// erf(x), as erf_given_exp; the exponent is clamped at 16 (NaN too), so e^{-t^2} is normal.
 LOOM_SIMD_INLINE float erf(float x) {
   const float a = detail::abs(x);
   const float t = detail::blend(a < 4.0f, a, 4.0f);
-  return erf_given_exp(x, exp(-(t * t)));
+  return erf_given_exp(x, detail::exp_normal_range(-(t * t)));
 }
 
 /// Exact GELU, x (1 + erf(x / sqrt 2)) / 2, as nn::gelu computes it.
