@@ -43,16 +43,13 @@ template <typename T, typename F>
 void elementwise(const std::vector<array>& in, array& out, F f) {
   // The result goes into an input's buffer when nothing else needs it (the incoming gradient of
   // GeluGrad, typically): no fresh buffer, and one that is already in cache.
-  bool donated = false;
-  for (auto a = in.rbegin(); a != in.rend() && !donated; ++a) {
-    if (a->flags().row_contiguous && a->itemsize() == sizeof(T) && a->size() == out.size() && a->is_donatable()) {
-      out.alloc_or_donate(*a);
-      donated = true;
-    }
+  if (in.size() > 1) {
+    kernels::alloc_donating(out, {&in[1], &in[0]});
+  } else {
+    kernels::alloc_donating(out, {&in[0]});
   }
   std::vector<array> c;
   for (const auto& a : in) c.push_back(a.flags().row_contiguous ? a : kernels::row_contiguous(a));
-  if (!donated) out.alloc();
   const size_t n = out.size();
   const T* x = kernels::ptr<T>(c[0]);
   const T* g = c.size() > 1 ? kernels::ptr<T>(c[1]) : nullptr;

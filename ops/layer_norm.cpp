@@ -118,10 +118,11 @@ class LayerNormGrad : public Primitive {
  public:
   LayerNormGrad(double eps, bool has_w, bool has_b) : eps_(eps), has_w_(has_w), has_b_(has_b) {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
+    kernels::alloc_donating(outs[0], {&in.back(), &in[0]});  // a row is read before it is written
+    for (size_t i = 1; i < outs.size(); ++i) outs[i].alloc();
     array x = row_major(in[0]), g = row_major(in.back());
     std::optional<array> w;
     if (has_w_) w = row_major(in[1]);
-    for (auto& o : outs) o.alloc();
     if (outs[0].size() == 0) {
       for (size_t i = 1; i < outs.size(); ++i) std::fill_n(static_cast<char*>(outs[i].raw_data()), outs[i].nbytes(), 0);
       return;
@@ -160,8 +161,8 @@ class LayerNormOp : public UnaryPrimitive {
  public:
   LayerNormOp(double eps, bool has_w, bool has_b) : eps_(eps), has_w_(has_w), has_b_(has_b) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
+    kernels::alloc_donating(out, {&in[0]});
     array x = row_major(in[0]);
-    out.alloc();
     if (out.size() == 0) return;
     std::optional<array> w, b;
     if (has_w_) w = row_major(in[1]);

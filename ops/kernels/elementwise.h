@@ -30,6 +30,19 @@ bool alloc_like(array& out, const array& like, std::initializer_list<const array
   return true;
 }
 
+/// Gives row-contiguous `out` the buffer of the first of `donors` that is row-contiguous, of out's
+/// size and item size, and needed by nothing else; a fresh buffer otherwise. For kernels that read
+/// each element (or row) of an input before writing that of the output.
+inline void alloc_donating(array& out, std::initializer_list<const array*> donors) {
+  for (const array* d : donors) {
+    if (d->flags().row_contiguous && d->itemsize() == out.itemsize() && d->size() == out.size() && d->is_donatable()) {
+      out.alloc_or_donate(*d);
+      return;
+    }
+  }
+  out.alloc();
+}
+
 template <typename In, typename Out, typename F>
 void unary(const array& in, array& out, F f) {
   using C = compute_t<In>;
