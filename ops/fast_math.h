@@ -28,11 +28,10 @@ LOOM_SIMD_INLINE A exp_of(A x) {
 namespace loom::detail {
 
 /// erf for float32 (simd::erf); `e` receives exp(-x^2), which the derivative 2 / sqrt(pi) exp(-x^2)
-/// needs too. One exponential serves both where |x| < 4 (erf's own is clamped there).
+/// needs too: one exponential serves both.
 LOOM_SIMD_INLINE float erf_vec(float x, float& e) {
   e = simd::exp(-x * x);
-  const float a = simd::detail::abs(x);
-  return simd::erf_given_exp(x, simd::detail::blend(a < 4.0f, e, simd::exp(-16.0f)));
+  return simd::erf_given_exp(x, e);
 }
 
 }  // namespace loom::detail

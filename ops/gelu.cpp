@@ -43,11 +43,7 @@ template <typename T, typename F>
 void elementwise(const std::vector<array>& in, array& out, F f) {
   // The result goes into an input's buffer when nothing else needs it (the incoming gradient of
   // GeluGrad, typically): no fresh buffer, and one that is already in cache.
-  if (in.size() > 1) {
-    kernels::alloc_donating(out, {&in[1], &in[0]});
-  } else {
-    kernels::alloc_donating(out, {&in[0]});
-  }
+  kernels::alloc_donating(out, {&in.back(), &in[0]});
   std::vector<array> c;
   for (const auto& a : in) c.push_back(a.flags().row_contiguous ? a : kernels::row_contiguous(a));
   const size_t n = out.size();

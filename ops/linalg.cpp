@@ -134,8 +134,7 @@ class Matmul : public UnaryPrimitive {
   float alpha_, beta_;
 };
 
-// The operands of a Matmul node for matmul(a_in, b_in): 1-D operands as matrices, batch axes
-// broadcast, both in the promoted dtype. Validates with matmul's messages.
+// a's last axis against b's rows (b's only axis when b is 1-D).
 void check_inner(const array& a, const array& b) {
   if (a.shape(-1) != b.shape(b.ndim() == 1 ? 0 : -2)) {
     throw std::invalid_argument(
@@ -155,6 +154,8 @@ array fold_rows(const array& a) {
   return reshape(a, {rows, a.shape(-1)});
 }
 
+// The operands of a Matmul node for matmul(a_in, b_in): 1-D operands as matrices, batch axes
+// broadcast, both in the promoted dtype. Validates with matmul's messages.
 struct MatmulOperands {
   array a, b;
   Shape out;
@@ -227,11 +228,8 @@ array addmm(const array& c, const array& a, const array& b, float alpha, float b
   // 1-D operand's axis or c would promote the result.
   if (a.ndim() >= 2 && b.ndim() >= 2 && promote_types(c.dtype(), ab.dtype()) == ab.dtype()) {
     // Folded (see folds) when c is the same for every row, a bias: c's shape is (..., 1, N) or (N,).
-    bool per_row = c.ndim() <= 1;
-    if (!per_row) {
-      per_row = true;
-      for (size_t i = 0; i + 1 < c.ndim(); ++i) per_row &= c.shape()[i] == 1;
-    }
+    bool per_row = true;
+    for (size_t i = 0; i + 1 < c.ndim(); ++i) per_row &= c.shape()[i] == 1;
     const bool fold = folds(a, b) && per_row;
     MatmulOperands m = matmul_operands(fold ? fold_rows(a) : a, b);
     array cc = fold && c.ndim() > 1 ? reshape(c, {c.shape(-1)}) : c;

@@ -157,9 +157,9 @@ LOOM_SIMD_INLINE float erfcx_1_4(float t) {
 }
 }  // namespace detail
 
-/// erf(x) given e = e^{-t^2} for t = min(|x|, 4): x + x P(x^2) for |x| < 1, else 1 - e Q(|x|) with
-/// x's sign (1 from |x| = 3.92 on, where erf rounds to 1). For callers that need that exponential
-/// themselves (erf's derivative): they compute it once.
+/// erf(x) given e = e^{-x^2}: x + x P(x^2) for |x| < 1, else 1 - e Q(|x|) with x's sign (1 from
+/// |x| = 3.92 on, where erf rounds to 1: there any e in [0, e^{-16}] gives it). For callers that
+/// need that exponential themselves (erf's derivative): they compute it once.
 LOOM_SIMD_INLINE float erf_given_exp(float x, float e) {
   using namespace detail;
   const float z = x * x;
@@ -172,7 +172,7 @@ LOOM_SIMD_INLINE float erf_given_exp(float x, float e) {
   return blend(x != x, x, blend(a < 1.0f, small, large));
 }
 
-/// erf(x), as erf_given_exp; the exponent is clamped at 16 (NaN too), so e^{-t^2} is normal.
+/// erf(x), as erf_given_exp with e^{-t^2}, t = min(|x|, 4) (NaN too): always a normal float.
 LOOM_SIMD_INLINE float erf(float x) {
   const float a = detail::abs(x);
   const float t = detail::blend(a < 4.0f, a, 4.0f);
