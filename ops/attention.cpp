@@ -129,44 +129,48 @@ struct Problem {
     return *std::max_element(e.begin() + r0, e.begin() + r1);
   }
 
-  // P = softmax(scale q k^T + mask) for rows [r0, r1) over columns [0, n); columns at or past a
-  // row's extent are 0. P has leading dimension S; kt is batch b's k transposed (E x S).
-  void softmax_block(size_t b, int r0, int r1, int n, T scale, const T* kt, T* P) const {
-    const int rows = r1 - r0;
+  // Pt = softmax(scale q k^T + mask)^T for the queries [r0, r1) (at most kRowBlock) and the keys
+  // [0, n): Pt[j * kRowBlock + i] is the weight of key j for query r0 + i, 0 past the query's extent.
+  // Queries run along the vector lanes, so the max, the exponentials, the sums and the scaling are
+  // elementwise over whole key rows: no horizontal reductions and no row tails (rows under a causal
+  // mask are 64 keys long on average, where those would cost as much as the vectors). Lanes past the
+  // block's queries are 0. qt is batch b's q transposed (E x L).
+  void weights_block(size_t b, int r0, int r1, int n, T scale, const T* qt, T* Pt) const {
+    constexpr int R = kRowBlock;
     const MaskSlice& sl = slice(b);
-    const auto& ex = sl.ext;
-    gemm<T>(false, false, rows, n, E, scale, q + oq[b] + r0 * lq, lq, kt, S, T(0), P, S);
-    for (int r = 0; r < rows; ++r) {
-      T* s = P + int64_t(r) * S;
-      const int e = std::min(ex[r0 + r], n);
-      // exp, the sum and the scaling run over whole vectors, to w: columns e up to the next multiple
-      // of 16 (within the row) are set to the max before exp (e^0, where -inf would make subnormal
-      // intermediates, which are slow) and to 0 after it. Rows are short (64 columns on average
-      // under a causal mask of 128), so scalar tails would cost as much as the vectors.
-      const int w = std::min(S, (e + 15) / 16 * 16);
-      if (sl.adds) {
-        const T* mr = m + om[b] + int64_t(r0 + r) * lm_row;
-        if (lm_col == 1) {
-          for (int j = 0; j < e; ++j) s[j] += mr[j];
-        } else {
-          for (int j = 0; j < e; ++j) s[j] += mr[j * lm_col];
-        }
+    gemm<T>(false, false, n, r1 - r0, E, scale, k + ok[b], lk, qt + r0, L, T(0), Pt, R);
+    int ext[R];
+    for (int i = 0; i < R; ++i) ext[i] = r0 + i < r1 ? std::min(sl.ext[r0 + i], n) : 0;
+    if (sl.adds) {
+      for (int i = 0; i < r1 - r0; ++i) {
+        const T* mr = m + om[b] + int64_t(r0 + i) * lm_row;
+        for (int j = 0; j < ext[i]; ++j) Pt[j * R + i] += mr[j * lm_col];
       }
-      T mx = detail::lane_max(s, e);
-      if (!std::isfinite(mx)) mx = 0;
-      std::fill(s + e, s + w, mx);
-      for (int j = 0; j < w; ++j) s[j] = detail::exp_of<T>(s[j] - mx);
-      std::fill(s + e, s + w, T(0));
-      const T inv = T(1) / detail::lane_sum<T>(w, [&](int j) { return s[j]; });
-      for (int j = 0; j < w; ++j) s[j] *= inv;
-      for (int j = w; j < n; ++j) s[j] = 0;
+    }
+    T mx[R], sum[R];
+    for (int i = 0; i < R; ++i) mx[i] = -std::numeric_limits<T>::infinity(), sum[i] = 0;
+    for (int j = 0; j < n; ++j) {
+      const T* s = Pt + j * R;
+      for (int i = 0; i < R; ++i) mx[i] = std::max(mx[i], j < ext[i] ? s[i] : -std::numeric_limits<T>::infinity());
+    }
+    for (int i = 0; i < R; ++i) mx[i] = std::isfinite(mx[i]) ? mx[i] : T(0);
+    for (int j = 0; j < n; ++j) {
+      T* s = Pt + j * R;
+      for (int i = 0; i < R; ++i) s[i] = detail::exp_of<T>(s[i] - mx[i]);
+      for (int i = 0; i < R; ++i) s[i] = j < ext[i] ? s[i] : T(0);
+      for (int i = 0; i < R; ++i) sum[i] += s[i];
+    }
+    for (int i = 0; i < R; ++i) sum[i] = sum[i] > 0 ? T(1) / sum[i] : T(0);
+    for (int j = 0; j < n; ++j) {
+      T* s = Pt + j * R;
+      for (int i = 0; i < R; ++i) s[i] *= sum[i];
     }
   }
 };
 
-// dst (cols x rows, leading dimension rows) = src (rows x cols, row stride ls) transposed. The kernels
-// multiply by k^T and v^T through these copies: OpenBLAS's small-matrix path for a transposed
-// right operand runs at half the speed of the plain one on these shapes, far more than a copy costs.
+// dst (cols x rows, leading dimension rows) = src (rows x cols, row stride ls) transposed: the
+// kernels multiply by q^T and dout^T through these copies, whose blocks of columns are then plain
+// row-major operands (OpenBLAS's small-matrix path runs at half speed on transposed right operands).
 template <typename T>
 void transpose(const T* src, int64_t ls, int rows, int cols, T* dst) {
   constexpr int kTile = 8;  // 8 source rows at a time: their cache lines stay in L1 across the columns
@@ -194,24 +198,27 @@ void forward_kernel(const array& qa, const array& ka, const array& va, const arr
   const int64_t lo = out.strides()[nd - 2];
   T* o = kernels::ptr<T>(out);
   for_each_batch(p.batches, size_t(p.L) * p.S * (p.E + p.Ev), [&](size_t b0, size_t b1) {
-    std::vector<T> P(size_t(kRowBlock) * p.S), kt(size_t(p.E) * p.S);
+    std::vector<T> Pt(size_t(kRowBlock) * p.S), qt(size_t(p.E) * p.L);
     for (size_t b = b0; b < b1; ++b) {
-      transpose(p.k + p.ok[b], p.lk, p.S, p.E, kt.data());
+      transpose(p.q + p.oq[b], p.lq, p.L, p.E, qt.data());
       for (int r0 = 0; r0 < p.L; r0 += kRowBlock) {
         const int r1 = std::min(p.L, r0 + kRowBlock), n = p.width(b, r0, r1);
-        p.softmax_block(b, r0, r1, n, scale, kt.data(), P.data());
-        gemm<T>(false, false, r1 - r0, p.Ev, n, T(1), P.data(), p.S, p.v + p.ov[b], p.lv, T(0), o + oo[b] + r0 * lo,
-                lo);
+        p.weights_block(b, r0, r1, n, scale, qt.data(), Pt.data());
+        // out[r0:r1] = P v[0:n]
+        gemm<T>(true, false, r1 - r0, p.Ev, n, T(1), Pt.data(), kRowBlock, p.v + p.ov[b], p.lv, T(0),
+                o + oo[b] + r0 * lo, lo);
       }
     }
   });
 }
 
 // dq, dk, dv of sum(dout * attention(q, k, v, mask)). With P the weights and dP = dout v^T:
-// dv = P^T dout, dS = P * (dP - rowsum(P * dP)), dq = scale dS k, dk = scale dS^T q.
+// dv = P^T dout, dS = P * (dP - rowsum(P * dP)), dq = scale dS k, dk = scale dS^T q. Each block
+// works on the transposes (keys by queries), as weights_block leaves them.
 template <typename T>
 void backward_kernel(const array& qa, const array& ka, const array& va, const array* mask, const array& g,
                      std::vector<array>& outs, T scale) {
+  constexpr int R = kRowBlock;
   Problem<T> p(qa, ka, va, mask);
   const std::vector<int64_t> og = batch_offsets(g), odq = batch_offsets(outs[0]), odk = batch_offsets(outs[1]),
                              odv = batch_offsets(outs[2]);
@@ -221,35 +228,38 @@ void backward_kernel(const array& qa, const array& ka, const array& va, const ar
   const T* gp = kernels::ptr<T>(g);
   T *dq = kernels::ptr<T>(outs[0]), *dk = kernels::ptr<T>(outs[1]), *dv = kernels::ptr<T>(outs[2]);
   for_each_batch(p.batches, size_t(p.L) * p.S * (2 * p.E + 2 * p.Ev), [&](size_t b0, size_t b1) {
-    std::vector<T> P(size_t(kRowBlock) * p.S), dP(size_t(kRowBlock) * p.S), kt(size_t(p.E) * p.S),
-        vt(size_t(p.Ev) * p.S);
+    std::vector<T> Pt(size_t(R) * p.S), dPt(size_t(R) * p.S), qt(size_t(p.E) * p.L), gt(size_t(p.Ev) * p.L);
     for (size_t b = b0; b < b1; ++b) {
-      transpose(p.k + p.ok[b], p.lk, p.S, p.E, kt.data());
-      transpose(p.v + p.ov[b], p.lv, p.S, p.Ev, vt.data());
+      const T* gb = gp + og[b];
+      transpose(p.q + p.oq[b], p.lq, p.L, p.E, qt.data());
+      transpose(gb, lg, p.L, p.Ev, gt.data());
       T* dkb = dk + odk[b];
       T* dvb = dv + odv[b];
       for (int s = 0; s < p.S; ++s) {
         std::fill(dkb + s * ldk, dkb + s * ldk + p.E, T(0));
         std::fill(dvb + s * ldv, dvb + s * ldv + p.Ev, T(0));
       }
-      const T* gb = gp + og[b];
-      for (int r0 = 0; r0 < p.L; r0 += kRowBlock) {
-        const int r1 = std::min(p.L, r0 + kRowBlock), n = p.width(b, r0, r1), rows = r1 - r0;
-        p.softmax_block(b, r0, r1, n, scale, kt.data(), P.data());
+      for (int r0 = 0; r0 < p.L; r0 += R) {
+        const int r1 = std::min(p.L, r0 + R), n = p.width(b, r0, r1), rows = r1 - r0;
+        p.weights_block(b, r0, r1, n, scale, qt.data(), Pt.data());
         // dv[0:n] += P^T dout
-        gemm<T>(true, false, n, p.Ev, rows, T(1), P.data(), p.S, gb + r0 * lg, lg, T(1), dvb, ldv);
-        // dP = dout v[0:n]^T
-        gemm<T>(false, false, rows, n, p.Ev, T(1), gb + r0 * lg, lg, vt.data(), p.S, T(0), dP.data(), p.S);
-        for (int r = 0; r < rows; ++r) {
-          const T* pr = P.data() + int64_t(r) * p.S;
-          T* dr = dP.data() + int64_t(r) * p.S;
-          const T dot = detail::lane_sum<T>(n, [&](int j) { return pr[j] * dr[j]; });
-          for (int j = 0; j < n; ++j) dr[j] = pr[j] * (dr[j] - dot) * scale;
+        gemm<T>(false, false, n, p.Ev, rows, T(1), Pt.data(), R, gb + r0 * lg, lg, T(1), dvb, ldv);
+        // dP^T = v[0:n] dout^T
+        gemm<T>(false, false, n, rows, p.Ev, T(1), p.v + p.ov[b], p.lv, gt.data() + r0, p.L, T(0), dPt.data(), R);
+        T dot[R] = {};
+        for (int j = 0; j < n; ++j) {
+          const T *pj = Pt.data() + j * R, *dj = dPt.data() + j * R;
+          for (int i = 0; i < R; ++i) dot[i] += pj[i] * dj[i];
+        }
+        for (int j = 0; j < n; ++j) {
+          const T* pj = Pt.data() + j * R;
+          T* dj = dPt.data() + j * R;
+          for (int i = 0; i < R; ++i) dj[i] = pj[i] * (dj[i] - dot[i]) * scale;
         }
         // dq = dS k[0:n], dk[0:n] += dS^T q
-        gemm<T>(false, false, rows, p.E, n, T(1), dP.data(), p.S, p.k + p.ok[b], p.lk, T(0), dq + odq[b] + r0 * ldq,
+        gemm<T>(true, false, rows, p.E, n, T(1), dPt.data(), R, p.k + p.ok[b], p.lk, T(0), dq + odq[b] + r0 * ldq,
                 ldq);
-        gemm<T>(true, false, n, p.E, rows, T(1), dP.data(), p.S, p.q + p.oq[b] + r0 * p.lq, p.lq, T(1), dkb, ldk);
+        gemm<T>(false, false, n, p.E, rows, T(1), dPt.data(), R, p.q + p.oq[b] + r0 * p.lq, p.lq, T(1), dkb, ldk);
       }
     }
   });

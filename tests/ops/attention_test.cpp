@@ -85,6 +85,37 @@ TEST(ScaledDotProductAttention, BooleanMaskAndOtherRanks) {
   expect_close(astype(h, float32), composed(q, k, v, 0.7, std::nullopt), 2e-3);
 }
 
+TEST(ScaledDotProductAttention, InfiniteAndFullyMaskedRows) {
+  // -inf inside a row and at its end, a row masked everywhere with the lowest float (the softmax of the
+  // mask: uniform weights) and one row masked but for its last key; 40 queries span two blocks.
+  const int L = 40, S = 37;
+  const float inf = std::numeric_limits<float>::infinity(), low = std::numeric_limits<float>::lowest();
+  std::vector<float> m(size_t(L) * S, 0.0f);
+  for (int i = 0; i < L; ++i) {
+    for (int j = 0; j < S; ++j) {
+      if ((i + j) % 5 == 0) m[size_t(i) * S + j] = -inf;
+      if (j > S - 4 && i % 3 == 0) m[size_t(i) * S + j] = -inf;
+    }
+  }
+  for (int j = 0; j < S; ++j) m[size_t(7) * S + j] = low, m[size_t(33) * S + j] = j == S - 1 ? 0.0f : -inf;
+  array mask(m, {L, S}, float32);
+  array q = f32({2, L, 5}, 21), k = f32({2, S, 5}, 22), v = f32({2, S, 3}, 23), w = f32({2, L, 3}, 24);
+  expect_close(scaled_dot_product_attention(q, k, v, 0.6, mask), composed(q, k, v, 0.6, mask), 1e-5);
+  auto loss = [&](bool fused) {
+    return [&, fused](const std::vector<array>& x) {
+      array o = fused ? scaled_dot_product_attention(x[0], x[1], x[2], 0.6, mask) : composed(x[0], x[1], x[2], 0.6, mask);
+      return sum(o * w);
+    };
+  };
+  auto g1 = value_and_grad(ScalarVectorFn(loss(true)), {0, 1, 2})({q, k, v}).second;
+  auto g2 = value_and_grad(ScalarVectorFn(loss(false)), {0, 1, 2})({q, k, v}).second;
+  for (size_t i = 0; i < g1.size(); ++i) expect_close(g1[i], g2[i], 2e-5);
+  // Row 33 attends to the last key alone.
+  auto o = scaled_dot_product_attention(q, k, v, 0.6, mask).to_vector<float>();
+  auto vv = v.to_vector<float>();
+  for (int c = 0; c < 3; ++c) EXPECT_FLOAT_EQ(o[33 * 3 + c], vv[(S - 1) * 3 + c]);
+}
+
 TEST(ScaledDotProductAttention, CausalRowsSeeOnlyThePast) {
   // Row 0 of a causal attention is v's row 0 exactly; row i averages v[0..i] when the scores are equal.
   array q = zeros({1, 1, 4, 2}), k = f32({1, 1, 4, 2}, 10);
