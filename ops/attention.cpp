@@ -174,8 +174,15 @@ struct Problem {
 template <typename T>
 void transpose(const T* src, int64_t ls, int rows, int cols, T* dst) {
   constexpr int kTile = 8;  // 8 source rows at a time: their cache lines stay in L1 across the columns
+  constexpr int kLine = 64 / sizeof(T);
   for (int i0 = 0; i0 < rows; i0 += kTile) {
     const int i1 = std::min(rows, i0 + kTile);
+    // The next tile's rows, while this one is copied: rows of a head are a cache line or two
+    // apart by a row of the (batch, sequence, features) activations, a stride the hardware
+    // prefetcher does not follow.
+    for (int i = i1; i < std::min(rows, i1 + kTile); ++i) {
+      for (int j = 0; j < cols; j += kLine) __builtin_prefetch(src + int64_t(i) * ls + j);
+    }
     for (int j = 0; j < cols; ++j) {
       for (int i = i0; i < i1; ++i) dst[int64_t(j) * rows + i] = src[int64_t(i) * ls + j];
     }
