@@ -4,6 +4,10 @@
 // are skipped, not computed and then zeroed.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 #include <limits>
 #include <map>
 #include <optional>
@@ -168,21 +172,71 @@ struct Problem {
   }
 };
 
+#ifdef __AVX512F__
+// GCC 12 warns inside its own AVX-512 headers that the "undefined" pass-through operand of the
+// shuffles is uninitialized (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// dst[j * ld + i] = src[i * ls + j] for i, j < 16: sixteen rows through four rounds of shuffles.
+inline void transpose16(const float* src, int64_t ls, float* dst, int64_t ld) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ls);
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  auto lo = [](__m512 x, __m512 y) { return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(x), _mm512_castps_pd(y))); };
+  auto hi = [](__m512 x, __m512 y) { return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(x), _mm512_castps_pd(y))); };
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = lo(t[i], t[i + 2]);
+    r[i + 1] = hi(t[i], t[i + 2]);
+    r[i + 2] = lo(t[i + 1], t[i + 3]);
+    r[i + 3] = hi(t[i + 1], t[i + 3]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 8; ++i) {
+    _mm512_storeu_ps(dst + i * ld, _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88));
+    _mm512_storeu_ps(dst + (i + 8) * ld, _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd));
+  }
+}
+#pragma GCC diagnostic pop
+#endif
+
 // dst (cols x rows, leading dimension rows) = src (rows x cols, row stride ls) transposed: the
 // kernels multiply by q^T and dout^T through these copies, whose blocks of columns are then plain
 // row-major operands (OpenBLAS's small-matrix path runs at half speed on transposed right operands).
+// Each tile of rows prefetches the next tile's: a head's rows lie one activation row apart (1.5 KB
+// in a qkv projection's output), a stride the hardware prefetcher does not follow.
 template <typename T>
 void transpose(const T* src, int64_t ls, int rows, int cols, T* dst) {
-  constexpr int kTile = 8;  // 8 source rows at a time: their cache lines stay in L1 across the columns
   constexpr int kLine = 64 / sizeof(T);
-  for (int i0 = 0; i0 < rows; i0 += kTile) {
-    const int i1 = std::min(rows, i0 + kTile);
-    // The next tile's rows, while this one is copied: rows of a head are a cache line or two
-    // apart by a row of the (batch, sequence, features) activations, a stride the hardware
-    // prefetcher does not follow.
-    for (int i = i1; i < std::min(rows, i1 + kTile); ++i) {
+  auto prefetch_rows = [&](int i0, int i1) {
+    for (int i = i0; i < std::min(rows, i1); ++i) {
       for (int j = 0; j < cols; j += kLine) __builtin_prefetch(src + int64_t(i) * ls + j);
     }
+  };
+  int i0 = 0;
+#ifdef __AVX512F__
+  if constexpr (std::is_same_v<T, float>) {
+    for (; i0 + 16 <= rows; i0 += 16) {
+      prefetch_rows(i0 + 16, i0 + 32);
+      int j = 0;
+      for (; j + 16 <= cols; j += 16) transpose16(src + int64_t(i0) * ls + j, ls, dst + int64_t(j) * rows + i0, rows);
+      for (; j < cols; ++j) {
+        for (int i = i0; i < i0 + 16; ++i) dst[int64_t(j) * rows + i] = src[int64_t(i) * ls + j];
+      }
+    }
+  }
+#endif
+  constexpr int kTile = 8;  // 8 source rows at a time: their cache lines stay in L1 across the columns
+  for (; i0 < rows; i0 += kTile) {
+    const int i1 = std::min(rows, i0 + kTile);
+    prefetch_rows(i1, i1 + kTile);
     for (int j = 0; j < cols; ++j) {
       for (int i = i0; i < i1; ++i) dst[int64_t(j) * rows + i] = src[int64_t(i) * ls + j];
     }

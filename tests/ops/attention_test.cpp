@@ -116,6 +116,41 @@ TEST(ScaledDotProductAttention, InfiniteAndFullyMaskedRows) {
   for (int c = 0; c < 3; ++c) EXPECT_FLOAT_EQ(o[33 * 3 + c], vv[(S - 1) * 3 + c]);
 }
 
+TEST(ScaledDotProductAttention, WideHeadsFromAProjection) {
+  // Head sizes of 16 and more (the kernels' transposed copies of q and dout go 16 x 16 tiles at a time,
+  // with leftover rows and columns), q, k and v strided views of one projection's output as in a
+  // multi-head layer, 50 queries against 50 keys under a causal mask.
+  const int B = 2, L = 50, H = 2, E = 20, Ev = 18;
+  array proj = f32({B, L, H * (2 * E + Ev)}, 25);
+  auto heads = [&](int begin, int width) {
+    array x = slice(proj, {0, 0, begin}, {B, L, begin + H * width});
+    return transpose(reshape(x, {B, L, H, width}), {0, 2, 1, 3});
+  };
+  array q = heads(0, E), k = heads(H * E, E), v = heads(2 * H * E, Ev);
+  array mask = causal_mask(L, L), w = f32({B, H, L, Ev}, 26);
+  expect_close(scaled_dot_product_attention(q, k, v, 0.3, mask), composed(q, k, v, 0.3, mask), 1e-5);
+  auto loss = [&](bool fused) {
+    return [&, fused](const std::vector<array>& x) {
+      array o = fused ? scaled_dot_product_attention(x[0], x[1], x[2], 0.3, mask) : composed(x[0], x[1], x[2], 0.3, mask);
+      return sum(o * w);
+    };
+  };
+  auto g1 = value_and_grad(ScalarVectorFn(loss(true)), {0, 1, 2})({q, k, v}).second;
+  auto g2 = value_and_grad(ScalarVectorFn(loss(false)), {0, 1, 2})({q, k, v}).second;
+  for (size_t i = 0; i < g1.size(); ++i) expect_close(g1[i], g2[i], 2e-5);
+  // The cotangent strided too: the gradient of a projection of the output.
+  array wo = f32({B, L, H * Ev}, 27);
+  auto projected = [&](bool fused) {
+    return [&, fused](const std::vector<array>& x) {
+      array o = fused ? scaled_dot_product_attention(x[0], x[1], x[2], 0.3, mask) : composed(x[0], x[1], x[2], 0.3, mask);
+      return sum(reshape(transpose(o, {0, 2, 1, 3}), {B, L, H * Ev}) * wo);
+    };
+  };
+  g1 = value_and_grad(ScalarVectorFn(projected(true)), {0, 1, 2})({q, k, v}).second;
+  g2 = value_and_grad(ScalarVectorFn(projected(false)), {0, 1, 2})({q, k, v}).second;
+  for (size_t i = 0; i < g1.size(); ++i) expect_close(g1[i], g2[i], 2e-5);
+}
+
 TEST(ScaledDotProductAttention, CausalRowsSeeOnlyThePast) {
   // Row 0 of a causal attention is v's row 0 exactly; row i averages v[0..i] when the scores are equal.
   array q = zeros({1, 1, 4, 2}), k = f32({1, 1, 4, 2}, 10);
