@@ -4,13 +4,13 @@
 // are skipped, not computed and then zeroed.
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
 #include <type_traits>
 #ifdef __AVX512F__
 #include <immintrin.h>
 #endif
-#include <limits>
-#include <map>
-#include <optional>
 
 #include "loom/autograd/reference.h"
 #include "loom/core/primitive.h"
