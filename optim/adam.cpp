@@ -54,11 +54,19 @@ AdamScalars scalars_of(const AdamStep& hp) {
   return s;
 }
 
+// GCC 12 warns inside its own AVX-512 headers that the "undefined" pass-through operand of the
+// sqrt intrinsics may be uninitialized (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 // sqrt of n values. std::sqrt must set errno for negative inputs, which keeps GCC from vectorizing
 // it unless the whole build uses -fno-math-errno; the intrinsics give the same correctly rounded
 // results (a negative input gives NaN, without errno).
 inline void sqrt_block(const float* x, float* y, size_t n) {
   size_t j = 0;
+#if defined(__AVX512F__) && (defined(__x86_64__) || defined(__i386__))
+  for (; j + 16 <= n; j += 16) _mm512_storeu_ps(y + j, _mm512_sqrt_ps(_mm512_loadu_ps(x + j)));
+#endif
 #if defined(__AVX__) && (defined(__x86_64__) || defined(__i386__))
   for (; j + 8 <= n; j += 8) _mm256_storeu_ps(y + j, _mm256_sqrt_ps(_mm256_loadu_ps(x + j)));
 #elif defined(__SSE2__) && (defined(__x86_64__) || defined(__i386__))
@@ -68,6 +76,9 @@ inline void sqrt_block(const float* x, float* y, size_t n) {
 }
 inline void sqrt_block(const double* x, double* y, size_t n) {
   size_t j = 0;
+#if defined(__AVX512F__) && (defined(__x86_64__) || defined(__i386__))
+  for (; j + 8 <= n; j += 8) _mm512_storeu_pd(y + j, _mm512_sqrt_pd(_mm512_loadu_pd(x + j)));
+#endif
 #if defined(__AVX__) && (defined(__x86_64__) || defined(__i386__))
   for (; j + 4 <= n; j += 4) _mm256_storeu_pd(y + j, _mm256_sqrt_pd(_mm256_loadu_pd(x + j)));
 #elif defined(__SSE2__) && (defined(__x86_64__) || defined(__i386__))
@@ -75,6 +86,7 @@ inline void sqrt_block(const double* x, double* y, size_t n) {
 #endif
   for (; j < n; ++j) y[j] = std::sqrt(x[j]);
 }
+#pragma GCC diagnostic pop
 
 // One pass over n elements: p, g, m, v in; p', m', v' out. An output may be its input's buffer,
 // but only at the same index (each element is read before it is written), so no iteration depends
