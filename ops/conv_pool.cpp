@@ -7,6 +7,7 @@
 // so gradients of any order close over these roles; the argmax itself is piecewise constant in x.
 // Average pooling is linear; `avg_scatter` is its adjoint.
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -101,26 +102,31 @@ size_t row_threshold(int64_t work_per_row) {
   return static_cast<size_t>(std::max<int64_t>(1, int64_t(kernels::kParallelThreshold) / std::max<int64_t>(work_per_row, 1)));
 }
 
-// Per-channel argmax of one window: best[c] / at[c] for channels [c0, c1) of image `xi`. False when
-// the window holds padding only (possible only for an input with a zero-sized spatial axis).
+// Per-channel argmax of one window, as the number of its tap (0, 1, ... in the row-major walk of
+// the window's in-bounds taps): best[c - c0] / tap[c - c0] for channels [c0, c1), and offsets[t] the
+// element offset of tap t within image `xi`. Returns the number of taps, 0 when the window holds
+// padding only (possible only for an input with a zero-sized spatial axis). Selects rather than
+// branches, and a 32-bit tap number beside a float, so that the channel loop vectorizes.
 template <typename T>
-bool window_argmax(const T* xi, Window& w, int64_t o, int64_t c0, int64_t c1, T* best, int64_t* at) {
-  if (!w.reset(o)) return false;
-  for (int64_t c = c0; c < c1; ++c) {
-    best[c - c0] = xi[w.off + c];
-    at[c - c0] = w.off;
-  }
+int32_t window_argmax(const T* xi, Window& w, int64_t o, int64_t c0, int64_t c1, T* best, int32_t* tap,
+                      int64_t* offsets) {
+  if (!w.reset(o)) return 0;
+  const int64_t n = c1 - c0;
+  const T* x0 = xi + w.off + c0;
+  for (int64_t c = 0; c < n; ++c) best[c] = x0[c], tap[c] = 0;
+  offsets[0] = w.off;
+  int32_t t = 0;
   while (w.next()) {
-    const T* xp = xi + w.off;
-    for (int64_t c = c0; c < c1; ++c) {
-      T v = xp[c], m = best[c - c0];
-      if (!(v <= m) && m == m) {  // larger, or the first NaN; ties keep the first
-        best[c - c0] = v;
-        at[c - c0] = w.off;
-      }
+    offsets[++t] = w.off;
+    const T* xp = xi + w.off + c0;
+    for (int64_t c = 0; c < n; ++c) {
+      const T v = xp[c], m = best[c];
+      const bool take = !(v <= m) && m == m;  // larger, or the first NaN; ties keep the first
+      best[c] = take ? v : m;
+      tap[c] = take ? t : tap[c];
     }
   }
-  return true;
+  return t + 1;
 }
 
 template <typename T>
@@ -179,17 +185,27 @@ void for_scatter_units(const PoolGeom& g, Body body) {
 template <typename T>
 void max_scatter(const T* x, const T* v, T* dx, const PoolGeom& g) {
   const int64_t C = g.C, img = g.in_sp * C;
-  std::fill_n(dx, g.N * img, T(0));
   for_scatter_units(g, [&](int64_t n, int64_t c0, int64_t c1) {
     Window w(g);
     std::vector<T> best(c1 - c0);
-    std::vector<int64_t> at(c1 - c0);
+    std::vector<int32_t> tap(c1 - c0);
+    std::vector<int64_t> offsets(g.kt);
     const T* xi = x + n * img;
     T* di = dx + n * img;
+    // The unit's part of dx is zeroed just before its windows add into it, so it is still in cache.
+    if (c1 - c0 == C) {
+      std::fill_n(di, img, T(0));
+    } else {
+      for (int64_t q = 0; q < g.in_sp; ++q) std::fill(di + q * C + c0, di + q * C + c1, T(0));
+    }
     for (int64_t o = 0; o < g.out_sp; ++o) {
-      if (!window_argmax(xi, w, o, c0, c1, best.data(), at.data())) continue;
-      const T* vr = v + (n * g.out_sp + o) * C;
-      for (int64_t c = c0; c < c1; ++c) di[at[c - c0] + c] += vr[c];
+      const int32_t taps = window_argmax(xi, w, o, c0, c1, best.data(), tap.data(), offsets.data());
+      const T* vr = v + (n * g.out_sp + o) * C + c0;
+      // Tap by tap, each channel adds where its maximum is: contiguous vector adds, no scattered ones.
+      for (int32_t t = 0; t < taps; ++t) {
+        T* dp = di + offsets[t] + c0;
+        for (int64_t c = 0; c < c1 - c0; ++c) dp[c] += tap[c] == t ? vr[c] : T(0);
+      }
     }
   });
 }
@@ -202,16 +218,18 @@ void max_gather(const T* x, const T* u, T* y, const PoolGeom& g) {
       [&](size_t b, size_t e) {
         Window w(g);
         std::vector<T> best(C);
-        std::vector<int64_t> at(C);
+        std::vector<int32_t> tap(C);
+        std::vector<int64_t> offsets(g.kt);
         for (size_t r = b; r < e; ++r) {
           const int64_t n = static_cast<int64_t>(r) / g.out_sp, o = static_cast<int64_t>(r) % g.out_sp;
           T* yr = y + static_cast<int64_t>(r) * C;
-          if (!window_argmax(x + n * img, w, o, 0, C, best.data(), at.data())) {
-            std::fill_n(yr, C, T(0));
-            continue;
-          }
+          std::fill_n(yr, C, T(0));
+          const int32_t taps = window_argmax(x + n * img, w, o, 0, C, best.data(), tap.data(), offsets.data());
           const T* ui = u + n * img;
-          for (int64_t c = 0; c < C; ++c) yr[c] = ui[at[c] + c];
+          for (int32_t t = 0; t < taps; ++t) {
+            const T* up = ui + offsets[t];
+            for (int64_t c = 0; c < C; ++c) yr[c] = tap[c] == t ? up[c] : yr[c];
+          }
         }
       },
       row_threshold(g.kt * C));

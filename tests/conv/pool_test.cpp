@@ -230,3 +230,47 @@ TEST(Pool, BadInputs) {
                    "[max_pool] kernel_size has 3 entries but the input has 2 spatial dimensions");
   EXPECT_THROW_MSG(max_pool(x, {}), std::invalid_argument, "kernel_size is empty");
 }
+
+TEST(Pool, MaxPoolGradientsOverWideChannelsMatchABruteForceArgmax) {
+  // 37 channels (two vectors and a tail), overlapping padded windows (3x3, stride 2, padding 1),
+  // values with ties, a NaN and infinities; one image (the channels split between threads) and three.
+  for (int N : {1, 3}) {
+    const int H = 6, W = 7, C = 37, OH = 3, OW = 4;
+    std::vector<float> xv(size_t(N) * H * W * C), cv(size_t(N) * OH * OW * C), tv(xv.size());
+    for (size_t i = 0; i < xv.size(); ++i) {
+      xv[i] = float(((i / C) * 5 + (i % C)) % 4);  // four values: ties in most windows
+      tv[i] = float(i % 13) + 0.5f;
+    }
+    for (size_t i = 0; i < cv.size(); ++i) cv[i] = float(i % 17) - 8.0f;
+    xv[5 * C + 3] = std::numeric_limits<float>::quiet_NaN();
+    xv[(2 * W + 3) * C + 20] = std::numeric_limits<float>::infinity();
+    xv[(4 * W + 6) * C + 36] = -std::numeric_limits<float>::infinity();
+    array x(xv, {N, H, W, C}), cot(cv, {N, OH, OW, C}), tan(tv, {N, H, W, C});
+    array y = max_pool2d(x, {3, 3}, {2, 2}, {1, 1});
+    ASSERT_EQ(y.shape(), (Shape{N, OH, OW, C}));
+    // The first maximum of each window in row-major order (a NaN counts as the maximum).
+    std::vector<double> dx(xv.size(), 0.0), jt(cv.size(), 0.0);
+    for (int n = 0; n < N; ++n) {
+      for (int oh = 0; oh < OH; ++oh) {
+        for (int ow = 0; ow < OW; ++ow) {
+          for (int c = 0; c < C; ++c) {
+            int64_t at = -1;
+            for (int kh = 0; kh < 3; ++kh) {
+              for (int kw = 0; kw < 3; ++kw) {
+                const int h = oh * 2 - 1 + kh, w = ow * 2 - 1 + kw;
+                if (h < 0 || h >= H || w < 0 || w >= W) continue;
+                const int64_t i = ((int64_t(n) * H + h) * W + w) * C + c;
+                if (at < 0 || (!(xv[i] <= xv[at]) && xv[at] == xv[at])) at = i;
+              }
+            }
+            const int64_t o = ((int64_t(n) * OH + oh) * OW + ow) * C + c;
+            dx[at] += cv[o];
+            jt[o] = tv[at];
+          }
+        }
+      }
+    }
+    expect_array(pool_vjp(y, cot), {N, H, W, C}, dx);
+    expect_array(pool_jvp(y, tan), {N, OH, OW, C}, jt);
+  }
+}
