@@ -121,13 +121,30 @@ class RowWalker {
     }
     // One contiguous block per innermost kernel row when its taps are adjacent in memory.
     fast_last_ = g.G == 1 && p_.kdil[g.D - 1] == 1 && p_.idil[g.D - 1] == 1;
+    // Rows whose window lies inside the image (most of them) copy those blocks from fixed offsets,
+    // without the per-tap bounds work: run_off_[ko] is innermost kernel row ko's offset from the
+    // window's first tap.
+    interior_ = fast_last_;
+    for (int d = 0; d < g.D; ++d) interior_ = interior_ && p_.idil[d] == 1;
+    if (interior_) {
+      const int64_t kouter = g.kt / g.K[g.D - 1];
+      run_off_.resize(kouter);
+      std::vector<int64_t> k(g.D, 0);
+      for (int64_t ko = 0; ko < kouter; ++ko) {
+        int64_t off = 0;
+        for (int d = 0; d + 1 < g.D; ++d) off += k[d] * p_.kdil[d] * xs_[d];
+        run_off_[ko] = off;
+        for (int d = g.D - 2; d >= 0; --d) {
+          if (++k[d] < g.K[d]) break;
+          k[d] = 0;
+        }
+      }
+    }
   }
 
   void run(std::conditional_t<kAdd, T*, const T*> x, std::conditional_t<kAdd, const T*, T*> col, int64_t n0,
            int64_t r0, int64_t r1) {
     const int D = g_.D;
-    const int64_t rl = g_.row(), kc = g_.kc(), Cin = g_.Cin, Cg = g_.Cg, G = g_.G;
-    const int64_t img = g_.in_sp * Cin, KL = g_.K[D - 1], kouter = g_.kt / KL;
     // The row's output position, decoded once and then advanced like an odometer.
     int64_t n = n0 + r0 / g_.out_sp;
     for (int64_t d = D - 1, rem = r0 % g_.out_sp; d >= 0; --d) {
@@ -135,53 +152,7 @@ class RowWalker {
       rem /= g_.O[d];
     }
     for (int64_t r = r0; r < r1; ++r) {
-      for (int d = 0; d < D; ++d) {
-        const int64_t st = p_.stride[d], kd = p_.kdil[d], id = p_.idil[d], lo = p_.pad_lo[d], S = g_.S[d];
-        int64_t v = o_[d] * st - lo;
-        int64_t* out = idx_[d].data();
-        if (id == 1) {
-          for (int64_t k = 0; k < g_.K[d]; ++k, v += kd) out[k] = (v >= 0 && v < S) ? v : -1;
-        } else {
-          for (int64_t k = 0; k < g_.K[d]; ++k, v += kd) out[k] = (v >= 0 && v % id == 0 && v / id < S) ? v / id : -1;
-        }
-      }
-      auto row = col + r * rl;
-      auto image = x + n * img;
-      std::fill(kk_.begin(), kk_.end(), 0);
-      for (int64_t ko = 0; ko < kouter; ++ko) {
-        bool valid = true;
-        int64_t base = 0;
-        for (int d = 0; d < D - 1; ++d) {
-          int64_t i = idx_[d][kk_[d]];
-          if (i < 0) {
-            valid = false;
-            break;
-          }
-          base += i * xs_[d];
-        }
-        const int64_t k0 = ko * KL;  // flat index of the first tap of this innermost kernel row
-        const auto& il = idx_[D - 1];
-        if (!valid) {
-          if constexpr (!kAdd) {
-            for (int64_t gi = 0; gi < G; ++gi) std::fill_n(row + gi * kc + k0 * Cg, KL * Cg, T(0));
-          }
-        } else if (fast_last_ && il[0] >= 0 && il[KL - 1] >= 0) {
-          move(image + base + il[0] * Cin, row + k0 * Cin, KL * Cin);
-        } else {
-          for (int64_t k = 0; k < KL; ++k) {
-            const int64_t i = il[k];
-            for (int64_t gi = 0; gi < G; ++gi) {
-              auto c = row + gi * kc + (k0 + k) * Cg;
-              if (i >= 0) move(image + base + i * Cin + gi * Cg, c, Cg);
-              else if constexpr (!kAdd) std::fill_n(c, Cg, T(0));
-            }
-          }
-        }
-        for (int d = D - 2; d >= 0; --d) {
-          if (++kk_[d] < g_.K[d]) break;
-          kk_[d] = 0;
-        }
-      }
+      if (!interior_ || !interior_row(x, col, n, r)) generic_row(x, col, n, r);
       for (int d = D - 1; d >= 0; --d) {
         if (++o_[d] < g_.O[d]) break;
         o_[d] = 0;
@@ -191,6 +162,78 @@ class RowWalker {
   }
 
  private:
+  using XPtr = std::conditional_t<kAdd, T*, const T*>;
+  using ColPtr = std::conditional_t<kAdd, const T*, T*>;
+
+  // Row r when its whole window is inside image n: kouter blocks of KL * Cin from fixed offsets.
+  bool interior_row(XPtr x, ColPtr col, int64_t n, int64_t r) {
+    const int D = g_.D;
+    int64_t base = 0;
+    for (int d = 0; d < D; ++d) {
+      const int64_t start = o_[d] * p_.stride[d] - p_.pad_lo[d];
+      if (start < 0 || start + (g_.K[d] - 1) * p_.kdil[d] >= g_.S[d]) return false;
+      base += start * xs_[d];
+    }
+    const int64_t block = g_.K[D - 1] * g_.Cin;
+    auto row = col + r * g_.row();
+    auto src = x + n * g_.in_sp * g_.Cin + base;
+    for (size_t ko = 0; ko < run_off_.size(); ++ko) move(src + run_off_[ko], row + int64_t(ko) * block, block);
+    return true;
+  }
+
+  void generic_row(XPtr x, ColPtr col, int64_t n, int64_t r) {
+    const int D = g_.D;
+    const int64_t rl = g_.row(), kc = g_.kc(), Cin = g_.Cin, Cg = g_.Cg, G = g_.G;
+    const int64_t img = g_.in_sp * Cin, KL = g_.K[D - 1], kouter = g_.kt / KL;
+    for (int d = 0; d < D; ++d) {
+      const int64_t st = p_.stride[d], kd = p_.kdil[d], id = p_.idil[d], lo = p_.pad_lo[d], S = g_.S[d];
+      int64_t v = o_[d] * st - lo;
+      int64_t* out = idx_[d].data();
+      if (id == 1) {
+        for (int64_t k = 0; k < g_.K[d]; ++k, v += kd) out[k] = (v >= 0 && v < S) ? v : -1;
+      } else {
+        for (int64_t k = 0; k < g_.K[d]; ++k, v += kd) out[k] = (v >= 0 && v % id == 0 && v / id < S) ? v / id : -1;
+      }
+    }
+    auto row = col + r * rl;
+    auto image = x + n * img;
+    std::fill(kk_.begin(), kk_.end(), 0);
+    for (int64_t ko = 0; ko < kouter; ++ko) {
+      bool valid = true;
+      int64_t base = 0;
+      for (int d = 0; d < D - 1; ++d) {
+        int64_t i = idx_[d][kk_[d]];
+        if (i < 0) {
+          valid = false;
+          break;
+        }
+        base += i * xs_[d];
+      }
+      const int64_t k0 = ko * KL;  // flat index of the first tap of this innermost kernel row
+      const auto& il = idx_[D - 1];
+      if (!valid) {
+        if constexpr (!kAdd) {
+          for (int64_t gi = 0; gi < G; ++gi) std::fill_n(row + gi * kc + k0 * Cg, KL * Cg, T(0));
+        }
+      } else if (fast_last_ && il[0] >= 0 && il[KL - 1] >= 0) {
+        move(image + base + il[0] * Cin, row + k0 * Cin, KL * Cin);
+      } else {
+        for (int64_t k = 0; k < KL; ++k) {
+          const int64_t i = il[k];
+          for (int64_t gi = 0; gi < G; ++gi) {
+            auto c = row + gi * kc + (k0 + k) * Cg;
+            if (i >= 0) move(image + base + i * Cin + gi * Cg, c, Cg);
+            else if constexpr (!kAdd) std::fill_n(c, Cg, T(0));
+          }
+        }
+      }
+      for (int d = D - 2; d >= 0; --d) {
+        if (++kk_[d] < g_.K[d]) break;
+        kk_[d] = 0;
+      }
+    }
+  }
+
   static void move(const T* __restrict src, T* __restrict dst, int64_t n) {
     if (n >= 32) {
       std::memcpy(dst, src, sizeof(T) * n);
@@ -206,7 +249,8 @@ class RowWalker {
   const ConvParams& p_;
   std::vector<std::vector<int64_t>> idx_;  // per dimension and tap: input index, or -1 for padding/holes
   std::vector<int64_t> kk_, xs_, o_;       // kernel odometer; element strides of x's spatial axes; output position
-  bool fast_last_ = false;
+  std::vector<int64_t> run_off_;           // see interior_row
+  bool fast_last_ = false, interior_ = false;
 };
 
 // Unfolds images [n0, n1) of x into rows of `col`, parallel over rows.

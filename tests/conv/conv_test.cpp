@@ -33,6 +33,8 @@ std::vector<Case2d> sweep_cases() {
   c.plh = c.phh = c.plw = c.phw = 1; add(c);
   c = {};  c.N = 2; c.H = 4; c.W = 5; c.Cin = 6; c.Cout = 3; c.KH = 1; c.KW = 1; c.groups = 3; add(c);  // 1x1
   c = {};  c.N = 1; c.H = 5; c.W = 5; c.Cin = 2; c.Cout = 2; c.KH = 5; c.KW = 5; add(c);  // kernel == input
+  // Dilated rows only, ungrouped: most windows lie inside the image (im2col's interior rows).
+  c = {};  c.N = 2; c.H = 9; c.W = 7; c.Cin = 3; c.Cout = 2; c.KH = 3; c.KW = 2; c.dh = 2; c.plh = c.phh = 1; add(c);
   return cs;
 }
 
