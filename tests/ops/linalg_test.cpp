@@ -1,5 +1,6 @@
 // matmul (2-D, 1-D promotion, batches with broadcasting, transposed and strided operands, dtypes,
 // empty dimensions), addmm, outer and inner, with hand-computed values and every bad input.
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -239,6 +240,35 @@ TEST(Matmul, StackAgainstOneMatrixIsOneProduct) {
   // a c that differs between rows of a matrix cannot fold, and still adds per row
   expect_array(addmm(array({1.0f, -1.0f, 2.0f, -2.0f}, {2, 2}), a, b), {2, 2, 2},
                {32, 33, 114, 122, 194, 213, 276, 302});
+}
+
+TEST(Matmul, LargeProductsSplitAcrossThreads) {
+  // Products above the split threshold with a dimension below 512 run as one BLAS call per thread on
+  // a share of C's rows (M >= N) or columns (M < N); every transpose layout, float32 and float64,
+  // plain and addmm, against the exact product of small integers, at 2 threads and at 1.
+  const int saved = get_num_threads();
+  for (int threads : {2, 1}) {
+    set_num_threads(threads);
+    for (auto [M, N, K] : {std::array<int, 3>{301, 40, 97}, std::array<int, 3>{40, 301, 97}}) {
+      const auto a = ints(M * K, 1), b = ints(K * N, 2), c = ints(N, 3);
+      auto ab = ref_matmul(a, b, M, K, N);
+      std::vector<double> abc(ab);
+      for (int i = 0; i < M; ++i)
+        for (int j = 0; j < N; ++j) abc[i * N + j] += c[j];
+      for (Dtype d : {float32, float64}) {
+        for (bool ta : {false, true}) {
+          for (bool tb : {false, true}) {
+            // A transposed operand is a view of its row-major transpose.
+            array A = ta ? transpose(array(transposed(a, M, K), {K, M}, d)) : array(a, {M, K}, d);
+            array B = tb ? transpose(array(transposed(b, K, N), {N, K}, d)) : array(b, {K, N}, d);
+            expect_array(matmul(A, B), {M, N}, ab);
+            expect_array(addmm(array(c, {N}, d), A, B), {M, N}, abc);
+          }
+        }
+      }
+    }
+  }
+  set_num_threads(saved);
 }
 
 TEST(Matmul, EmptyDimensions) {
