@@ -61,13 +61,7 @@ void elementwise(const std::vector<array>& in, array& out, F f) {
 template <typename A>
 LOOM_SIMD_INLINE A derivative_from_output(A x, A y) {
   const A cdf = std::abs(x) > A(1e-20) ? y / x : A(0.5);
-  A pdf;
-  if constexpr (std::is_same_v<A, float>) {
-    pdf = float(kInvSqrt2Pi) * simd::exp(-0.5f * x * x);
-  } else {
-    pdf = kInvSqrt2Pi * std::exp(-0.5 * x * x);
-  }
-  return cdf + x * pdf;
+  return cdf + x * (A(kInvSqrt2Pi) * detail::exp_of<A>(A(-0.5) * x * x));
 }
 
 // inputs: x, g -> g * gelu'(x); or x, y = gelu(x), g -> the same, computed from y. y is taken to be

@@ -1,5 +1,6 @@
 // scaled_dot_product_attention: the fused kernel against the op-by-op composition it replaces, its
 // gradients against finite differences, and its argument checks.
+#include <functional>
 #include <limits>
 
 #include "../test_utils.h"
@@ -33,6 +34,21 @@ void expect_close(array a, array b, double tol) {
   ASSERT_EQ(a.shape(), b.shape());
   auto x = a.to_vector<double>(), y = b.to_vector<double>();
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], tol * (1 + std::abs(y[i]))) << "at " << i;
+}
+
+// The gradients with respect to q, k and v of sum(reduce(attention(q, k, v, mask))), the fused op's
+// against the composition's.
+void expect_same_grads(const array& q, const array& k, const array& v, double scale, const array& mask,
+                       const std::function<array(const array&)>& reduce) {
+  auto loss = [&](bool fused) {
+    return [&, fused](const std::vector<array>& x) {
+      return reduce(fused ? scaled_dot_product_attention(x[0], x[1], x[2], scale, mask)
+                          : composed(x[0], x[1], x[2], scale, mask));
+    };
+  };
+  auto g1 = value_and_grad(ScalarVectorFn(loss(true)), {0, 1, 2})({q, k, v}).second;
+  auto g2 = value_and_grad(ScalarVectorFn(loss(false)), {0, 1, 2})({q, k, v}).second;
+  for (size_t i = 0; i < g1.size(); ++i) expect_close(g1[i], g2[i], 2e-5);
 }
 
 TEST(ScaledDotProductAttention, MatchesTheComposition) {
@@ -101,15 +117,7 @@ TEST(ScaledDotProductAttention, InfiniteAndFullyMaskedRows) {
   array mask(m, {L, S}, float32);
   array q = f32({2, L, 5}, 21), k = f32({2, S, 5}, 22), v = f32({2, S, 3}, 23), w = f32({2, L, 3}, 24);
   expect_close(scaled_dot_product_attention(q, k, v, 0.6, mask), composed(q, k, v, 0.6, mask), 1e-5);
-  auto loss = [&](bool fused) {
-    return [&, fused](const std::vector<array>& x) {
-      array o = fused ? scaled_dot_product_attention(x[0], x[1], x[2], 0.6, mask) : composed(x[0], x[1], x[2], 0.6, mask);
-      return sum(o * w);
-    };
-  };
-  auto g1 = value_and_grad(ScalarVectorFn(loss(true)), {0, 1, 2})({q, k, v}).second;
-  auto g2 = value_and_grad(ScalarVectorFn(loss(false)), {0, 1, 2})({q, k, v}).second;
-  for (size_t i = 0; i < g1.size(); ++i) expect_close(g1[i], g2[i], 2e-5);
+  expect_same_grads(q, k, v, 0.6, mask, [&](const array& o) { return sum(o * w); });
   // Row 33 attends to the last key alone.
   auto o = scaled_dot_product_attention(q, k, v, 0.6, mask).to_vector<float>();
   auto vv = v.to_vector<float>();
@@ -129,26 +137,11 @@ TEST(ScaledDotProductAttention, WideHeadsFromAProjection) {
   array q = heads(0, E), k = heads(H * E, E), v = heads(2 * H * E, Ev);
   array mask = causal_mask(L, L), w = f32({B, H, L, Ev}, 26);
   expect_close(scaled_dot_product_attention(q, k, v, 0.3, mask), composed(q, k, v, 0.3, mask), 1e-5);
-  auto loss = [&](bool fused) {
-    return [&, fused](const std::vector<array>& x) {
-      array o = fused ? scaled_dot_product_attention(x[0], x[1], x[2], 0.3, mask) : composed(x[0], x[1], x[2], 0.3, mask);
-      return sum(o * w);
-    };
-  };
-  auto g1 = value_and_grad(ScalarVectorFn(loss(true)), {0, 1, 2})({q, k, v}).second;
-  auto g2 = value_and_grad(ScalarVectorFn(loss(false)), {0, 1, 2})({q, k, v}).second;
-  for (size_t i = 0; i < g1.size(); ++i) expect_close(g1[i], g2[i], 2e-5);
+  expect_same_grads(q, k, v, 0.3, mask, [&](const array& o) { return sum(o * w); });
   // The cotangent strided too: the gradient of a projection of the output.
   array wo = f32({B, L, H * Ev}, 27);
-  auto projected = [&](bool fused) {
-    return [&, fused](const std::vector<array>& x) {
-      array o = fused ? scaled_dot_product_attention(x[0], x[1], x[2], 0.3, mask) : composed(x[0], x[1], x[2], 0.3, mask);
-      return sum(reshape(transpose(o, {0, 2, 1, 3}), {B, L, H * Ev}) * wo);
-    };
-  };
-  g1 = value_and_grad(ScalarVectorFn(projected(true)), {0, 1, 2})({q, k, v}).second;
-  g2 = value_and_grad(ScalarVectorFn(projected(false)), {0, 1, 2})({q, k, v}).second;
-  for (size_t i = 0; i < g1.size(); ++i) expect_close(g1[i], g2[i], 2e-5);
+  expect_same_grads(q, k, v, 0.3, mask,
+                    [&](const array& o) { return sum(reshape(transpose(o, {0, 2, 1, 3}), {B, L, H * Ev}) * wo); });
 }
 
 TEST(ScaledDotProductAttention, CausalRowsSeeOnlyThePast) {
