@@ -491,14 +491,10 @@ class AllReduce : public Communication {
                          const std::vector<array>& outputs) override {
     // The loss is taken to be summed over ranks: d/dx_r sum_r' L(sum_q x_q) = sum_r' cot_r'.
     if (flat_) {
-      array c = all_reduce(cot[0], op_, group_);
-      std::vector<int64_t> offsets;
-      consecutive_offsets(p, offsets);
-      std::vector<array> out;
-      for (int arg : argnums) {
-        const int begin = static_cast<int>(offsets[arg]), end = begin + static_cast<int>(p[arg].size());
-        out.push_back(reshape(slice(c, {begin}, {end}), p[arg].shape()));
-      }
+      std::vector<Shape> shapes;
+      for (const array& x : p) shapes.push_back(x.shape());
+      std::vector<array> parts = loom::detail::split_flat(all_reduce(cot[0], op_, group_), shapes), out;
+      for (int arg : argnums) out.push_back(std::move(parts[arg]));
       return out;
     }
     if (op_ == ReduceKind::sum) return {all_sum(cot[0], group_)};

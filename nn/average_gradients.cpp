@@ -66,22 +66,15 @@ ParamTree average_gradients(const ParamTree& grads, std::ptrdiff_t all_reduce_si
       averaged[bucket[0]] = all_mean(items[bucket[0]].second, communication_type, g);
     } else {
       std::vector<array> parts_in;
-      std::vector<int> offsets;
+      std::vector<Shape> shapes;
       parts_in.reserve(bucket.size());
-      offsets.reserve(bucket.size());
-      int offset = 0;
+      shapes.reserve(bucket.size());
       for (size_t i : bucket) {
         parts_in.push_back(items[i].second);
-        offset += static_cast<int>(items[i].second.size());
-        offsets.push_back(offset);
+        shapes.push_back(items[i].second.shape());
       }
-      offsets.pop_back();
-      array mean = all_mean_flat(parts_in, communication_type, g);
-      std::vector<array> parts = split(mean, offsets, 0);
-      for (size_t k = 0; k < bucket.size(); ++k) {
-        const Shape& shape = items[bucket[k]].second.shape();
-        averaged[bucket[k]] = parts[k].shape() == shape ? std::move(parts[k]) : reshape(parts[k], shape);
-      }
+      std::vector<array> parts = detail::split_flat(all_mean_flat(parts_in, communication_type, g), shapes);
+      for (size_t k = 0; k < bucket.size(); ++k) averaged[bucket[k]] = std::move(parts[k]);
     }
     bucket.clear();
     bucket_bytes = 0;

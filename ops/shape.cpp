@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <functional>
+#include <limits>
 #include <numeric>
 #include <string>
 
@@ -286,28 +288,44 @@ class Concatenate : public UnaryPrimitive {
 };
 
 // Every part of a split that tiles its axis, as views of the input: one node however many parts.
+// With `shapes`, the input is 1-D and part k is shown in shapes[k] (detail::split_flat).
 class Split : public Primitive {
  public:
-  Split(int axis, std::vector<int> starts) : axis_(axis), starts_(std::move(starts)) {}
+  Split(int axis, std::vector<int> starts, std::vector<Shape> shapes = {})
+      : axis_(axis), starts_(std::move(starts)), shapes_(std::move(shapes)), shaped_(!shapes_.empty()) {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     const array& x = in[0];
+    const int64_t step = x.strides()[axis_];
     for (size_t k = 0; k < outs.size(); ++k) {
-      const int64_t offset = outs[k].size() == 0 ? 0 : int64_t(starts_[k]) * x.strides()[axis_];
-      make_view(x, outs[k], x.strides(), offset);
+      const int64_t offset = outs[k].size() == 0 ? 0 : int64_t(starts_[k]) * step;
+      if (!shaped_) {
+        make_view(x, outs[k], x.strides(), offset);
+        continue;
+      }
+      Strides st(outs[k].ndim(), step);
+      for (size_t d = st.size(); d-- > 1;) st[d - 1] = st[d] * outs[k].shape(d);
+      make_view(x, outs[k], st, offset);
     }
   }
   std::vector<array> vjp(const std::vector<array>&, const std::vector<array>& cot, const std::vector<int>&,
                          const std::vector<array>&) override {
-    return {concatenate(cot, axis_)};
+    if (!shaped_) return {concatenate(cot, axis_)};
+    std::vector<array> flat;
+    flat.reserve(cot.size());
+    for (const array& c : cot) flat.push_back(reshape(c, {static_cast<int>(c.size())}));
+    return {concatenate(flat, 0)};
   }
   std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
-    return split(t[0], std::vector<int>(starts_.begin() + 1, starts_.end()), axis_);
+    if (!shaped_) return split(t[0], std::vector<int>(starts_.begin() + 1, starts_.end()), axis_);
+    return detail::split_flat(t[0], shapes_);
   }
   const char* name() const override { return "Split"; }
 
  private:
   int axis_;
   std::vector<int> starts_;  // where each part begins along axis_
+  std::vector<Shape> shapes_;
+  bool shaped_;
 };
 
 class Pad : public UnaryPrimitive {
@@ -648,6 +666,30 @@ std::vector<array> split(const array& a, const std::vector<int>& indices, int ax
   }
   return out;
 }
+
+namespace detail {
+
+std::vector<array> split_flat(const array& a, const std::vector<Shape>& shapes) {
+  std::vector<int> starts;
+  starts.reserve(shapes.size());
+  int64_t total = 0;
+  for (const Shape& s : shapes) {
+    starts.push_back(static_cast<int>(std::min<int64_t>(total, std::numeric_limits<int>::max())));
+    total += std::accumulate(s.begin(), s.end(), int64_t(1), std::multiplies<int64_t>());
+  }
+  if (a.ndim() != 1 || total != static_cast<int64_t>(a.size())) {
+    std::string parts;
+    for (size_t k = 0; k < shapes.size() && k < 8; ++k) parts += (k ? ", " : "") + shape_str(shapes[k]);
+    if (shapes.size() > 8) parts += ", ...";
+    throw std::invalid_argument(msg("[split_flat] expected a 1-D array of ", total, " elements for ", shapes.size(),
+                                    " parts (", parts, "); got shape ", shape_str(a.shape())));
+  }
+  if (shapes.empty()) return {};
+  std::vector<Dtype> dtypes(shapes.size(), a.dtype());
+  return array::make_arrays(shapes, dtypes, std::make_shared<Split>(0, std::move(starts), shapes), {a});
+}
+
+}  // namespace detail
 
 std::vector<array> split(const array& a, int num_splits, int axis) {
   int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "split");
