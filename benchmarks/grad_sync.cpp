@@ -3,7 +3,9 @@
 // Times are the slowest rank's, per repetition; the modes alternate.
 #include <loom/loom.h>
 
+#include <algorithm>
 #include <functional>
+#include <numeric>
 
 #include "bench.h"
 
@@ -29,7 +31,10 @@ int main() {
   eval(grads, flat);
 
   // The modes take turns within each repetition, each after a barrier (an all_sum of one float), so
-  // that a busy spell of the shared machine slows them alike.
+  // that a busy spell of the shared machine slows them alike. The order cycles through every
+  // permutation, so each mode follows each other mode equally often: a mode's time depends on what
+  // the one before it left in the caches (per_tensor touches 8 MB of other buffers; with a fixed order
+  // the mode after it ran 10-25% slower, whichever mode that was).
   array token = full({1}, 1.0f);
   eval(token);
   auto barrier = [&] { eval(distributed::all_sum(token)); };
@@ -42,8 +47,11 @@ int main() {
       [&] { eval(nn::average_gradients(grads)); },
       [&] { eval(distributed::all_sum(flat)); }};
   std::vector<std::vector<double>> ms(steps.size());
+  std::vector<size_t> order(steps.size());
+  std::iota(order.begin(), order.end(), 0);
   for (int r = 0; r < warmup + reps; ++r) {
-    for (size_t m = 0; m < steps.size(); ++m) {
+    std::next_permutation(order.begin(), order.end());
+    for (size_t m : order) {
       barrier();
       double t0 = bench::now_ms();
       steps[m]();
