@@ -49,6 +49,17 @@ size_t array::shape_size(const Shape& shape) {
   return n;
 }
 
+namespace {
+// The flags of a fresh row-major buffer: column-contiguous too only when at most one axis is longer than 1.
+array::Flags row_major_flags(const Shape& shape) {
+  array::Flags f;
+  int long_axes = 0;
+  for (int s : shape) long_axes += s > 1;
+  f.col_contiguous = long_axes <= 1;
+  return f;
+}
+}  // namespace
+
 array::ArrayDesc::ArrayDesc(Shape s, Dtype d) : shape(std::move(s)), dtype(d) {
   size = shape_size(shape);
   strides.resize(shape.size());
@@ -192,7 +203,7 @@ void array::set_data(allocator::Buffer buffer, void (*deleter)(allocator::Buffer
   desc_->data = std::make_shared<Data>(buffer, deleter);
   desc_->data_ptr = buffer.ptr;
   desc_->data_size = size();
-  desc_->flags = Flags{};
+  desc_->flags = row_major_flags(desc_->shape);
   // Row-major strides were set at construction.
 }
 
@@ -228,7 +239,7 @@ void array::alloc_or_donate(const array& donor) {
     desc_->data = donor.desc_->data;
     desc_->data_ptr = donor.desc_->data_ptr;
     desc_->data_size = size();
-    desc_->flags = Flags{};
+    desc_->flags = row_major_flags(desc_->shape);
     return;
   }
   alloc();

@@ -110,7 +110,7 @@ void place(std::vector<array>& tape, const Placements& placed, int i) {
     }
   }
   array& a = tape[i];
-  a.copy_shared_buffer(dst, a.strides(), array::Flags{}, a.size(), placed[i].offset);
+  a.copy_shared_buffer(dst, a.strides(), array::layout_flags(a.shape(), a.strides()), a.size(), placed[i].offset);
 }
 
 // Runs tape entry i: as part of its fusion group (internal members run with their root), or alone.

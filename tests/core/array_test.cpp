@@ -104,6 +104,33 @@ TEST(Array, Printing) {
   EXPECT_EQ(b.str(), "array([true, false], shape=(2), dtype=bool)");
 }
 
+TEST(Array, LayoutFlagsOfFreshAndViewedBuffers) {
+  auto expect_flags = [](const array& x, bool row, bool col, bool contiguous) {
+    EXPECT_EQ(x.flags().row_contiguous, row) << detail::shape_str(x.shape());
+    EXPECT_EQ(x.flags().col_contiguous, col) << detail::shape_str(x.shape());
+    EXPECT_EQ(x.flags().contiguous, contiguous) << detail::shape_str(x.shape());
+  };
+  array m({1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f}, {2, 3});  // from data
+  expect_flags(m, true, false, true);
+  array k = m * 2.0f;  // a kernel's fresh buffer
+  k.eval();
+  expect_flags(k, true, false, true);
+  array d = exp(m * 1.0f);  // a donated buffer (exp takes its input's)
+  d.eval();
+  expect_flags(d, true, false, true);
+  array t = transpose(m);
+  t.eval();
+  expect_flags(t, false, true, true);
+  array row = ones({1, 5}) + 0.0f, col = ones({5, 1, 1}) + 0.0f, s = array(2.0f) + 1.0f;
+  eval(row, col, s);
+  expect_flags(row, true, true, true);
+  expect_flags(col, true, true, true);
+  expect_flags(s, true, true, true);
+  array c = slice(m, {0, 0}, {2, 3}, {1, 2});
+  c.eval();
+  expect_flags(c, false, false, false);
+}
+
 TEST(Eval, MillionNodeChainNeitherOverflowsNorLeaks) {
   size_t before = get_active_memory();
   {
