@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -88,6 +89,25 @@ inline void sqrt_block(const double* x, double* y, size_t n) {
 }
 #pragma GCC diagnostic pop
 
+// s / c, rounded as the division rounds, given r = 1 / c (rounded): q = s r is within an ulp of s / c,
+// the FMA gives its remainder s - q c exactly, and one correction step then rounds to the nearest
+// (Markstein's theorem; checked bit for bit against the division for every float significand of s
+// and 6,000 divisors). Where FMA is a single instruction this costs two FMAs and a multiply instead
+// of a division (the divisions and the square root bound the update): AdamW over 670K float32
+// parameters, 1 thread, 157-167 -> 141-152 us. s = sqrt(v) is never subnormal; s = inf (an
+// overflowed v) keeps its quotient, as its remainder would be inf - inf.
+template <typename C>
+inline __attribute__((always_inline)) C over_bc2(C s, C c, C r) {
+#if defined(__FMA__)
+  const C q = s * r;
+  const C e = std::fma(-q, c, s);
+  return q < std::numeric_limits<C>::infinity() ? std::fma(e, r, q) : q;
+#else
+  (void)r;
+  return s / c;
+#endif
+}
+
 // One pass over n elements: p, g, m, v in; p', m', v' out. An output may be its input's buffer,
 // but only at the same index (each element is read before it is written), so no iteration depends
 // on another: `ivdep` lets the compiler vectorize without run-time alias checks. Each block of
@@ -113,7 +133,7 @@ void adam_loop(const T* p, const T* g, const T* m, const T* v, T* po, T* mo, T* 
         T* mop = mo;
         T* vop = vo;
         const C c_p_mul = p_mul, c_l2 = l2c, c_w1 = w1, c_omw1 = one_minus_w1, c_b2 = b2, c_omb2 = omb2, c_bc2 = bc2,
-                c_eps = eps, c_step = neg_step;
+                c_rbc2 = C(1) / bc2, c_eps = eps, c_step = neg_step;
         constexpr size_t kBlock = 256;
         alignas(64) C pb[kBlock], mb[kBlock], vb[kBlock], sb[kBlock];
         for (size_t b = lo; b < hi; b += kBlock) {
@@ -141,7 +161,7 @@ void adam_loop(const T* p, const T* g, const T* m, const T* v, T* po, T* mo, T* 
           sqrt_block(vb, sb, len);
 #pragma GCC ivdep
           for (size_t j = 0; j < len; ++j) {
-            const C denom = sb[j] / c_bc2 + c_eps;
+            const C denom = over_bc2(sb[j], c_bc2, c_rbc2) + c_eps;
             pop[b + j] = static_cast<T>(pb[j] + (c_step * mb[j]) / denom);
           }
         }

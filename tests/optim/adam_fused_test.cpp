@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "loom/autograd/transforms.h"
 #include "loom/core/eval.h"
@@ -67,6 +68,37 @@ TEST(AdamUpdate, BitIdenticalToTheOpsFormInFloat32) {
     }
   }
   set_num_threads(2);
+}
+
+// The bias-corrected denominator sqrt(v) / sqrt(1 - beta2^t) is computed without a division where
+// FMA is available: it must still round as the division does, over every magnitude of v, and an
+// overflowed second moment (v = inf, from a huge gradient or already there) must give a zero step.
+TEST(AdamUpdate, DenominatorRoundsAsTheDivisionAtEveryScale) {
+  std::vector<float> pv, gv, mv, vv;
+  random::seed(5);
+  auto mant = random::uniform(1.0f, 2.0f, {4096}).to_vector<float>();
+  for (int i = 0; i < 4096; ++i) {
+    const int e = i % 200 - 140;  // v from 2^-140 (subnormal) to 2^59
+    pv.push_back(0.5f + 0.001f * (i % 17));
+    gv.push_back(i % 3 == 0 ? 0.0f : mant[i] * 1e-3f);
+    mv.push_back(mant[(i * 7) % 4096] * 0.01f);
+    vv.push_back(std::ldexp(mant[i], e));
+  }
+  vv[0] = 0.0f;
+  vv[1] = std::numeric_limits<float>::infinity();
+  gv[2] = 1e20f;  // (1 - beta2) g^2 overflows
+  gv[3] = -3e19f;
+  const int n = static_cast<int>(pv.size());
+  array p(pv, {n}), g(gv, {n}), m(mv, {n}), v(vv, {n});
+  for (const AdamStep& hp : {AdamStep{1e-3, 0.9, 0.999, 1e-8, 0.01, true, true, 1},
+                             AdamStep{1e-3, 0.9, 0.999, 1e-8, 0.01, true, true, 37},
+                             AdamStep{0.3, 0.5, 0.93, 1e-12, 0.0, true, true, 5}}) {
+    auto fused = adam_update(p, g, m, v, hp);
+    auto ops = adam_with_ops(p, g, m, v, hp);
+    for (int k = 0; k < 3; ++k) expect_bits_equal(fused[k], ops[k]);
+    auto p2 = fused[0].to_vector<float>();
+    for (int i = 1; i < 4; ++i) EXPECT_TRUE(std::isfinite(p2[i])) << i;  // v = inf: the step is 0
+  }
 }
 
 TEST(AdamUpdate, Float64AndHalfTypes) {
