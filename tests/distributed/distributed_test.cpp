@@ -101,6 +101,21 @@ TEST(Distributed, GradientThroughAllSum) {
   expect_array(gx, {2}, {n, -2 * n});
 }
 
+TEST(Distributed, GradientThroughFlatAllSumReachesEachPartInItsShape) {
+  // L_r = sum(w_r * all_sum_flat({x * x, transpose(y)})) with w_r = (r + 1) * (1, ..., 10): the
+  // total loss has d/dx = 2 x * c[0:4] and d/dy = c[4:10] laid out as transpose(y), c = all_sum(w).
+  auto g = dist::init();
+  const double n = g.size(), ranks = n * (n + 1) / 2;  // sum over r of (r + 1)
+  array w = arange(1.0, 11.0, 1.0, float32) * float(g.rank() + 1);
+  array x({1.0f, -2.0f, 0.5f, 3.0f}, {2, 2}), y({1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f}, {2, 3});
+  auto gr = grad(
+      [&](const std::vector<array>& p) { return sum(w * dist::all_sum_flat({p[0] * p[0], transpose(p[1])})); },
+      {0, 1})({x, y});
+  expect_array(gr[0], {2, 2}, {2 * 1 * ranks, -4 * 2 * ranks, 1 * 3 * ranks, 6 * 4 * ranks});
+  // transpose(y) is (3, 2); its flattening holds y[0][0], y[1][0], y[0][1], ... at c[4..9].
+  expect_array(gr[1], {2, 3}, {5 * ranks, 7 * ranks, 9 * ranks, 6 * ranks, 8 * ranks, 10 * ranks});
+}
+
 TEST(Distributed, AllMeanDividesBySizeAndRejectsIntegers) {
   auto g = dist::init();
   const double n = g.size(), mean_rank = (n - 1) / 2.0;
