@@ -81,6 +81,25 @@ void alloc_head_major(array& out) {
   out.set_data(allocator::malloc(out.nbytes()), data_size, st, f);
 }
 
+// dq, dk and dv of self-attention, (B, H, L, E) each, as views of one buffer laid out (B, L, 3, H, E):
+// the gradient of the qkv projection that q, k and v were split from, which that split's backward
+// concatenates along the features, is then this buffer as it stands (Concatenate takes adjacent
+// views of one buffer without copying). False when the three differ in shape or are not 4-D.
+bool alloc_qkv_interleaved(std::vector<array>& outs) {
+  const Shape& s = outs[0].shape();
+  if (s.size() != 4 || outs[1].shape() != s || outs[2].shape() != s || outs[0].size() == 0 ||
+      3 * outs[0].size() > size_t(std::numeric_limits<int>::max())) {
+    return false;
+  }
+  const int64_t H = s[1], L = s[2], E = s[3];
+  array base(allocator::malloc(3 * outs[0].nbytes()), Shape{static_cast<int>(3 * outs[0].size())}, outs[0].dtype());
+  const Strides st{L * 3 * H * E, E, 3 * H * E, 1};
+  size_t data_size = 0;
+  const array::Flags f = array::layout_flags(s, st, &data_size);
+  for (int k = 0; k < 3; ++k) outs[k].copy_shared_buffer(base, st, f, data_size, k * H * E);
+  return true;
+}
+
 // Everything one kernel call needs, with every operand's batch offsets.
 template <typename T>
 struct Problem {
@@ -365,7 +384,9 @@ class ScaledDotProductAttentionGrad : public Primitive {
     const bool has_mask = in.size() == 5;
     array q = rows_contiguous(in[0]), k = rows_contiguous(in[1]), v = rows_contiguous(in[2]);
     array g = rows_contiguous(in.back());
-    for (auto& o : outs) alloc_head_major(o);
+    if (!alloc_qkv_interleaved(outs)) {
+      for (auto& o : outs) alloc_head_major(o);
+    }
     if (q.size() == 0 || k.size() == 0) {
       for (auto& o : outs) std::fill_n(static_cast<char*>(o.raw_data()), o.nbytes(), 0);
       return;

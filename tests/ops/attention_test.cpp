@@ -144,6 +144,39 @@ TEST(ScaledDotProductAttention, WideHeadsFromAProjection) {
                     [&](const array& o) { return sum(reshape(transpose(o, {0, 2, 1, 3}), {B, L, H * Ev}) * wo); });
 }
 
+TEST(ScaledDotProductAttention, SelfAttentionGradientsLandInTheProjectionsLayout) {
+  // q, k and v of one shape split from one projection (B, L, 3 H E), as a self-attention layer
+  // makes them: the backward writes dq, dk and dv interleaved in one buffer, (B, L, 3, H, E), so the
+  // projection's gradient (the split's backward concatenates them) is that buffer, uncopied.
+  const int B = 2, L = 37, H = 3, E = 16;
+  array proj = f32({B, L, 3 * H * E}, 41), mask = causal_mask(L, L), w = f32({B, H, L, E}, 42);
+  auto loss = [&](bool fused) {
+    return [&, fused](const std::vector<array>& x) {
+      auto parts = split(x[0], 3, 2);
+      std::vector<array> heads;
+      for (const array& p : parts) heads.push_back(transpose(reshape(p, {B, L, H, E}), {0, 2, 1, 3}));
+      array o = fused ? scaled_dot_product_attention(heads[0], heads[1], heads[2], 0.25, mask)
+                      : composed(heads[0], heads[1], heads[2], 0.25, mask);
+      return sum(o * w);
+    };
+  };
+  array g1 = value_and_grad(ScalarVectorFn(loss(true)), {0})({proj}).second[0];
+  array g2 = value_and_grad(ScalarVectorFn(loss(false)), {0})({proj}).second[0];
+  expect_close(g1, g2, 2e-5);
+  EXPECT_TRUE(g1.flags().row_contiguous);
+  // The heads' gradients directly: views 16 floats apart in one buffer.
+  array q = transpose(reshape(slice(proj, {0, 0, 0}, {B, L, H * E}), {B, L, H, E}), {0, 2, 1, 3});
+  auto g = value_and_grad(
+      ScalarVectorFn([&](const std::vector<array>& x) {
+        return sum(scaled_dot_product_attention(x[0], x[1], x[2], 0.25, mask) * w);
+      }),
+      {0, 1, 2})({q, q * 0.5f, q + 1.0f}).second;
+  eval(g);
+  EXPECT_EQ(static_cast<char*>(g[1].raw_data()) - static_cast<char*>(g[0].raw_data()), H * E * 4);
+  EXPECT_EQ(static_cast<char*>(g[2].raw_data()) - static_cast<char*>(g[0].raw_data()), 2 * H * E * 4);
+  EXPECT_EQ(g[0].strides(), (Strides{L * 3 * H * E, E, 3 * H * E, 1}));
+}
+
 TEST(ScaledDotProductAttention, CausalRowsSeeOnlyThePast) {
   // Row 0 of a causal attention is v's row 0 exactly; row i averages v[0..i] when the scores are equal.
   array q = zeros({1, 1, 4, 2}), k = f32({1, 1, 4, 2}, 10);

@@ -395,6 +395,37 @@ TEST(Concatenate, ValuesAndPromotion) {
   EXPECT_EQ(concatenate({a}).id(), a.id());
 }
 
+TEST(Concatenate, AdjacentViewsOfOneBufferAreTheResultAsTheyStand) {
+  array x = iota_array({2, 12});
+  x.eval();
+  auto cols = split(x, 3, 1);  // (2, 4) views, each where concatenate would put it
+  array c = concatenate(cols, 1);
+  expect_array(c, {2, 12}, iota(24));
+  EXPECT_EQ(c.raw_data(), x.raw_data());  // no copy
+  auto rows = split(x, 2, 0);
+  array r = concatenate(rows, 0);
+  expect_array(r, {2, 12}, iota(24));
+  EXPECT_EQ(r.raw_data(), x.raw_data());
+  // Not where the result would hold them: copied, with the right values.
+  array swapped = concatenate({cols[1], cols[0], cols[2]}, 1);
+  expect_array(swapped, {2, 12}, {4, 5, 6, 7, 0, 1, 2, 3, 8, 9, 10, 11,
+                                  16, 17, 18, 19, 12, 13, 14, 15, 20, 21, 22, 23});
+  EXPECT_NE(swapped.raw_data(), x.raw_data());
+  array gap = concatenate({cols[0], cols[2]}, 1);  // adjacent starts would need cols[1] between
+  expect_array(gap, {2, 8}, {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 20, 21, 22, 23});
+  array y = iota_array({2, 4}) + 100.0f;
+  expect_array(concatenate({cols[0], y, cols[2]}, 1), {2, 12},
+               {0, 1, 2, 3, 100, 101, 102, 103, 8, 9, 10, 11, 12, 13, 14, 15, 104, 105, 106, 107, 20, 21, 22, 23});
+  // Where the next part starts but read with other strides (a broadcast): copied.
+  array v = iota_array({8});
+  v.eval();
+  expect_array(concatenate({slice(v, {0}, {4}), broadcast_to(slice(v, {4}, {5}), {4})}), {8}, {0, 1, 2, 3, 4, 4, 4, 4});
+  // The same buffer read with other strides (every second column) is copied too.
+  array every2 = slice(x, {0, 0}, {2, 12}, {1, 2});
+  expect_array(concatenate({every2, every2}, 1), {2, 12},
+               {0, 2, 4, 6, 8, 10, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 12, 14, 16, 18, 20, 22});
+}
+
 TEST(Concatenate, Errors) {
   EXPECT_THROW_MSG(concatenate({}), std::invalid_argument, "[concatenate]");
   EXPECT_THROW_MSG(concatenate({array(1.0f), array(2.0f)}), std::invalid_argument, "[concatenate]");
