@@ -81,19 +81,31 @@ void alloc_head_major(array& out) {
   out.set_data(allocator::malloc(out.nbytes()), data_size, st, f);
 }
 
-// dq, dk and dv of self-attention, (B, H, L, E) each, as views of one buffer laid out (B, L, 3, H, E):
-// the gradient of the qkv projection that q, k and v were split from, which that split's backward
-// concatenates along the features, is then this buffer as it stands (Concatenate takes adjacent
-// views of one buffer without copying). False when the three differ in shape or are not 4-D.
-bool alloc_qkv_interleaved(std::vector<array>& outs) {
+// dq, dk and dv of self-attention, (B, H, L, E) each, as views of one buffer laid out (B, L, 3, H, E)
+// when q, k and v are laid out so themselves: split from one qkv projection, whose gradient the
+// split's backward concatenates along the features, and that gradient is then this buffer as it
+// stands (Concatenate takes adjacent views of one buffer without copying). Other inputs keep
+// head-major gradients, which reshape back into row-contiguous (B, L, H E) blocks.
+bool alloc_qkv_interleaved(const std::vector<array>& in, std::vector<array>& outs) {
   const Shape& s = outs[0].shape();
   if (s.size() != 4 || outs[1].shape() != s || outs[2].shape() != s || outs[0].size() == 0 ||
       3 * outs[0].size() > size_t(std::numeric_limits<int>::max())) {
     return false;
   }
   const int64_t H = s[1], L = s[2], E = s[3];
-  array base(allocator::malloc(3 * outs[0].nbytes()), Shape{static_cast<int>(3 * outs[0].size())}, outs[0].dtype());
   const Strides st{L * 3 * H * E, E, 3 * H * E, 1};
+  for (int k = 0; k < 3; ++k) {
+    const array& x = in[k];
+    const auto at = static_cast<const char*>(in[0].raw_data()) + k * H * E * int64_t(x.itemsize());
+    if (x.shape() != s || x.dtype() != outs[0].dtype() || x.data_shared_ptr() != in[0].data_shared_ptr() ||
+        x.raw_data() != at) {
+      return false;
+    }
+    for (int d = 0; d < 4; ++d) {
+      if (s[d] > 1 && x.strides()[d] != st[d]) return false;
+    }
+  }
+  array base(allocator::malloc(3 * outs[0].nbytes()), Shape{static_cast<int>(3 * outs[0].size())}, outs[0].dtype());
   size_t data_size = 0;
   const array::Flags f = array::layout_flags(s, st, &data_size);
   for (int k = 0; k < 3; ++k) outs[k].copy_shared_buffer(base, st, f, data_size, k * H * E);
@@ -384,7 +396,7 @@ class ScaledDotProductAttentionGrad : public Primitive {
     const bool has_mask = in.size() == 5;
     array q = rows_contiguous(in[0]), k = rows_contiguous(in[1]), v = rows_contiguous(in[2]);
     array g = rows_contiguous(in.back());
-    if (!alloc_qkv_interleaved(outs)) {
+    if (!alloc_qkv_interleaved(in, outs)) {
       for (auto& o : outs) alloc_head_major(o);
     }
     if (q.size() == 0 || k.size() == 0) {

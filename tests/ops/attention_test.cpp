@@ -164,17 +164,36 @@ TEST(ScaledDotProductAttention, SelfAttentionGradientsLandInTheProjectionsLayout
   array g2 = value_and_grad(ScalarVectorFn(loss(false)), {0})({proj}).second[0];
   expect_close(g1, g2, 2e-5);
   EXPECT_TRUE(g1.flags().row_contiguous);
-  // The heads' gradients directly: views 16 floats apart in one buffer.
-  array q = transpose(reshape(slice(proj, {0, 0, 0}, {B, L, H * E}), {B, L, H, E}), {0, 2, 1, 3});
-  auto g = value_and_grad(
-      ScalarVectorFn([&](const std::vector<array>& x) {
-        return sum(scaled_dot_product_attention(x[0], x[1], x[2], 0.25, mask) * w);
-      }),
-      {0, 1, 2})({q, q * 0.5f, q + 1.0f}).second;
-  eval(g);
+  // The heads' gradients directly: views 16 floats apart in one buffer when q, k and v are so laid
+  // out themselves; head-major gradients of their own for separate q, k and v of the same shape.
+  auto head = [&](int part) {
+    return transpose(reshape(slice(proj, {0, 0, part * H * E}, {B, L, (part + 1) * H * E}), {B, L, H, E}), {0, 2, 1, 3});
+  };
+  auto head_grads = [&](const array& q, const array& k, const array& v) {
+    auto g = value_and_grad(ScalarVectorFn([&](const std::vector<array>& x) {
+                              return sum(scaled_dot_product_attention(x[0], x[1], x[2], 0.25, mask) * w);
+                            }),
+                            {0, 1, 2})({q, k, v})
+                 .second;
+    eval(g);
+    return g;
+  };
+  auto g = head_grads(head(0), head(1), head(2));
   EXPECT_EQ(static_cast<char*>(g[1].raw_data()) - static_cast<char*>(g[0].raw_data()), H * E * 4);
   EXPECT_EQ(static_cast<char*>(g[2].raw_data()) - static_cast<char*>(g[0].raw_data()), 2 * H * E * 4);
   EXPECT_EQ(g[0].strides(), (Strides{L * 3 * H * E, E, 3 * H * E, 1}));
+  array q = head(0) * 1.0f;
+  auto sep = head_grads(q, q * 0.5f, q + 1.0f);
+  auto same = head_grads(head(0), head(0), head(0));  // one view three times: not a qkv split
+  for (const auto* gs : {&sep, &same}) {
+    for (const array& x : *gs) EXPECT_EQ(x.strides(), (Strides{L * H * E, E, H * E, 1}));
+  }
+  expect_close(sep[0], value_and_grad(ScalarVectorFn([&](const std::vector<array>& x) {
+                                        return sum(composed(x[0], x[1], x[2], 0.25, mask) * w);
+                                      }),
+                                      {0, 1, 2})({q, q * 0.5f, q + 1.0f})
+                           .second[0],
+               2e-5);
 }
 
 TEST(ScaledDotProductAttention, CausalRowsSeeOnlyThePast) {
