@@ -97,13 +97,7 @@ bool alloc_qkv_interleaved(const std::vector<array>& in, std::vector<array>& out
   for (int k = 0; k < 3; ++k) {
     const array& x = in[k];
     const auto at = static_cast<const char*>(in[0].raw_data()) + k * H * E * int64_t(x.itemsize());
-    if (x.shape() != s || x.dtype() != outs[0].dtype() || x.data_shared_ptr() != in[0].data_shared_ptr() ||
-        x.raw_data() != at) {
-      return false;
-    }
-    for (int d = 0; d < 4; ++d) {
-      if (s[d] > 1 && x.strides()[d] != st[d]) return false;
-    }
+    if (x.shape() != s || x.dtype() != outs[0].dtype() || !kernels::is_view_at(x, in[0], at, st)) return false;
   }
   array base(allocator::malloc(3 * outs[0].nbytes()), Shape{static_cast<int>(3 * outs[0].size())}, outs[0].dtype());
   size_t data_size = 0;

@@ -289,12 +289,8 @@ class Concatenate : public UnaryPrimitive {
     const size_t isz = out.itemsize();
     int64_t offset = 0;
     for (const array& x : in) {
-      if (x.dtype() != out.dtype() || x.data_shared_ptr() != in[0].data_shared_ptr() ||
-          static_cast<const char*>(x.raw_data()) != base + offset * int64_t(isz)) {
+      if (x.dtype() != out.dtype() || !kernels::is_view_at(x, in[0], base + offset * int64_t(isz), out.strides())) {
         return false;
-      }
-      for (size_t d = 0; d < x.ndim(); ++d) {
-        if (x.shape()[d] > 1 && x.strides()[d] != out.strides()[d]) return false;
       }
       offset += int64_t(x.shape()[axis_]) * out.strides()[axis_];
     }
@@ -316,31 +312,31 @@ class Concatenate : public UnaryPrimitive {
 class Split : public Primitive {
  public:
   Split(int axis, std::vector<int> starts, std::vector<Shape> shapes = {})
-      : axis_(axis), starts_(std::move(starts)), shapes_(std::move(shapes)), shaped_(!shapes_.empty()) {}
+      : axis_(axis), starts_(std::move(starts)), shapes_(std::move(shapes)) {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     const array& x = in[0];
     const int64_t step = x.strides()[axis_];
     for (size_t k = 0; k < outs.size(); ++k) {
       const int64_t offset = outs[k].size() == 0 ? 0 : int64_t(starts_[k]) * step;
-      if (!shaped_) {
+      if (shapes_.empty()) {
         make_view(x, outs[k], x.strides(), offset);
         continue;
       }
-      Strides st(outs[k].ndim(), step);
-      for (size_t d = st.size(); d-- > 1;) st[d - 1] = st[d] * outs[k].shape(d);
+      Strides st = kernels::row_major_strides(outs[k].shape());
+      for (auto& v : st) v *= step;
       make_view(x, outs[k], st, offset);
     }
   }
   std::vector<array> vjp(const std::vector<array>&, const std::vector<array>& cot, const std::vector<int>&,
                          const std::vector<array>&) override {
-    if (!shaped_) return {concatenate(cot, axis_)};
+    if (shapes_.empty()) return {concatenate(cot, axis_)};
     std::vector<array> flat;
     flat.reserve(cot.size());
     for (const array& c : cot) flat.push_back(reshape(c, {static_cast<int>(c.size())}));
     return {concatenate(flat, 0)};
   }
   std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
-    if (!shaped_) return split(t[0], std::vector<int>(starts_.begin() + 1, starts_.end()), axis_);
+    if (shapes_.empty()) return split(t[0], std::vector<int>(starts_.begin() + 1, starts_.end()), axis_);
     return detail::split_flat(t[0], shapes_);
   }
   const char* name() const override { return "Split"; }
@@ -348,8 +344,7 @@ class Split : public Primitive {
  private:
   int axis_;
   std::vector<int> starts_;  // where each part begins along axis_
-  std::vector<Shape> shapes_;
-  bool shaped_;
+  std::vector<Shape> shapes_;  // split_flat's part shapes; empty for split
 };
 
 class Pad : public UnaryPrimitive {

@@ -210,6 +210,16 @@ inline Strides row_major_strides(const Shape& shape) {
   return st;
 }
 
+/// Whether `x` is a view of `owner`'s buffer that starts at `at` and has `strides` on each of its axes
+/// longer than 1: where a kernel that lays several arrays out in one buffer would find it.
+inline bool is_view_at(const array& x, const array& owner, const void* at, const Strides& strides) {
+  if (x.data_shared_ptr() != owner.data_shared_ptr() || x.raw_data() != at) return false;
+  for (size_t d = 0; d < x.ndim(); ++d) {
+    if (x.shape()[d] > 1 && x.strides()[d] != strides[d]) return false;
+  }
+  return true;
+}
+
 /// `src` itself when row-contiguous, otherwise an evaluated row-contiguous copy.
 array row_contiguous(const array& src);
 
