@@ -7,6 +7,7 @@
 #include "loom/core/eval.h"
 #include "loom/core/threads.h"
 #include "loom/ops/ops.h"
+#include "loom/ops/graph.h"
 #include "loom/autograd/check.h"
 #include "loom/autograd/transforms.h"
 #include "loom/distributed/distributed.h"

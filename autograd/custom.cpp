@@ -5,6 +5,7 @@
 
 #include "loom/autograd/transforms.h"
 #include "loom/core/primitive.h"
+#include "loom/ops/graph.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 
@@ -15,15 +16,6 @@ using detail::shape_str;
 
 namespace {
 
-// Zero tangents for every primal, with the given ones at `argnums`.
-std::vector<array> full_tangents(const std::vector<array>& primals, const std::vector<array>& tangents,
-                                 const std::vector<int>& argnums) {
-  std::vector<array> t;
-  t.reserve(primals.size());
-  for (const auto& p : primals) t.push_back(zeros_like(p));
-  for (size_t i = 0; i < argnums.size(); ++i) t[argnums[i]] = tangents[i];
-  return t;
-}
 
 // Inputs: the function's arguments followed by its (stop_gradient'ed) traced outputs. The forward
 // only hands out the traced outputs' buffers; vjp and jvp call the rules on the arguments.
@@ -93,34 +85,6 @@ class CustomTransforms : public Primitive {
 };
 
 // Outputs alias the first `n` inputs; the rest are only there so that eval runs them first.
-class Depends : public Primitive {
- public:
-  explicit Depends(size_t n) : n_(n) {}
-  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override {
-    for (size_t i = 0; i < n_; ++i) outputs[i].copy_shared_buffer(inputs[i]);
-  }
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums, const std::vector<array>&) override {
-    std::vector<array> out;
-    for (int a : argnums) {
-      out.push_back(static_cast<size_t>(a) < n_ ? cotangents[a] : zeros_like(primals[a]));
-    }
-    return out;
-  }
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override {
-    std::vector<array> out;
-    for (size_t i = 0; i < n_; ++i) {
-      auto it = std::find(argnums.begin(), argnums.end(), static_cast<int>(i));
-      out.push_back(it != argnums.end() ? tangents[it - argnums.begin()] : zeros_like(primals[i]));
-    }
-    return out;
-  }
-  const char* name() const override { return "Depends"; }
-
- private:
-  size_t n_;
-};
 
 VectorFn make_custom(VectorFn fun, CustomVjpFn fun_vjp, CustomJvpFn fun_jvp, const char* label) {
   return [fun = std::move(fun), fun_vjp = std::move(fun_vjp), fun_jvp = std::move(fun_jvp),
@@ -143,23 +107,6 @@ VectorFn make_custom(VectorFn fun, CustomVjpFn fun_vjp, CustomJvpFn fun_jvp, con
 
 }  // namespace
 
-namespace detail {
-
-std::vector<array> depends(const std::vector<array>& inputs, const std::vector<array>& deps) {
-  if (inputs.empty()) throw std::invalid_argument("[depends] needs at least one input");
-  if (deps.empty()) return inputs;
-  std::vector<Shape> shapes;
-  std::vector<Dtype> dtypes;
-  for (const auto& a : inputs) {
-    shapes.push_back(a.shape());
-    dtypes.push_back(a.dtype());
-  }
-  std::vector<array> all = inputs;
-  all.insert(all.end(), deps.begin(), deps.end());
-  return array::make_arrays(std::move(shapes), dtypes, std::make_shared<Depends>(inputs.size()), std::move(all));
-}
-
-}  // namespace detail
 
 VectorFn custom_function(VectorFn fun, std::optional<CustomVjpFn> fun_vjp, std::optional<CustomJvpFn> fun_jvp) {
   if (!fun) throw std::invalid_argument("[custom_function] the function is empty");
@@ -172,7 +119,7 @@ VectorFn custom_function(VectorFn fun, std::optional<CustomVjpFn> fun_vjp, std::
   CustomJvpFn j = fun_jvp ? std::move(*fun_jvp) : CustomJvpFn([fun](const std::vector<array>& primals,
                                                                      const std::vector<array>& tangents,
                                                                      const std::vector<int>& argnums) {
-    return jvp(fun, primals, full_tangents(primals, tangents, argnums)).second;
+    return jvp(fun, primals, tangents_or_zeros(primals, tangents, argnums)).second;
   });
   return make_custom(std::move(fun), std::move(v), std::move(j), "custom_function");
 }
@@ -189,11 +136,11 @@ VectorFn checkpoint(VectorFn fun) {
     // Recompute from the inputs, scheduled after the cotangents: eval reaches this segment's
     // recomputation only when the backward pass gets to it, so segments never hold their
     // intermediates at the same time.
-    return vjp(fun, detail::depends(primals, cotangents), cotangents).second;
+    return vjp(fun, depends(primals, cotangents), cotangents).second;
   };
   CustomJvpFn j = [fun](const std::vector<array>& primals, const std::vector<array>& tangents,
                         const std::vector<int>& argnums) {
-    return jvp(fun, primals, full_tangents(primals, tangents, argnums)).second;
+    return jvp(fun, primals, tangents_or_zeros(primals, tangents, argnums)).second;
   };
   return make_custom(std::move(fun), std::move(v), std::move(j), "checkpoint");
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "loom/autograd/transforms.h"
+#include "loom/ops/graph.h"
 #include "loom/ops/ops.h"
 
 namespace loom::detail {
@@ -18,15 +19,6 @@ std::vector<array> reference_vjp(F ref, const std::vector<array>& primals, const
   std::vector<array> out;
   for (int a : argnums) out.push_back(all[a]);
   return out;
-}
-
-/// A tangent for every primal: those given for the inputs in `argnums`, zeros for the others.
-inline std::vector<array> tangents_or_zeros(const std::vector<array>& primals, const std::vector<array>& tangents,
-                                            const std::vector<int>& argnums) {
-  std::vector<array> t;
-  for (const auto& p : primals) t.push_back(zeros_like(p));
-  for (size_t i = 0; i < argnums.size(); ++i) t[argnums[i]] = tangents[i];
-  return t;
 }
 
 /// The output tangents of `ref` at `primals`, given tangents for the inputs in `argnums` (others 0).

@@ -67,11 +67,6 @@ VectorFn custom_vjp(VectorFn fun, CustomVjpFn fun_vjp);
 VectorFn checkpoint(VectorFn fun);
 
 namespace detail {
-/// Arrays with the values of `inputs` that are only computed after every array of `deps`: a
-/// scheduling edge (eval runs a node after all its inputs). Gradients pass to `inputs` unchanged;
-/// `deps` get none.
-std::vector<array> depends(const std::vector<array>& inputs, const std::vector<array>& deps);
-
 /// Makes the cotangents once the traced outputs are known.
 using CotangentFn = std::function<std::vector<array>(const std::vector<array>& outputs)>;
 /// vjp restricted to the primals in `argnums`; the workhorse of every reverse-mode transform.

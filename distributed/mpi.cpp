@@ -15,11 +15,11 @@
 #include <optional>
 #include <thread>
 
-#include "loom/autograd/reference.h"
+#include "loom/ops/graph.h"
 #include "loom/core/primitive.h"
 #include "loom/core/threads.h"
 #include "loom/distributed/distributed.h"
-#include "loom/ops/kernels/elementwise.h"
+#include "loom/core/copy.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 
@@ -493,7 +493,7 @@ class AllReduce : public Communication {
     if (flat_) {
       std::vector<Shape> shapes;
       for (const array& x : p) shapes.push_back(x.shape());
-      std::vector<array> parts = loom::detail::split_flat(all_reduce(cot[0], op_, group_), shapes), out;
+      std::vector<array> parts = split_flat(all_reduce(cot[0], op_, group_), shapes), out;
       for (int arg : argnums) out.push_back(std::move(parts[arg]));
       return out;
     }
@@ -503,7 +503,7 @@ class AllReduce : public Communication {
     return {multiply(all_sum(cot[0], group_), mask)};
   }
   std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t, const std::vector<int>& argnums) override {
-    if (flat_) return {all_reduce_flat(loom::detail::tangents_or_zeros(p, t, argnums), op_, group_)};
+    if (flat_) return {all_reduce_flat(tangents_or_zeros(p, t, argnums), op_, group_)};
     if (op_ == ReduceKind::sum) return {all_sum(t[0], group_)};
     if (op_ == ReduceKind::mean) return {all_mean(t[0], group_)};
     array y(p[0].shape(), p[0].dtype(), std::make_shared<AllReduce>(op_, group_), {p[0]});

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "loom/core/eval.h"
-#include "loom/ops/kernels/elementwise.h"
+#include "loom/core/copy.h"
 
 namespace loom::io_detail {
 

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "loom/ops/graph.h"
 #include "loom/ops/ops.h"
 
 namespace loom::nn {
@@ -73,7 +74,7 @@ ParamTree average_gradients(const ParamTree& grads, std::ptrdiff_t all_reduce_si
         parts_in.push_back(items[i].second);
         shapes.push_back(items[i].second.shape());
       }
-      std::vector<array> parts = detail::split_flat(all_mean_flat(parts_in, communication_type, g), shapes);
+      std::vector<array> parts = split_flat(all_mean_flat(parts_in, communication_type, g), shapes);
       for (size_t k = 0; k < bucket.size(); ++k) averaged[bucket[k]] = std::move(parts[k]);
     }
     bucket.clear();

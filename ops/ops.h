@@ -234,11 +234,6 @@ array stack(const std::vector<array>& arrays, int axis = 0);
 std::vector<array> split(const array& a, int num_splits, int axis = 0);
 /// Splits before each listed index along `axis`.
 std::vector<array> split(const array& a, const std::vector<int>& indices, int axis = 0);
-namespace detail {
-// Consecutive parts of 1-D `a` as views, part k in shapes[k] (the sizes add up to a.size()): how a
-// flat bucket (distributed::all_sum_flat) is split back into the arrays it holds, as one node.
-std::vector<array> split_flat(const array& a, const std::vector<Shape>& shapes);
-}  // namespace detail
 /// Pads `axes` with `low[i]` values before and `high[i]` after, filled with `value`.
 array pad(const array& a, const std::vector<int>& axes, const Shape& low, const Shape& high,
           const array& value = array(0));

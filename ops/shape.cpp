@@ -4,8 +4,8 @@
 #include <numeric>
 #include <string>
 
-#include "loom/autograd/reference.h"
 #include "loom/core/primitive.h"
+#include "loom/ops/graph.h"
 #include "loom/ops/kernels/elementwise.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
@@ -14,7 +14,6 @@ namespace loom {
 
 using detail::msg;
 using detail::shape_str;
-using detail::tangents_or_zeros;
 
 namespace {
 
@@ -308,7 +307,7 @@ class Concatenate : public UnaryPrimitive {
 };
 
 // Every part of a split that tiles its axis, as views of the input: one node however many parts.
-// With `shapes`, the input is 1-D and part k is shown in shapes[k] (detail::split_flat).
+// With `shapes`, the input is 1-D and part k is shown in shapes[k] (split_flat).
 class Split : public Primitive {
  public:
   Split(int axis, std::vector<int> starts, std::vector<Shape> shapes = {})
@@ -337,7 +336,7 @@ class Split : public Primitive {
   }
   std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
     if (shapes_.empty()) return split(t[0], std::vector<int>(starts_.begin() + 1, starts_.end()), axis_);
-    return detail::split_flat(t[0], shapes_);
+    return split_flat(t[0], shapes_);
   }
   const char* name() const override { return "Split"; }
 
@@ -686,8 +685,6 @@ std::vector<array> split(const array& a, const std::vector<int>& indices, int ax
   return out;
 }
 
-namespace detail {
-
 std::vector<array> split_flat(const array& a, const std::vector<Shape>& shapes) {
   std::vector<int> starts;
   starts.reserve(shapes.size());
@@ -707,8 +704,6 @@ std::vector<array> split_flat(const array& a, const std::vector<Shape>& shapes) 
   std::vector<Dtype> dtypes(shapes.size(), a.dtype());
   return array::make_arrays(shapes, dtypes, std::make_shared<Split>(0, std::move(starts), shapes), {a});
 }
-
-}  // namespace detail
 
 std::vector<array> split(const array& a, int num_splits, int axis) {
   int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "split");

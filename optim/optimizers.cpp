@@ -4,11 +4,10 @@
 #include <stdexcept>
 
 #include "loom/core/primitive.h"
+#include "loom/ops/graph.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 #include "loom/optim/optimizers.h"
-
-#include "loom/autograd/transforms.h"
 
 namespace loom::optim {
 
@@ -137,7 +136,7 @@ array Lion::apply_single(const array& grad, const array& param, Slots& slots, in
   slots.insert("m", m);
   const array p = weight_decay_ > 0.0 ? (1.0 - lr * weight_decay_) * param : param;
   // m is not an ancestor of the new parameter: tie it in so eval(parameters) evaluates it.
-  return loom::detail::depends({p - lr * sign(c)}, {m})[0];
+  return depends({p - lr * sign(c)}, {m})[0];
 }
 
 // ---- Adafactor ----

@@ -4,14 +4,10 @@
 #pragma once
 
 #include "loom/core/dispatch.h"
-#include "loom/ops/kernels/loops.h"
+#include "loom/core/copy.h"
+#include "loom/core/loops.h"
 
 namespace loom::kernels {
-
-template <typename T>
-inline T* ptr(const array& a) {
-  return static_cast<T*>(a.raw_data());
-}
 
 /// Gives `out` the layout of contiguous `like` (reusing a donatable input's buffer when it can), so
 /// that element i of `like`'s data goes to element i of `out`'s. False when eval has already placed
@@ -196,31 +192,5 @@ void ternary(const array& c, const array& a, const array& b, array& out, F f) {
   });
 }
 
-/// Copies (and converts) `src` into memory at `dst` laid out with `dst_strides` (elements of dst_dtype).
-void copy_strided(const array& src, void* dst, Dtype dst_dtype, const Strides& dst_strides);
-
-/// Row-major (C order) strides of a shape, in elements.
-inline Strides row_major_strides(const Shape& shape) {
-  Strides st(shape.size());
-  int64_t s = 1;
-  for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
-    st[i] = s;
-    s *= std::max(shape[i], 1);
-  }
-  return st;
-}
-
-/// Whether `x` is a view of `owner`'s buffer that starts at `at` and has `strides` on each of its axes
-/// longer than 1: where a kernel that lays several arrays out in one buffer would find it.
-inline bool is_view_at(const array& x, const array& owner, const void* at, const Strides& strides) {
-  if (x.data_shared_ptr() != owner.data_shared_ptr() || x.raw_data() != at) return false;
-  for (size_t d = 0; d < x.ndim(); ++d) {
-    if (x.shape()[d] > 1 && x.strides()[d] != strides[d]) return false;
-  }
-  return true;
-}
-
-/// `src` itself when row-contiguous, otherwise an evaluated row-contiguous copy.
-array row_contiguous(const array& src);
 
 }  // namespace loom::kernels

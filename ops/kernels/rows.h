@@ -10,7 +10,7 @@
 #include "loom/core/array.h"
 #include "loom/core/threads.h"
 #include "loom/ops/kernels/elementwise.h"
-#include "loom/ops/kernels/loops.h"
+#include "loom/core/loops.h"
 
 namespace loom::kernels {
 

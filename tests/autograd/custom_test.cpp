@@ -1,4 +1,4 @@
-// custom_vjp, custom_function, checkpoint and detail::depends.
+// custom_vjp, custom_function, checkpoint and depends.
 #include "../test_utils.h"
 #include "loom/autograd/check.h"
 #include "loom/autograd/transforms.h"
@@ -151,10 +151,10 @@ TEST(CustomFunction, BadRulesAreClearErrors) {
 
 TEST(Depends, ValuesPassThroughAndGradientsSkipTheDependencies) {
   array a = vec({1.0, 2.0}), b = vec({5.0});
-  auto r = check_grads([](const std::vector<array>& p) { return detail::depends({p[0] * 3.0}, {exp(p[1])}); },
+  auto r = check_grads([](const std::vector<array>& p) { return depends({p[0] * 3.0}, {exp(p[1])}); },
                        {a, b});
   EXPECT_TRUE(r.ok) << r.report;
-  auto outs = detail::depends({a, b}, {a + 1.0});
+  auto outs = depends({a, b}, {a + 1.0});
   ASSERT_EQ(outs.size(), 2u);
   EXPECT_STREQ(outs[0].primitive().name(), "Depends");
   expect_array(outs[0], {2}, {1, 2});

@@ -99,7 +99,7 @@ TEST(GradCheck, ShapesAndViews) {
   }, {x});
   // A flat bucket split back into shaped parts (one of them empty), read from a strided 1-D view.
   check([&](const std::vector<array>& p) {
-    auto parts = detail::split_flat(slice(reshape(p[0], {24}), {1}, {24}, {2}), {{2, 3}, {0, 4}, {1}, {5}});
+    auto parts = split_flat(slice(reshape(p[0], {24}), {1}, {24}, {2}), {{2, 3}, {0, 4}, {1}, {5}});
     return sum(parts[0] * parts[0]) + sum(parts[1]) + sum(parts[2] * 3.0) - sum(exp(parts[3]));
   }, {x});
   check([&](const std::vector<array>& p) { return pad(p[0], {1, 2}, {1, 0}, {2, 1}, p[1]); }, {x, array(0.5)});

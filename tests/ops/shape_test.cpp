@@ -513,7 +513,7 @@ TEST(Split, AtIndices) {
 
 TEST(Split, FlatBucketIntoShapedViews) {
   array x = iota_array({10});
-  auto p = detail::split_flat(x, {{2, 3}, {}, {0, 5}, {3}});
+  auto p = split_flat(x, {{2, 3}, {}, {0, 5}, {3}});
   ASSERT_EQ(p.size(), 4u);
   expect_array(p[0], {2, 3}, {0, 1, 2, 3, 4, 5});
   expect_array(p[1], {}, {6});
@@ -523,14 +523,14 @@ TEST(Split, FlatBucketIntoShapedViews) {
   EXPECT_TRUE(p[0].flags().row_contiguous);
   // A strided bucket: the parts are views with scaled strides.
   array s = slice(iota_array({12}), {0}, {12}, {2});  // 0, 2, ..., 22
-  auto q = detail::split_flat(s, {{2, 2}, {2}});
+  auto q = split_flat(s, {{2, 2}, {2}});
   expect_array(q[0], {2, 2}, {0, 2, 4, 6});
   expect_array(q[1], {2}, {8, 10});
   EXPECT_EQ(q[0].strides(), (Strides{4, 2}));
-  EXPECT_TRUE(detail::split_flat(zeros({0}), {}).empty());
-  EXPECT_THROW_MSG(detail::split_flat(x, {{2, 3}, {3}}), std::invalid_argument,
+  EXPECT_TRUE(split_flat(zeros({0}), {}).empty());
+  EXPECT_THROW_MSG(split_flat(x, {{2, 3}, {3}}), std::invalid_argument,
                    "[split_flat] expected a 1-D array of 9 elements for 2 parts ((2,3), (3)); got shape (10)");
-  EXPECT_THROW_MSG(detail::split_flat(reshape(x, {2, 5}), {{10}}), std::invalid_argument,
+  EXPECT_THROW_MSG(split_flat(reshape(x, {2, 5}), {{10}}), std::invalid_argument,
                    "[split_flat] expected a 1-D array of 10 elements for 1 parts ((10)); got shape (2,5)");
 }
 

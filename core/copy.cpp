@@ -1,8 +1,10 @@
+#include "loom/core/copy.h"
+
 #include <algorithm>
 #include <cstring>
 
-#include "loom/core/eval.h"
-#include "loom/ops/kernels/elementwise.h"
+#include "loom/core/dispatch.h"
+#include "loom/core/loops.h"
 
 namespace loom::kernels {
 

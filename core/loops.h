@@ -12,6 +12,12 @@
 
 namespace loom::kernels {
 
+/// A kernel's view of an evaluated array's first element.
+template <typename T>
+inline T* ptr(const array& a) {
+  return static_cast<T*>(a.raw_data());
+}
+
 /// Work below this many elements stays on one thread.
 inline constexpr size_t kParallelThreshold = 1 << 15;
 

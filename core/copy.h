@@ -1,0 +1,38 @@
+// Strided copies between buffers (internal): how a kernel, a collective or a file writer gets a
+// row-contiguous array out of any view, and the layout helpers that go with it.
+#pragma once
+
+#include <algorithm>
+
+#include "loom/core/array.h"
+
+namespace loom::kernels {
+
+/// Copies (and converts) `src` into memory at `dst` laid out with `dst_strides` (elements of dst_dtype).
+void copy_strided(const array& src, void* dst, Dtype dst_dtype, const Strides& dst_strides);
+
+/// Row-major (C order) strides of a shape, in elements.
+inline Strides row_major_strides(const Shape& shape) {
+  Strides st(shape.size());
+  int64_t s = 1;
+  for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
+    st[i] = s;
+    s *= std::max(shape[i], 1);
+  }
+  return st;
+}
+
+/// Whether `x` is a view of `owner`'s buffer that starts at `at` and has `strides` on each of its axes
+/// longer than 1: where a kernel that lays several arrays out in one buffer would find it.
+inline bool is_view_at(const array& x, const array& owner, const void* at, const Strides& strides) {
+  if (x.data_shared_ptr() != owner.data_shared_ptr() || x.raw_data() != at) return false;
+  for (size_t d = 0; d < x.ndim(); ++d) {
+    if (x.shape()[d] > 1 && x.strides()[d] != strides[d]) return false;
+  }
+  return true;
+}
+
+/// `src` itself when row-contiguous, otherwise an evaluated row-contiguous copy.
+array row_contiguous(const array& src);
+
+}  // namespace loom::kernels

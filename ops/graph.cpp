@@ -1,0 +1,69 @@
+#include "loom/ops/graph.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "loom/core/primitive.h"
+#include "loom/ops/ops.h"
+
+namespace loom {
+
+namespace {
+
+// Outputs: the first n inputs, as they are; the other inputs are only waited for.
+class Depends : public Primitive {
+ public:
+  explicit Depends(size_t n) : n_(n) {}
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override {
+    for (size_t i = 0; i < n_; ++i) outputs[i].copy_shared_buffer(inputs[i]);
+  }
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                         const std::vector<int>& argnums, const std::vector<array>&) override {
+    std::vector<array> out;
+    for (int a : argnums) {
+      out.push_back(static_cast<size_t>(a) < n_ ? cotangents[a] : zeros_like(primals[a]));
+    }
+    return out;
+  }
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                         const std::vector<int>& argnums) override {
+    std::vector<array> out;
+    for (size_t i = 0; i < n_; ++i) {
+      auto it = std::find(argnums.begin(), argnums.end(), static_cast<int>(i));
+      out.push_back(it != argnums.end() ? tangents[it - argnums.begin()] : zeros_like(primals[i]));
+    }
+    return out;
+  }
+  const char* name() const override { return "Depends"; }
+
+ private:
+  size_t n_;
+};
+
+}  // namespace
+
+std::vector<array> depends(const std::vector<array>& inputs, const std::vector<array>& dependencies) {
+  if (inputs.empty()) throw std::invalid_argument("[depends] needs at least one input");
+  if (dependencies.empty()) return inputs;
+  std::vector<Shape> shapes;
+  std::vector<Dtype> dtypes;
+  for (const auto& a : inputs) {
+    shapes.push_back(a.shape());
+    dtypes.push_back(a.dtype());
+  }
+  std::vector<array> all = inputs;
+  all.insert(all.end(), dependencies.begin(), dependencies.end());
+  return array::make_arrays(std::move(shapes), dtypes, std::make_shared<Depends>(inputs.size()), std::move(all));
+}
+
+
+std::vector<array> tangents_or_zeros(const std::vector<array>& primals, const std::vector<array>& tangents,
+                                     const std::vector<int>& argnums) {
+  std::vector<array> t;
+  t.reserve(primals.size());
+  for (const auto& p : primals) t.push_back(zeros_like(p));
+  for (size_t i = 0; i < argnums.size(); ++i) t[argnums[i]] = tangents[i];
+  return t;
+}
+
+}  // namespace loom
