@@ -16,7 +16,7 @@
 #include "loom/ops/random.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/conv.h"
-#include "loom/ops/fused.h"
+#include "loom/fast/fast.h"
 #include "loom/nn/tree.h"
 #include "loom/nn/module.h"
 #include "loom/nn/init.h"

@@ -105,10 +105,10 @@ int main(int argc, char** argv) {
       array s = random::normal({4096, 1000}) * 3.0f, gs = random::normal({4096, 1000});
       eval(h, w, gh, s, gs);
       const std::tuple<const char*, const char*, array, array, std::function<array(const array&)>> cases[] = {
-          {"rms_norm", "fused", h, gh, [&](const array& x) { return rms_norm(x, w, 1e-5); }},
+          {"rms_norm", "fused", h, gh, [&](const array& x) { return fast::rms_norm(x, w, 1e-5); }},
           {"rms_norm", "composed", h, gh,
            [&](const array& x) { return x * rsqrt(mean(square(x), -1, true) + 1e-5f) * w; }},
-          {"softmax", "fused", s, gs, [&](const array& x) { return softmax(x, -1); }},
+          {"softmax", "fused", s, gs, [&](const array& x) { return fast::softmax(x); }},
           {"softmax", "composed", s, gs,
            [&](const array& x) {
              array e = exp(x - stop_gradient(max(x, -1, true)));

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "loom/ops/fused.h"
+#include "loom/fast/fast.h"
 #include "loom/ops/utils.h"
 
 namespace loom::nn {
@@ -46,7 +46,7 @@ array selu(const array& x) {
   return maximum(x, s(0, x)) * lambda + expm1(minimum(x, s(0, x))) * (alpha * lambda);
 }
 
-array gelu(const array& x) { return gelu_erf(x); }
+array gelu(const array& x) { return fast::gelu(x); }
 
 array gelu_approx(const array& x) {
   // 0.5 (1 + tanh(z)) = sigmoid(2 z) with z = sqrt(2/pi) (x + 0.044715 x^3).

@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "loom/ops/fused.h"
+#include "loom/fast/fast.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
@@ -72,7 +72,7 @@ int check_class_targets(const array& inputs, const array& targets, int ax, const
     throw std::invalid_argument(msg("[", loss, "] ", name, " of shape ", shape_str(inputs.shape()),
                                     " have no classes along axis ", ax));
   }
-  detail::check_class_indices(targets, n, inputs.shape(), ax, loss);
+  fast::check_class_indices(targets, n, inputs.shape(), ax, loss);
   return n;
 }
 
@@ -129,7 +129,7 @@ array cross_entropy(const array& logits, const array& targets, const std::option
     if (out != compute) loss = astype(loss, out);
   } else if (targets.ndim() + 1 == logits.ndim()) {
     check_class_targets(logits, targets, ax, op, "logits");
-    loss = softmax_cross_entropy(logits, targets, ax, label_smoothing);
+    loss = fast::softmax_cross_entropy(logits, targets, ax, label_smoothing);
   } else {
     Shape without = logits.shape();
     without.erase(without.begin() + ax);

@@ -48,7 +48,7 @@ namespace loom::nn::losses {
 /// then mean(loss * weights), as in MLX, not divided by the sum of the weights).
 ///
 /// Stable for large logits (1e4 and beyond). Class-index targets run one fused pass per row
-/// (`softmax_cross_entropy` in ops/fused.h) forward and backward.
+/// (`fast::softmax_cross_entropy` in fast/fast.h) forward and backward.
 array cross_entropy(const array& logits, const array& targets, const std::optional<array>& weights = std::nullopt,
                     int axis = -1, double label_smoothing = 0.0, const std::string& reduction = "none");
 array cross_entropy(const array& logits, const array& targets, const std::string& reduction);

@@ -3,7 +3,7 @@
 #include <numeric>
 #include <stdexcept>
 
-#include "loom/ops/fused.h"
+#include "loom/fast/fast.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 
@@ -72,7 +72,7 @@ LayerNorm::LayerNorm(int dims, double eps, bool affine, bool with_bias) : dims(d
 
 array LayerNorm::operator()(const array& x) const {
   check_last_axis("LayerNorm", x, dims, 1, "(..., ");
-  return cast_back(layer_norm(upcast(x), weight, bias, eps), x.dtype());
+  return cast_back(fast::layer_norm(upcast(x), weight, bias, eps), x.dtype());
 }
 
 // ---- RMSNorm ----
@@ -85,7 +85,7 @@ RMSNorm::RMSNorm(int dims, double eps) : weight(ones({dims > 0 ? dims : 1})), ep
 
 array RMSNorm::operator()(const array& x) const {
   check_last_axis("RMSNorm", x, weight.shape(0), 1, "(..., ");
-  return cast_back(rms_norm(upcast(x), weight, eps), x.dtype());
+  return cast_back(fast::rms_norm(upcast(x), weight, eps), x.dtype());
 }
 
 // ---- BatchNorm ----

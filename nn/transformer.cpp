@@ -6,7 +6,7 @@
 #include <string>
 
 #include "loom/nn/activations.h"
-#include "loom/ops/fused.h"
+#include "loom/fast/fast.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 
@@ -135,7 +135,7 @@ array MultiHeadAttention::operator()(const array& queries, const array& keys, co
   array k = transpose(reshape(kp, {B, S, H, dk}), {0, 2, 1, 3});
   array v = transpose(reshape(vp, {B, S, H, dv}), {0, 2, 1, 3});
   // One fused kernel: softmax(q k^T / sqrt(dk) + mask) v, (B, H, L, dv) laid out as (B, L, H, dv).
-  array out = scaled_dot_product_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(dk)), mask);
+  array out = fast::scaled_dot_product_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(dk)), mask);
   return out_proj(reshape(transpose(out, {0, 2, 1, 3}), {B, L, H * dv}));
 }
 

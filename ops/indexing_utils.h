@@ -19,32 +19,7 @@ inline int64_t prod(const Shape& shape, size_t begin, size_t end) {
   return p;
 }
 
-/// Walks the row-major positions of `shape` from a starting linear index, tracking the element
-/// offset of each of N operands (one strides vector each).
-template <size_t N>
-struct Walker {
-  const Shape& shape;
-  const std::array<Strides, N>& strides;
-  std::vector<int> idx;
-  std::array<int64_t, N> off{};
-
-  Walker(const Shape& sh, const std::array<Strides, N>& st, int64_t start) : shape(sh), strides(st), idx(sh.size(), 0) {
-    for (int d = static_cast<int>(sh.size()) - 1; d >= 0; --d) {
-      if (sh[d] == 0) break;
-      idx[d] = static_cast<int>(start % sh[d]);
-      start /= sh[d];
-      for (size_t k = 0; k < N; ++k) off[k] += int64_t(idx[d]) * st[k][d];
-    }
-  }
-  void next() {
-    for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
-      for (size_t k = 0; k < N; ++k) off[k] += strides[k][d];
-      if (++idx[d] < shape[d]) return;
-      for (size_t k = 0; k < N; ++k) off[k] -= strides[k][d] * shape[d];
-      idx[d] = 0;
-    }
-  }
-};
+using kernels::Walker;
 
 /// True when the dims [begin, end) of (shape, strides) are laid out densely in row-major order
 /// (stride 1 innermost), ignoring size-1 dims.

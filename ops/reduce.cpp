@@ -2,7 +2,6 @@
 #include <numeric>
 
 #include "loom/core/primitive.h"
-#include "loom/ops/fused.h"
 #include "loom/ops/kernels/elementwise.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
@@ -579,6 +578,9 @@ array logsumexp(const array& a, int axis, bool keepdims) { return logsumexp(a, s
 array logsumexp(const array& a, bool keepdims) { return logsumexp(a, all_axes(a), keepdims); }
 
 namespace detail {
+// The fused primitive over the last axis (ops/softmax.cpp).
+array softmax_last_axis(const array& x, bool take_log);
+
 array softmax_composed(const array& x, const std::vector<int>& axes, bool take_log) {
   if (x.size() == 0) return x;  // max (for the shift) has no identity on an empty axis
   array shifted = subtract(x, stable_shift(x, axes));

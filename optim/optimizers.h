@@ -222,24 +222,4 @@ class Adafactor : public Optimizer {
   bool scale_parameter_, relative_step_, warmup_init_;
 };
 
-// ---- the fused Adam update ----
-
-/// Hyper-parameters of one Adam/AdamW step.
-struct AdamStep {
-  double lr = 1e-3;
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  double weight_decay = 0.0;
-  bool decoupled = true;        // AdamW's p *= 1 - lr wd; false: Adam's g += wd p
-  bool bias_correction = true;
-  int64_t step = 1;             // t, counting this update
-};
-
-/// One Adam/AdamW step of one parameter as a single primitive: inputs p, g, m, v (same shape,
-/// floating dtype; g, m, v are cast to p's dtype), outputs {p', m', v'} in p's dtype. One pass over
-/// the elements (OpenMP-parallel for large parameters), computing in float for float16/bfloat16/
-/// float32 and in double for float64, in torch.optim.Adam(W)'s order of operations. It writes into
-/// the buffers of p, m and v when nothing else holds them. Not differentiable (vjp/jvp throw).
-std::array<array, 3> adam_update(const array& p, const array& g, const array& m, const array& v,
-                                 const AdamStep& hp);
-
 }  // namespace loom::optim

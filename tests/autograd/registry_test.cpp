@@ -1,6 +1,6 @@
 // Every primitive has a gradient check, or a stated reason why it needs none.
 //
-// The test reads the library's sources (ops/, distributed/, autograd/, core/, optim/, nn/) and finds every class
+// The test reads the library's sources (ops/, fast/, distributed/, autograd/, core/, optim/, nn/) and finds every class
 // deriving from Primitive or UnaryPrimitive (or from such a class), with the names it reports:
 //   - the string literals of its name(), or of a helper function name() calls (`dist_name(dist_)`);
 //   - for the elementwise templates whose name() is `Op::name`, every `name = "..."` of an op
@@ -46,10 +46,12 @@ const char* kConv = "tests/conv/grad_test.cpp";
 const char* kIndex = "tests/indexing/grad_test.cpp";
 const char* kRandom = "tests/random/random_grad_test.cpp";
 const char* kLosses = "tests/nn/losses_test.cpp";
-const char* kAttention = "tests/ops/attention_test.cpp";
-const char* kGelu = "tests/ops/gelu_test.cpp";
-const char* kLayerNorm = "tests/ops/layer_norm_test.cpp";
-const char* kRMSNorm = "tests/ops/rms_norm_test.cpp";
+const char* kAttention = "tests/fast/attention_test.cpp";
+const char* kGelu = "tests/fast/gelu_test.cpp";
+const char* kLayerNorm = "tests/fast/layer_norm_test.cpp";
+const char* kRMSNorm = "tests/fast/rms_norm_test.cpp";
+const char* kFastSoftmax = "tests/fast/softmax_test.cpp";
+const char* kAdam = "tests/fast/adam_update_test.cpp";
 const char* kSoftmax = "tests/ops/softmax_test.cpp";
 
 Entry checked(const char* name, std::vector<Ref> refs) { return {name, std::move(refs), nullptr}; }
@@ -175,22 +177,25 @@ std::vector<Entry> registry() {
                                    {kCustom, "CustomFunction.MultipleOutputsAndSecondOrder", "custom_function"},
                                    {kCustom, "Checkpoint.SameValuesAndGradients", "checkpoint"}}),
       checked("Depends", {{kCustom, "Depends.ValuesPassThroughAndGradientsSkipTheDependencies", "depends"}}),
-      // ---- fused kernels (ops/cross_entropy.cpp, optim/adam.cpp) ----
-      checked("SoftmaxCrossEntropy", {{kLosses, "CrossEntropy.Gradients", "cross_entropy"}}),
-      checked("SoftmaxCrossEntropyGrad", {{kLosses, "CrossEntropy.HigherOrderGradients", "cross_entropy"}}),
-      checked("ScaledDotProductAttention", {{kAttention, "ScaledDotProductAttention.GradientsMatchFiniteDifferences", "scaled_dot_product_attention"}}),
-      checked("ScaledDotProductAttentionGrad", {{kAttention, "ScaledDotProductAttention.BackwardGradientsMatchFiniteDifferences", "vjp"}}),
-      checked("Gelu", {{kGelu, "GeluErf.GradientsMatchFiniteDifferences", "gelu_erf"}}),
-      checked("GeluGrad", {{kGelu, "GeluErf.GradientsMatchFiniteDifferences", "vjp"}}),
-      checked("LayerNorm", {{kLayerNorm, "LayerNormFused.GradientsMatchFiniteDifferences", "layer_norm"}}),
-      checked("LayerNormGrad", {{kLayerNorm, "LayerNormFused.GradientsMatchFiniteDifferences", "vjp"}}),
-      checked("RMSNorm", {{kRMSNorm, "RMSNormFused.GradientsMatchFiniteDifferences", "rms_norm"}}),
-      checked("RMSNormGrad", {{kRMSNorm, "RMSNormFused.GradientsMatchFiniteDifferences", "vjp"}}),
+      // ---- softmax (ops/softmax.cpp) ----
       checked("Softmax", {{kSoftmax, "SoftmaxFused.GradientsMatchFiniteDifferences", "softmax"}}),
-      checked("SoftmaxGrad", {{kSoftmax, "SoftmaxFused.GradientsMatchFiniteDifferences", "vjp"}}),
       checked("LogSoftmax", {{kSoftmax, "SoftmaxFused.GradientsMatchFiniteDifferences", "log_softmax"}}),
-      checked("LogSoftmaxGrad", {{kSoftmax, "SoftmaxFused.GradientsMatchFiniteDifferences", "vjp"}}),
-      none("AdamUpdate", "an optimizer step, not part of any differentiated function: its vjp and jvp throw"),
+      // ---- fused ops (fast/): derivatives from the reference composition ----
+      checked("SoftmaxCrossEntropy", {{kLosses, "CrossEntropy.Gradients", "cross_entropy"}}),
+      checked("SoftmaxCrossEntropyBackward", {{kLosses, "CrossEntropy.HigherOrderGradients", "cross_entropy"}}),
+      checked("ScaledDotProductAttention", {{kAttention, "ScaledDotProductAttention.GradientsMatchFiniteDifferences", "scaled_dot_product_attention"}}),
+      checked("ScaledDotProductAttentionBackward", {{kAttention, "ScaledDotProductAttention.BackwardGradientsMatchFiniteDifferences", "vjp"}}),
+      checked("Gelu", {{kGelu, "GeluErf.GradientsMatchFiniteDifferences", "fast::gelu"}}),
+      checked("GeluBackward", {{kGelu, "GeluErf.GradientsMatchFiniteDifferences", "vjp"}}),
+      checked("LayerNorm", {{kLayerNorm, "LayerNormFused.GradientsMatchFiniteDifferences", "layer_norm"}}),
+      checked("LayerNormBackward", {{kLayerNorm, "LayerNormFused.GradientsMatchFiniteDifferences", "vjp"}}),
+      checked("RMSNorm", {{kRMSNorm, "RMSNormFused.GradientsMatchFiniteDifferences", "rms_norm"}}),
+      checked("RMSNormBackward", {{kRMSNorm, "RMSNormFused.GradientsMatchFiniteDifferences", "vjp"}}),
+      checked("FastSoftmax", {{kFastSoftmax, "FastSoftmax.GradientsMatchFiniteDifferences", "fast_fn"}}),
+      checked("FastLogSoftmax", {{kFastSoftmax, "FastSoftmax.GradientsMatchFiniteDifferences", "fast_fn"}}),
+      checked("SoftmaxBackward", {{kFastSoftmax, "FastSoftmax.GradientsMatchFiniteDifferences", "vjp"}}),
+      checked("LogSoftmaxBackward", {{kFastSoftmax, "FastSoftmax.GradientsMatchFiniteDifferences", "vjp"}}),
+      checked("AdamUpdate", {{kAdam, "AdamUpdate.GradientsMatchFiniteDifferences", "adam_update"}}),
       // ---- distributed (distributed/mpi.cpp) ----
       // With one process the collectives return their input and record no node, so their rules can
       // only run under mpirun: DistributedGrad.* launches this binary under `mpirun -np 2` and
@@ -376,7 +381,7 @@ std::vector<std::string> op_struct_names(const std::string& file) {
 
 std::vector<Found> scan_primitives(const fs::path& root) {
   std::map<std::string, std::string> files;  // relative path -> comment-free text
-  for (const char* dir : {"core", "ops", "distributed", "autograd", "optim", "nn"}) {
+  for (const char* dir : {"core", "ops", "fast", "distributed", "autograd", "optim", "nn"}) {
     for (auto& e : fs::recursive_directory_iterator(root / dir)) {
       auto ext = e.path().extension();
       if (ext == ".cpp" || ext == ".h") files[fs::relative(e.path(), root).string()] = strip_comments(read(e.path()));
@@ -400,7 +405,7 @@ std::vector<Found> scan_primitives(const fs::path& root) {
         if (name == "UnaryPrimitive") continue;  // the base itself
         std::string body = braced(text, it->position(0));
         // An abstract base (a pure virtual member) is never a node itself; its subclasses are.
-        if (std::regex_search(body, std::regex("\\)\\s*(const\\s*)?=\\s*0\\s*;"))) continue;
+        if (std::regex_search(body, std::regex("\\)\\s*(const\\s*)?(override\\s*)?=\\s*0\\s*;"))) continue;
         std::string where = path + ": class " + name;
         bool nodiff = std::regex_search(member_body(body, "is_differentiable"), std::regex("^\\s*return\\s+false\\s*;\\s*$"));
         std::string nb = member_body(body, "name");

@@ -7,7 +7,7 @@
 
 #include "loom/loom.h"
 #include "loom/nn/losses.h"
-#include "loom/ops/fused.h"
+#include "loom/fast/fast.h"
 #include "../test_utils.h"
 
 using namespace loom;
@@ -205,13 +205,13 @@ TEST(CrossEntropy, FusedMatchesOps) {
         int rows = axis == -1 ? 33 : 37;
         array t = class_indices({rows}, classes, 6, int64);
         double tol = d == float32 ? 2e-6 : 1e-13;
-        array fused = softmax_cross_entropy(x, t, axis, ls);
+        array fused = fast::softmax_cross_entropy(x, t, axis, ls);
         array ref = ce_reference(x, t, axis, ls);
         eval(fused, ref);
         expect_array(fused, {rows}, ref.to_vector<double>(), tol);
         // Gradients of a weighted sum (a non-uniform cotangent) agree too.
         array w = astype(uniform_values({rows}, 0.5, 1.5, 7), d);
-        auto gf = grad([&](const array& z) { return sum(softmax_cross_entropy(z, t, axis, ls) * w); })(x);
+        auto gf = grad([&](const array& z) { return sum(fast::softmax_cross_entropy(z, t, axis, ls) * w); })(x);
         auto gr = grad([&](const array& z) { return sum(ce_reference(z, t, axis, ls) * w); })(x);
         eval(gf, gr);
         expect_array(gf, x.shape(), gr.to_vector<double>(), tol);
@@ -268,7 +268,7 @@ TEST(CrossEntropy, HigherOrderGradients) {
       array gg = axis == -1 ? g : uniform_values({6}, 0.5, 1.5, 21);
       expect_grads(
           [&](const std::vector<array>& p) {
-            auto [out, cots] = vjp([&](const std::vector<array>& q) { return std::vector<array>{softmax_cross_entropy(q[0], tt, axis, ls)}; },
+            auto [out, cots] = vjp([&](const std::vector<array>& q) { return std::vector<array>{fast::softmax_cross_entropy(q[0], tt, axis, ls)}; },
                                    {p[0]}, {p[1]});
             return cots[0];
           },
@@ -311,7 +311,7 @@ TEST(CrossEntropy, BadInputs) {
   EXPECT_THROW_MSG(L::cross_entropy(x, array({0, 1, 10, 2})), std::out_of_range,
                    "[cross_entropy] class index 10 is out of range for 10 classes (axis 1 of logits of shape (4,10))");
   EXPECT_THROW_MSG(L::cross_entropy(x, array({0, -1, 1, 2})), std::out_of_range, "class index -1 is out of range");
-  EXPECT_THROW_MSG(softmax_cross_entropy(x, array({0, 1, 10, 2})), std::out_of_range, "[softmax_cross_entropy] class index 10");
+  EXPECT_THROW_MSG(fast::softmax_cross_entropy(x, array({0, 1, 10, 2})), std::out_of_range, "[softmax_cross_entropy] class index 10");
   // ... and when the graph runs otherwise.
   array lazy = array({0, 1, 5, 2}) * 2;
   array loss = L::cross_entropy(x, lazy, "mean");

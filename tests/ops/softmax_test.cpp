@@ -148,7 +148,7 @@ TEST(SoftmaxFused, GradientsMatchFiniteDifferences) {
   EXPECT_TRUE(r.ok) << r.report;
   r = check_grads(lsm, {x});
   EXPECT_TRUE(r.ok) << r.report;
-  // The fused backward (SoftmaxGrad / LogSoftmaxGrad of the output y and the cotangent) as a function
+  // The gradient (written with ops, from the output y and the cotangent) as a function
   // of x and the cotangent: its own vjp and jvp, and the forward's.
   auto backward = [&](const VectorFn& f) {
     return [f](const std::vector<array>& p) { return vjp(f, {p[0]}, {p[1]}).second; };

@@ -12,20 +12,19 @@
 #include <immintrin.h>
 #endif
 
-#include "loom/autograd/reference.h"
-#include "loom/core/primitive.h"
-#include "loom/ops/fast_math.h"
-#include "loom/ops/fused.h"
+#include "loom/fast/custom.h"
+#include "loom/fast/fast.h"
 #include "loom/ops/kernels/elementwise.h"
+#include "loom/ops/kernels/fast_math.h"
 #include "loom/ops/kernels/gemm.h"
 #include "loom/ops/kernels/rows.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 
-namespace loom {
+namespace loom::fast {
 
-using detail::msg;
-using detail::shape_str;
+using loom::detail::msg;
+using loom::detail::shape_str;
 using kernels::dispatch_real;
 using kernels::gemm;
 
@@ -351,41 +350,21 @@ void backward_kernel(const array& qa, const array& ka, const array& va, const ar
   });
 }
 
-// The composition the fused kernels replace; its derivatives are those of the fused op.
-array reference(const std::vector<array>& x, double scale) {
-  array s = matmul(multiply(x[0], array(scale, x[0].dtype())), swapaxes(x[1], -1, -2));
-  if (x.size() > 3) s = add(s, x[3]);
-  return matmul(softmax(s, -1), x[2]);
-}
-
-// inputs: q, k, v[, mask]
-std::vector<array> reference_forward(const std::vector<array>& x, double scale) {
-  return {reference(x, scale)};
-}
-
-// inputs: q, k, v[, mask], dout -> dq, dk, dv (as the backward primitive computes them)
-std::vector<array> reference_backward(const std::vector<array>& x, double scale) {
-  std::vector<array> primals(x.begin(), x.end() - 1);
-  const bool has_mask = primals.size() == 4;
-  auto f = [&](const std::vector<array>& y) {
-    std::vector<array> all(y);
-    if (has_mask) all.push_back(primals[3]);
-    return reference_forward(all, scale);
+// inputs q, k, v[, mask]: the composition the fused kernels replace; its derivatives are those of
+// the fused op.
+Composition reference(double scale) {
+  return [scale](const std::vector<array>& x) {
+    array s = matmul(multiply(x[0], array(scale, x[0].dtype())), swapaxes(x[1], -1, -2));
+    if (x.size() > 3) s = add(s, x[3]);
+    return std::vector<array>{matmul(loom::softmax(s, -1), x[2])};
   };
-  std::vector<array> qkv(primals.begin(), primals.begin() + 3);
-  return vjp(f, qkv, {x.back()}).second;
 }
-
-// Tangents for every input, zeros where `argnums` gives none.
-
-}  // namespace
-
-namespace {
 
 // inputs: q, k, v[, mask], dout; outputs: dq, dk, dv.
-class ScaledDotProductAttentionGrad : public Primitive {
+class ScaledDotProductAttentionBackward : public CustomBackward {
  public:
-  explicit ScaledDotProductAttentionGrad(double scale) : scale_(scale) {}
+  ScaledDotProductAttentionBackward(double scale, bool has_mask)
+      : CustomBackward(reference(scale), has_mask ? 4 : 3, 1, {0, 1, 2}), scale_(scale) {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     const bool has_mask = in.size() == 5;
     array q = rows_contiguous(in[0]), k = rows_contiguous(in[1]), v = rows_contiguous(in[2]);
@@ -402,29 +381,18 @@ class ScaledDotProductAttentionGrad : public Primitive {
       backward_kernel<T>(q, k, v, has_mask ? &in[3] : nullptr, g, outs, static_cast<T>(scale_));
     });
   }
-  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
-                         const std::vector<array>&) override {
-    const double s = scale_;
-    auto f = [s](const std::vector<array>& x) { return reference_backward(x, s); };
-    return detail::reference_vjp(f, p, cot, argnums);
-  }
-  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& tan,
-                         const std::vector<int>& argnums) override {
-    const double s = scale_;
-    auto f = [s](const std::vector<array>& x) { return reference_backward(x, s); };
-    return detail::reference_jvp(f, p, tan, argnums);
-  }
-  const char* name() const override { return "ScaledDotProductAttentionGrad"; }
+  const char* name() const override { return "ScaledDotProductAttentionBackward"; }
 
  private:
   double scale_;
 };
 
 // inputs: q, k, v[, mask] (the mask broadcast to (..., L, S)).
-class ScaledDotProductAttention : public UnaryPrimitive {
+class ScaledDotProductAttention : public Custom {
  public:
-  explicit ScaledDotProductAttention(double scale) : scale_(scale) {}
-  void eval_cpu(const std::vector<array>& in, array& out) override {
+  explicit ScaledDotProductAttention(double scale) : Custom(reference(scale)), scale_(scale) {}
+  void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
+    array& out = outs[0];
     array q = rows_contiguous(in[0]), k = rows_contiguous(in[1]), v = rows_contiguous(in[2]);
     alloc_head_major(out);
     if (out.size() == 0) return;
@@ -437,37 +405,17 @@ class ScaledDotProductAttention : public UnaryPrimitive {
       forward_kernel<T>(q, k, v, in.size() == 4 ? &in[3] : nullptr, out, static_cast<T>(scale_));
     });
   }
-  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
-                         const std::vector<array>&) override {
-    std::vector<array> in(p);
-    in.push_back(cot[0]);
-    std::vector<Shape> shapes{p[0].shape(), p[1].shape(), p[2].shape()};
-    std::vector<Dtype> dtypes(3, p[0].dtype());
-    std::vector<array> grads = array::make_arrays(shapes, dtypes, std::make_shared<ScaledDotProductAttentionGrad>(scale_), in);
+  const char* name() const override { return "ScaledDotProductAttention"; }
+
+ protected:
+  // dq, dk and dv from one fused kernel; the mask's gradient through the composition.
+  std::vector<array> fused_vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
+                               const std::vector<array>&) override {
+    auto grads = backward(std::make_shared<ScaledDotProductAttentionBackward>(scale_, p.size() == 4), p, cot, {0, 1, 2});
     std::vector<array> out;
-    for (int a : argnums) {
-      if (a < 3) {
-        out.push_back(grads[a]);
-      } else {  // the mask: through the composition
-        const double s = scale_;
-        std::vector<array> qkv(p.begin(), p.begin() + 3);
-        auto f = [&, s](const std::vector<array>& m) {
-          std::vector<array> all(qkv);
-          all.push_back(m[0]);
-          return reference_forward(all, s);
-        };
-        out.push_back(loom::vjp(f, {p[3]}, cot).second[0]);
-      }
-    }
+    for (int a : argnums) out.push_back(a < 3 ? grads[a] : reference_vjp(p, cot, {a})[0]);
     return out;
   }
-  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& tan,
-                         const std::vector<int>& argnums) override {
-    const double s = scale_;
-    auto f = [s](const std::vector<array>& x) { return reference_forward(x, s); };
-    return detail::reference_jvp(f, p, tan, argnums);
-  }
-  const char* name() const override { return "ScaledDotProductAttention"; }
 
  private:
   double scale_;
@@ -526,4 +474,4 @@ array scaled_dot_product_attention(const array& queries, const array& keys, cons
   return r.dtype() == d ? r : astype(r, d);
 }
 
-}  // namespace loom
+}  // namespace loom::fast

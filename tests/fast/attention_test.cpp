@@ -42,7 +42,7 @@ void expect_same_grads(const array& q, const array& k, const array& v, double sc
                        const std::function<array(const array&)>& reduce) {
   auto loss = [&](bool fused) {
     return [&, fused](const std::vector<array>& x) {
-      return reduce(fused ? scaled_dot_product_attention(x[0], x[1], x[2], scale, mask)
+      return reduce(fused ? fast::scaled_dot_product_attention(x[0], x[1], x[2], scale, mask)
                           : composed(x[0], x[1], x[2], scale, mask));
     };
   };
@@ -60,7 +60,7 @@ TEST(ScaledDotProductAttention, MatchesTheComposition) {
     std::vector<std::optional<array>> masks = {std::nullopt, causal_mask(L, S), f32({2, 3, L, S}, 4, -2, 2),
                                                f32({L, S}, 5, -1, 1) + causal_mask(L, S)};
     for (const auto& m : masks) {
-      array got = scaled_dot_product_attention(q, k, v, scale, m);
+      array got = fast::scaled_dot_product_attention(q, k, v, scale, m);
       expect_close(got, composed(q, k, v, scale, m), 1e-5);
       // The gradients of every input (and of a float mask) agree with the composition's.
       array w = f32({2, 3, L, 6}, 6);
@@ -69,7 +69,7 @@ TEST(ScaledDotProductAttention, MatchesTheComposition) {
       auto loss = [&](bool fused) {
         return [&, fused](const std::vector<array>& x) {
           std::optional<array> mm = x.size() > 3 ? std::optional<array>(x[3]) : std::nullopt;
-          array o = fused ? scaled_dot_product_attention(x[0], x[1], x[2], scale, mm) : composed(x[0], x[1], x[2], scale, mm);
+          array o = fused ? fast::scaled_dot_product_attention(x[0], x[1], x[2], scale, mm) : composed(x[0], x[1], x[2], scale, mm);
           return sum(o * w);
         };
       };
@@ -90,13 +90,13 @@ TEST(ScaledDotProductAttention, BooleanMaskAndOtherRanks) {
   for (int i = 0; i < 4 * 5; ++i) keep.push_back(i % 3 != 1);
   array mb(std::vector<int>(keep.begin(), keep.end()), {4, 5}, bool_);
   array ref = composed(q, k, v, 0.7, where(mb, array(0.0f), array(std::numeric_limits<float>::lowest())));
-  expect_close(scaled_dot_product_attention(q, k, v, 0.7, mb), ref, 1e-5);
+  expect_close(fast::scaled_dot_product_attention(q, k, v, 0.7, mb), ref, 1e-5);
   // Two axes: one batch.
-  expect_close(scaled_dot_product_attention(take(q, array(0), 0), take(k, array(0), 0),
+  expect_close(fast::scaled_dot_product_attention(take(q, array(0), 0), take(k, array(0), 0),
                                             take(v, array(0), 0), 0.7),
                composed(take(q, array(0), 0), take(k, array(0), 0), take(v, array(0), 0), 0.7, std::nullopt), 1e-5);
   // float16 computes in float32 and returns float16.
-  array h = scaled_dot_product_attention(astype(q, float16), astype(k, float16), astype(v, float16), 0.7);
+  array h = fast::scaled_dot_product_attention(astype(q, float16), astype(k, float16), astype(v, float16), 0.7);
   EXPECT_EQ(h.dtype(), float16);
   expect_close(astype(h, float32), composed(q, k, v, 0.7, std::nullopt), 2e-3);
 }
@@ -116,10 +116,10 @@ TEST(ScaledDotProductAttention, InfiniteAndFullyMaskedRows) {
   for (int j = 0; j < S; ++j) m[size_t(7) * S + j] = low, m[size_t(33) * S + j] = j == S - 1 ? 0.0f : -inf;
   array mask(m, {L, S}, float32);
   array q = f32({2, L, 5}, 21), k = f32({2, S, 5}, 22), v = f32({2, S, 3}, 23), w = f32({2, L, 3}, 24);
-  expect_close(scaled_dot_product_attention(q, k, v, 0.6, mask), composed(q, k, v, 0.6, mask), 1e-5);
+  expect_close(fast::scaled_dot_product_attention(q, k, v, 0.6, mask), composed(q, k, v, 0.6, mask), 1e-5);
   expect_same_grads(q, k, v, 0.6, mask, [&](const array& o) { return sum(o * w); });
   // Row 33 attends to the last key alone.
-  auto o = scaled_dot_product_attention(q, k, v, 0.6, mask).to_vector<float>();
+  auto o = fast::scaled_dot_product_attention(q, k, v, 0.6, mask).to_vector<float>();
   auto vv = v.to_vector<float>();
   for (int c = 0; c < 3; ++c) EXPECT_FLOAT_EQ(o[33 * 3 + c], vv[(S - 1) * 3 + c]);
 }
@@ -136,7 +136,7 @@ TEST(ScaledDotProductAttention, WideHeadsFromAProjection) {
   };
   array q = heads(0, E), k = heads(H * E, E), v = heads(2 * H * E, Ev);
   array mask = causal_mask(L, L), w = f32({B, H, L, Ev}, 26);
-  expect_close(scaled_dot_product_attention(q, k, v, 0.3, mask), composed(q, k, v, 0.3, mask), 1e-5);
+  expect_close(fast::scaled_dot_product_attention(q, k, v, 0.3, mask), composed(q, k, v, 0.3, mask), 1e-5);
   expect_same_grads(q, k, v, 0.3, mask, [&](const array& o) { return sum(o * w); });
   // The cotangent strided too: the gradient of a projection of the output.
   array wo = f32({B, L, H * Ev}, 27);
@@ -155,7 +155,7 @@ TEST(ScaledDotProductAttention, SelfAttentionGradientsLandInTheProjectionsLayout
       auto parts = split(x[0], 3, 2);
       std::vector<array> heads;
       for (const array& p : parts) heads.push_back(transpose(reshape(p, {B, L, H, E}), {0, 2, 1, 3}));
-      array o = fused ? scaled_dot_product_attention(heads[0], heads[1], heads[2], 0.25, mask)
+      array o = fused ? fast::scaled_dot_product_attention(heads[0], heads[1], heads[2], 0.25, mask)
                       : composed(heads[0], heads[1], heads[2], 0.25, mask);
       return sum(o * w);
     };
@@ -171,7 +171,7 @@ TEST(ScaledDotProductAttention, SelfAttentionGradientsLandInTheProjectionsLayout
   };
   auto head_grads = [&](const array& q, const array& k, const array& v) {
     auto g = value_and_grad(ScalarVectorFn([&](const std::vector<array>& x) {
-                              return sum(scaled_dot_product_attention(x[0], x[1], x[2], 0.25, mask) * w);
+                              return sum(fast::scaled_dot_product_attention(x[0], x[1], x[2], 0.25, mask) * w);
                             }),
                             {0, 1, 2})({q, k, v})
                  .second;
@@ -200,7 +200,7 @@ TEST(ScaledDotProductAttention, CausalRowsSeeOnlyThePast) {
   // Row 0 of a causal attention is v's row 0 exactly; row i averages v[0..i] when the scores are equal.
   array q = zeros({1, 1, 4, 2}), k = f32({1, 1, 4, 2}, 10);
   array v = reshape(astype(arange(8), float32), {1, 1, 4, 2});
-  array o = scaled_dot_product_attention(q, k, v, 1.0, causal_mask(4, 4));
+  array o = fast::scaled_dot_product_attention(q, k, v, 1.0, causal_mask(4, 4));
   testing::expect_array(o, {1, 1, 4, 2}, {0, 1, 1, 2, 2, 3, 3, 4}, 1e-6);
 }
 
@@ -209,12 +209,12 @@ TEST(ScaledDotProductAttention, GradientsMatchFiniteDifferences) {
         v = lcg_uniform({1, 2, 4, 3}, -1, 1, 13);
   array m = lcg_uniform({1, 2, 3, 4}, -1, 1, 14) + causal_mask(3, 4, float64);
   auto attend = [](const std::vector<array>& x) {
-    return std::vector<array>{scaled_dot_product_attention(x[0], x[1], x[2], 0.8, x[3])};
+    return std::vector<array>{fast::scaled_dot_product_attention(x[0], x[1], x[2], 0.8, x[3])};
   };
   auto r = check_grads(attend, {q, k, v, m});
   EXPECT_TRUE(r.ok) << r.report;
   auto no_mask = [](const std::vector<array>& x) {
-    return std::vector<array>{scaled_dot_product_attention(x[0], x[1], x[2], 1.3)};
+    return std::vector<array>{fast::scaled_dot_product_attention(x[0], x[1], x[2], 1.3)};
   };
   r = check_grads(no_mask, {q, k, v});
   EXPECT_TRUE(r.ok) << r.report;
@@ -227,7 +227,7 @@ TEST(ScaledDotProductAttention, BackwardGradientsMatchFiniteDifferences) {
   array m = causal_mask(3, 3, float64);
   auto backward = [&](const std::vector<array>& x) {
     auto f = [&](const std::vector<array>& y) {
-      return std::vector<array>{scaled_dot_product_attention(y[0], y[1], y[2], 0.9, m)};
+      return std::vector<array>{fast::scaled_dot_product_attention(y[0], y[1], y[2], 0.9, m)};
     };
     return vjp(f, {x[0], x[1], x[2]}, {x[3]}).second;
   };
@@ -237,14 +237,14 @@ TEST(ScaledDotProductAttention, BackwardGradientsMatchFiniteDifferences) {
 
 TEST(ScaledDotProductAttention, BadInputsNameTheShapes) {
   array q = zeros({2, 4, 3}), k = zeros({2, 5, 3}), v = zeros({2, 5, 2});
-  EXPECT_THROW_MSG(scaled_dot_product_attention(q, zeros({2, 5, 4}), v, 1.0), std::invalid_argument,
+  EXPECT_THROW_MSG(fast::scaled_dot_product_attention(q, zeros({2, 5, 4}), v, 1.0), std::invalid_argument,
                    "keys (2,5,4)");
-  EXPECT_THROW_MSG(scaled_dot_product_attention(q, k, zeros({2, 6, 2}), 1.0), std::invalid_argument,
+  EXPECT_THROW_MSG(fast::scaled_dot_product_attention(q, k, zeros({2, 6, 2}), 1.0), std::invalid_argument,
                    "scaled_dot_product_attention");
-  EXPECT_THROW_MSG(scaled_dot_product_attention(zeros({4}), k, v, 1.0), std::invalid_argument, "at least 2");
-  EXPECT_THROW_MSG(scaled_dot_product_attention(astype(q, int32), astype(k, int32), astype(v, int32), 1.0),
+  EXPECT_THROW_MSG(fast::scaled_dot_product_attention(zeros({4}), k, v, 1.0), std::invalid_argument, "at least 2");
+  EXPECT_THROW_MSG(fast::scaled_dot_product_attention(astype(q, int32), astype(k, int32), astype(v, int32), 1.0),
                    std::invalid_argument, "floating-point");
-  EXPECT_THROW_MSG(scaled_dot_product_attention(q, k, v, 1.0, zeros({4, 4})), std::invalid_argument,
+  EXPECT_THROW_MSG(fast::scaled_dot_product_attention(q, k, v, 1.0, zeros({4, 4})), std::invalid_argument,
                    "does not broadcast");
 }
 

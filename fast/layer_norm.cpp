@@ -2,37 +2,33 @@
 // (the composition makes about ten passes forward and twenty backward).
 #include <cmath>
 
-#include "loom/autograd/reference.h"
-#include "loom/core/primitive.h"
-#include "loom/ops/fast_math.h"
-#include "loom/ops/fused.h"
-#include "loom/ops/kernels/elementwise.h"
+#include "loom/fast/custom.h"
+#include "loom/fast/fast.h"
+#include "loom/ops/kernels/fast_math.h"
 #include "loom/ops/kernels/rows.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 
-namespace loom {
+namespace loom::fast {
 
-using detail::msg;
-using detail::shape_str;
+using loom::detail::msg;
+using loom::detail::shape_str;
 using kernels::dispatch_real;
-using kernels::row_major;
+using kernels::row_contiguous;
 
 namespace {
 
-// (x - mean) / sqrt(var + eps) * w + b, op by op.
-array reference(const array& x, const std::optional<array>& w, const std::optional<array>& b, double eps) {
-  array c = subtract(x, mean(x, -1, true));
-  array y = multiply(c, rsqrt(add(mean(square(c), -1, true), array(eps, x.dtype()))));
-  if (w) y = multiply(y, *w);
-  if (b) y = add(y, *b);
-  return y;
+// inputs x[, w][, b]: (x - mean) / sqrt(var + eps) * w + b, op by op.
+Composition reference(double eps, bool has_w, bool has_b) {
+  return [=](const std::vector<array>& in) {
+    const array& x = in[0];
+    array c = subtract(x, mean(x, -1, true));
+    array y = multiply(c, rsqrt(add(mean(square(c), -1, true), array(eps, x.dtype()))));
+    if (has_w) y = multiply(y, in[1]);
+    if (has_b) y = add(y, in.back());
+    return std::vector<array>{y};
+  };
 }
-
-// Inputs x[, w][, b] from a list, by which are present.
-struct Parts {
-  std::optional<array> w, b;
-};
 
 template <typename T>
 inline void row_stats(const T* x, int n, double eps, T& mu, T& rstd) {
@@ -99,30 +95,18 @@ void backward_kernel(const array& x, const T* w, const array& g, T* dx, T* dw, T
   if (db) std::copy(sums.begin() + n, sums.end(), db);
 }
 
-// The gradients of sum(g * reference(x, w, b)) for x[, w][, b], as the backward primitive outputs them.
-std::vector<array> reference_backward(const array& x, const std::optional<array>& w, bool has_b, const array& g,
-                                      double eps) {
-  std::vector<array> primals{x};
-  if (w) primals.push_back(*w);
-  if (has_b) primals.push_back(zeros({x.shape(-1)}, x.dtype()));
-  auto f = [&](const std::vector<array>& p) {
-    std::optional<array> ww = w ? std::optional<array>(p[1]) : std::nullopt;
-    std::optional<array> bb = has_b ? std::optional<array>(p.back()) : std::nullopt;
-    return std::vector<array>{reference(p[0], ww, bb, eps)};
-  };
-  return vjp(f, primals, {g}).second;
-}
-
-// inputs: x[, w], g; outputs: dx[, dw][, db].
-class LayerNormGrad : public Primitive {
+// inputs: x[, w][, b], g; outputs: dx[, dw][, db].
+class LayerNormBackward : public CustomBackward {
  public:
-  LayerNormGrad(double eps, bool has_w, bool has_b) : eps_(eps), has_w_(has_w), has_b_(has_b) {}
+  LayerNormBackward(double eps, bool has_w, bool has_b, const std::vector<int>& wrt)
+      : CustomBackward(reference(eps, has_w, has_b), 1 + has_w + has_b, 1, wrt), eps_(eps), has_w_(has_w), has_b_(has_b) {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
-    kernels::alloc_donating(outs[0], {&in.back(), &in[0]});  // a row is read before it is written
+    const array& gin = in[1 + has_w_ + has_b_];
+    kernels::alloc_donating(outs[0], {&gin, &in[0]});  // a row is read before it is written
     for (size_t i = 1; i < outs.size(); ++i) outs[i].alloc();
-    array x = row_major(in[0]), g = row_major(in.back());
+    array x = row_contiguous(in[0]), g = row_contiguous(gin);
     std::optional<array> w;
-    if (has_w_) w = row_major(in[1]);
+    if (has_w_) w = row_contiguous(in[1]);
     if (outs[0].size() == 0) {
       for (size_t i = 1; i < outs.size(); ++i) std::fill_n(static_cast<char*>(outs[i].raw_data()), outs[i].nbytes(), 0);
       return;
@@ -134,68 +118,43 @@ class LayerNormGrad : public Primitive {
       backward_kernel<T>(x, w ? kernels::ptr<T>(*w) : nullptr, g, kernels::ptr<T>(outs[0]), dw, db, eps_);
     });
   }
-  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
-                         const std::vector<array>&) override {
-    return detail::reference_vjp(fn(), p, cot, argnums);
-  }
-  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& tan,
-                         const std::vector<int>& argnums) override {
-    return detail::reference_jvp(fn(), p, tan, argnums);
-  }
-  const char* name() const override { return "LayerNormGrad"; }
+  const char* name() const override { return "LayerNormBackward"; }
 
  private:
-  VectorFn fn() const {
-    const double eps = eps_;
-    const bool hw = has_w_, hb = has_b_;
-    return [=](const std::vector<array>& p) {
-      return reference_backward(p[0], hw ? std::optional<array>(p[1]) : std::nullopt, hb, p.back(), eps);
-    };
-  }
   double eps_;
   bool has_w_, has_b_;
 };
 
 // inputs: x[, w][, b]
-class LayerNormOp : public UnaryPrimitive {
+class LayerNorm : public Custom {
  public:
-  LayerNormOp(double eps, bool has_w, bool has_b) : eps_(eps), has_w_(has_w), has_b_(has_b) {}
-  void eval_cpu(const std::vector<array>& in, array& out) override {
+  LayerNorm(double eps, bool has_w, bool has_b) : Custom(reference(eps, has_w, has_b)), eps_(eps), has_w_(has_w), has_b_(has_b) {}
+  void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
+    array& out = outs[0];
     kernels::alloc_donating(out, {&in[0]});
-    array x = row_major(in[0]);
+    array x = row_contiguous(in[0]);
     if (out.size() == 0) return;
     std::optional<array> w, b;
-    if (has_w_) w = row_major(in[1]);
-    if (has_b_) b = row_major(in.back());
+    if (has_w_) w = row_contiguous(in[1]);
+    if (has_b_) b = row_contiguous(in.back());
     dispatch_real(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
       forward_kernel<T>(x, w ? kernels::ptr<T>(*w) : nullptr, b ? kernels::ptr<T>(*b) : nullptr, out, eps_);
     });
   }
-  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
-                         const std::vector<array>&) override {
-    std::vector<array> in{p[0]};
-    std::vector<Shape> shapes{p[0].shape()};
-    if (has_w_) in.push_back(p[1]), shapes.push_back(p[1].shape());
-    if (has_b_) shapes.push_back(p.back().shape());
-    in.push_back(cot[0]);
-    std::vector<Dtype> dtypes(shapes.size(), p[0].dtype());
-    auto grads = array::make_arrays(shapes, dtypes, std::make_shared<LayerNormGrad>(eps_, has_w_, has_b_), in);
+  const char* name() const override { return "LayerNorm"; }
+
+ protected:
+  // One kernel computes every input's gradient (the per-feature sums cost little beside dx).
+  std::vector<array> fused_vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
+                               const std::vector<array>&) override {
+    std::vector<int> all(p.size());
+    for (size_t i = 0; i < p.size(); ++i) all[i] = static_cast<int>(i);
+    auto grads = backward(std::make_shared<LayerNormBackward>(eps_, has_w_, has_b_, all), p, {cot[0]}, all);
     std::vector<array> out;
-    for (int a : argnums) out.push_back(grads[a]);  // input i's gradient is output i
+    for (int a : argnums) out.push_back(grads[a]);
     return out;
   }
-  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& tan,
-                         const std::vector<int>& argnums) override {
-    const double eps = eps_;
-    const bool hw = has_w_, hb = has_b_;
-    auto f = [=](const std::vector<array>& x) {
-      return std::vector<array>{reference(x[0], hw ? std::optional<array>(x[1]) : std::nullopt,
-                                          hb ? std::optional<array>(x.back()) : std::nullopt, eps)};
-    };
-    return detail::reference_jvp(f, p, tan, argnums);
-  }
-  const char* name() const override { return "LayerNorm"; }
 
  private:
   double eps_;
@@ -224,8 +183,8 @@ array layer_norm(const array& x, const std::optional<array>& weight, const std::
   std::vector<array> in{astype(x, cd)};
   if (weight) in.push_back(astype(*weight, cd));
   if (bias) in.push_back(astype(*bias, cd));
-  array y(x.shape(), cd, std::make_shared<LayerNormOp>(eps, weight.has_value(), bias.has_value()), in);
+  array y(x.shape(), cd, std::make_shared<LayerNorm>(eps, weight.has_value(), bias.has_value()), in);
   return y.dtype() == out_dtype ? y : astype(y, out_dtype);
 }
 
-}  // namespace loom
+}  // namespace loom::fast

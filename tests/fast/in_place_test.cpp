@@ -23,12 +23,14 @@ TEST(FusedKernelsInPlace, MatchFreshBuffers) {
   array w = astype(lcg_uniform({37}, 0.5, 1.5, 3), float32), b = astype(lcg_uniform({37}, -1, 1, 4), float32);
   eval(x, g, w, b);
   const std::vector<std::pair<const char*, std::function<array(const array&)>>> ops = {
-      {"layer_norm", [&](const array& a) { return layer_norm(a, w, b); }},
-      {"layer_norm without weight and bias", [](const array& a) { return layer_norm(a, std::nullopt, std::nullopt); }},
-      {"rms_norm", [&](const array& a) { return rms_norm(a, w); }},
+      {"layer_norm", [&](const array& a) { return fast::layer_norm(a, w, b); }},
+      {"layer_norm without weight and bias", [](const array& a) { return fast::layer_norm(a, std::nullopt, std::nullopt); }},
+      {"rms_norm", [&](const array& a) { return fast::rms_norm(a, w); }},
       {"softmax", [](const array& a) { return softmax(a, -1); }},
       {"log_softmax", [](const array& a) { return log_softmax(a, -1); }},
-      {"gelu_erf", [](const array& a) { return gelu_erf(a); }},
+      {"fast::softmax", [](const array& a) { return fast::softmax(a); }},
+      {"fast::log_softmax", [](const array& a) { return fast::log_softmax(a); }},
+      {"gelu", [](const array& a) { return fast::gelu(a); }},
   };
   for (const auto& [name, f] : ops) {
     SCOPED_TRACE(name);

@@ -1,11 +1,23 @@
-// Fused ops: one kernel where the op-by-op graph would make several passes over memory.
+// Fused ops, as MLX's mlx::core::fast: one kernel where the op-by-op graph would make several passes
+// over memory. Each is defined by a composition of plain ops (its reference, see fast/custom.h): its
+// values agree with the composition to rounding, and its derivatives of every order are the
+// composition's (a fused backward kernel computes the first-order vjp where the op has one).
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <optional>
 
 #include "loom/core/array.h"
 
-namespace loom {
+namespace loom::fast {
+
+/// softmax (log_softmax) over the last axis, one pass per row forward and one backward (the
+/// backward reads the forward's output, not its input). Integer inputs give float32; half types
+/// compute in float32 and return their own dtype. loom::softmax computes the same values with a
+/// plain primitive whose gradient is written with ops (as MLX's).
+array softmax(const array& x);
+array log_softmax(const array& x);
 
 /// Per-row softmax cross entropy against class indices, in one pass over each row:
 ///     out[r] = logsumexp(logits[r, :]) - (1 - label_smoothing) * logits[r, targets[r]]
@@ -25,6 +37,11 @@ namespace loom {
 /// (written with ops), so higher-order derivatives work.
 array softmax_cross_entropy(const array& logits, const array& targets, int axis = -1, double label_smoothing = 0.0);
 
+/// Throws std::out_of_range starting "[op]" if `targets` is evaluated and holds a class index outside
+/// [0, num_classes) (as softmax_cross_entropy does at once for evaluated targets); does nothing for
+/// unevaluated targets, which the kernels check when they run.
+void check_class_indices(const array& targets, int num_classes, const Shape& logits_shape, int axis, const char* op);
+
 /// Attention: softmax(scale * queries keys^T + mask, over the last axis) values, as MLX's
 /// fast::scaled_dot_product_attention. queries (..., L, E), keys (..., S, E) and values (..., S, Ev)
 /// with the same leading axes (e.g. (B, heads, L, E)); the result is (..., L, Ev) in their promoted
@@ -43,9 +60,9 @@ array scaled_dot_product_attention(const array& queries, const array& keys, cons
                                    const std::optional<array>& mask = std::nullopt);
 
 /// The exact GELU x * Phi(x) = x (1 + erf(x / sqrt(2))) / 2 elementwise, in one pass, and its
-/// gradient g * (Phi(x) + x phi(x)) in one pass (float32 uses the vectorized erf of simd_math.h). Integer inputs give float32; half types compute in float32. Derivatives of the gradient
-/// go through the composition.
-array gelu_erf(const array& x);
+/// gradient g * (Phi(x) + x phi(x)) in one pass (computed from the forward's output). Integer inputs
+/// give float32; half types compute in float32. nn::gelu is this op.
+array gelu(const array& x);
 
 /// Layer normalization over the last axis, as MLX's fast::layer_norm:
 ///     (x - mean) / sqrt(var + eps) * weight + bias
@@ -64,14 +81,23 @@ array layer_norm(const array& x, const std::optional<array>& weight, const std::
 /// the composition.
 array rms_norm(const array& x, const std::optional<array>& weight, double eps = 1e-5);
 
-namespace detail {
-/// Throws std::out_of_range starting "[op]" if `targets` is evaluated and holds a class index outside
-/// [0, num_classes); does nothing for unevaluated targets.
-void check_class_indices(const array& targets, int num_classes, const Shape& logits_shape, int axis, const char* op);
-/// softmax (log_softmax when `take_log`) of floating-point x over `axes`, op by op (ops/reduce.cpp).
-array softmax_composed(const array& x, const std::vector<int>& axes, bool take_log);
-/// The same over the last axis as one fused primitive, forward and backward (ops/softmax.cpp).
-array softmax_last_axis(const array& x, bool take_log);
-}  // namespace detail
+/// Hyper-parameters of one Adam/AdamW step.
+struct AdamStep {
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weight_decay = 0.0;
+  bool decoupled = true;        // AdamW's p *= 1 - lr wd; false: Adam's g += wd p
+  bool bias_correction = true;
+  int64_t step = 1;             // t, counting this update
+};
 
-}  // namespace loom
+/// One Adam/AdamW step of one parameter as a single primitive: inputs p, g, m, v (same shape,
+/// floating dtype; g, m, v are cast to p's dtype), outputs {p', m', v'} in p's dtype. One pass over
+/// the elements (OpenMP-parallel for large parameters), computing in float for float16/bfloat16/
+/// float32 and in double for float64, in torch.optim.Adam(W)'s order of operations, bit for bit as
+/// its reference (torch's single-tensor step, op by op). It writes into the buffers of p, m and v
+/// when nothing else holds them. Its derivatives are the reference's (meta-learning through a step).
+std::array<array, 3> adam_update(const array& p, const array& g, const array& m, const array& v,
+                                 const AdamStep& hp);
+
+}  // namespace loom::fast

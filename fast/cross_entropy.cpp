@@ -6,18 +6,18 @@
 #include <optional>
 #include <type_traits>
 
-#include "loom/core/primitive.h"
-#include "loom/ops/fast_math.h"
-#include "loom/ops/fused.h"
-#include "loom/ops/indexing_utils.h"
+#include "loom/fast/custom.h"
+#include "loom/fast/fast.h"
+#include "loom/ops/indexing.h"
 #include "loom/ops/kernels/elementwise.h"
+#include "loom/ops/kernels/fast_math.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 
-namespace loom {
+namespace loom::fast {
 
-using detail::msg;
-using detail::shape_str;
+using loom::detail::msg;
+using loom::detail::shape_str;
 
 namespace {
 
@@ -51,7 +51,7 @@ Strides drop_axis(const Strides& s, int axis) {
   return out;
 }
 
-using detail::exp_of;
+using loom::detail::exp_of;
 
 // shift = the row's max (0 when that is infinite or the row is NaN-only), sum = sum(exp(x - shift)).
 // NaNs are skipped by the max and then make the sum NaN. Contiguous rows accumulate in 16 lanes so
@@ -110,7 +110,7 @@ void forward_kernel(const array& x, const std::vector<int64_t>& tgt, array& out,
   kernels::parallel_for(
       out.size(),
       [&](size_t b, size_t e) {
-        detail::Walker<1> w(outer, st, static_cast<int64_t>(b));
+        kernels::Walker<1> w(outer, st, static_cast<int64_t>(b));
         for (size_t r = b; r < e; ++r, w.next()) {
           const T* p = xp + w.off[0];
           A shift, sum;
@@ -139,7 +139,7 @@ void backward_kernel(const array& x, const std::vector<int64_t>& tgt, const arra
   kernels::parallel_for(
       static_cast<size_t>(rows),
       [&](size_t b, size_t e) {
-        detail::Walker<3> w(outer, strides, static_cast<int64_t>(b));
+        kernels::Walker<3> w(outer, strides, static_cast<int64_t>(b));
         for (size_t r = b; r < e; ++r, w.next()) {
           const T* p = xp + w.off[0];
           T* o = y + w.off[2];
@@ -161,98 +161,64 @@ void backward_kernel(const array& x, const std::vector<int64_t>& tgt, const arra
       row_threshold(n));
 }
 
-array grad_op(const array& x, const array& t, const array& g, int axis, double ls);
+// inputs logits (floating point), targets: logsumexp(x) - (1 - ls) x[t] - ls mean(x) along the
+// class axis, op by op.
+Composition reference(int axis, double ls) {
+  return [axis, ls](const std::vector<array>& in) {
+    const array &x = in[0], &t = in[1];
+    const Dtype d = x.dtype();
+    array picked = squeeze(take_along_axis(x, expand_dims(t, axis), axis), axis);
+    array loss = subtract(logsumexp(x, axis), multiply(picked, array(1.0 - ls, d)));
+    if (ls > 0) loss = subtract(loss, multiply(mean(x, axis), array(ls, d)));
+    return std::vector<array>{loss};
+  };
+}
 
 // d/dx of softmax_cross_entropy, scaled by the cotangent g: (softmax(x) - q) * g with
 // q = (1 - ls) * onehot(t) + ls / C. Inputs: x, t, g (g has the shape of the loss).
-class SoftmaxCrossEntropyGrad : public UnaryPrimitive {
+class SoftmaxCrossEntropyBackward : public CustomBackward {
  public:
-  SoftmaxCrossEntropyGrad(int axis, double ls) : axis_(axis), ls_(ls) {}
-  void eval_cpu(const std::vector<array>& in, array& out) override {
+  SoftmaxCrossEntropyBackward(int axis, double ls) : CustomBackward(reference(axis, ls), 2, 1, {0}), axis_(axis), ls_(ls) {}
+  void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     const array &x = in[0], &g = in[2];
+    array& out = outs[0];
     auto tgt = load_targets(in[1], x.shape()[axis_], x.shape(), axis_);
     out.alloc();
     if (out.size() == 0) return;
     LOOM_DISPATCH_FLOAT(x.dtype(), T, backward_kernel<T>(x, tgt, g, out, axis_, ls_));
   }
-  // y = (s - q) g along the class axis, s = softmax(x). For a cotangent v:
-  //   d/dx: g * s * (v - sum(s * v)),   d/dg: sum(v * (s - q)),   t: not differentiable.
-  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
-                         const std::vector<array>&) override {
-    const array &x = p[0], &t = p[1], &g = p[2], &v = cot[0];
-    std::vector<array> out;
-    for (int arg : argnums) {
-      if (arg == 0) {
-        array s = softmax(x, axis_);
-        out.push_back(expand_dims(g, axis_) * s * (v - sum(s * v, axis_, true)));
-      } else if (arg == 1) {
-        out.push_back(zeros_like(t));
-      } else {
-        out.push_back(sum(v * grad_op(x, t, ones_like(g), axis_, ls_), axis_));
-      }
-    }
-    return out;
-  }
-  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& tan,
-                         const std::vector<int>& argnums) override {
-    const array &x = p[0], &t = p[1], &g = p[2];
-    std::optional<array> result;
-    for (size_t i = 0; i < argnums.size(); ++i) {
-      array term = zeros_like(x);
-      if (argnums[i] == 0) {
-        array s = softmax(x, axis_);
-        const array& dx = tan[i];
-        term = expand_dims(g, axis_) * s * (dx - sum(s * dx, axis_, true));
-      } else if (argnums[i] == 2) {
-        term = expand_dims(tan[i], axis_) * grad_op(x, t, ones_like(g), axis_, ls_);
-      } else {
-        continue;
-      }
-      result = result ? add(*result, term) : term;
-    }
-    return {result ? *result : zeros_like(x)};
-  }
-  const char* name() const override { return "SoftmaxCrossEntropyGrad"; }
+  const char* name() const override { return "SoftmaxCrossEntropyBackward"; }
 
  private:
   int axis_;
   double ls_;
 };
 
-array grad_op(const array& x, const array& t, const array& g, int axis, double ls) {
-  return array(x.shape(), x.dtype(), std::make_shared<SoftmaxCrossEntropyGrad>(axis, ls),
-               {x, t, g.dtype() == x.dtype() ? g : astype(g, x.dtype())});
-}
-
-class SoftmaxCrossEntropy : public UnaryPrimitive {
+class SoftmaxCrossEntropy : public Custom {
  public:
-  SoftmaxCrossEntropy(int axis, double ls) : axis_(axis), ls_(ls) {}
-  void eval_cpu(const std::vector<array>& in, array& out) override {
+  SoftmaxCrossEntropy(int axis, double ls) : Custom(reference(axis, ls)), axis_(axis), ls_(ls) {}
+  void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     const array& x = in[0];
+    array& out = outs[0];
     auto tgt = load_targets(in[1], x.shape()[axis_], x.shape(), axis_);
     out.alloc();
     if (out.size() == 0) return;
     LOOM_DISPATCH_FLOAT(x.dtype(), T, forward_kernel<T>(x, tgt, out, axis_, ls_));
   }
-  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
-                         const std::vector<array>&) override {
+  const char* name() const override { return "SoftmaxCrossEntropy"; }
+
+ protected:
+  // The logits' gradient from one fused kernel; the class indices have none.
+  std::vector<array> fused_vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
+                               const std::vector<array>&) override {
     std::vector<array> out;
-    for (int arg : argnums) {
-      out.push_back(arg == 0 ? grad_op(p[0], p[1], cot[0], axis_, ls_) : zeros_like(p[1]));
+    for (int a : argnums) {
+      out.push_back(a == 0 ? backward(std::make_shared<SoftmaxCrossEntropyBackward>(axis_, ls_), p,
+                                      {astype(cot[0], p[0].dtype())}, {0})[0]
+                           : zeros_like(p[1]));
     }
     return out;
   }
-  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& tan,
-                         const std::vector<int>& argnums) override {
-    for (size_t i = 0; i < argnums.size(); ++i) {
-      if (argnums[i] != 0) continue;
-      Shape loss_shape = p[1].shape();
-      array ds = grad_op(p[0], p[1], ones(loss_shape, p[0].dtype()), axis_, ls_);
-      return {sum(ds * tan[i], axis_)};
-    }
-    return {zeros(p[1].shape(), p[0].dtype())};
-  }
-  const char* name() const override { return "SoftmaxCrossEntropy"; }
 
  private:
   int axis_;
@@ -261,7 +227,6 @@ class SoftmaxCrossEntropy : public UnaryPrimitive {
 
 }  // namespace
 
-namespace detail {
 void check_class_indices(const array& targets, int num_classes, const Shape& logits_shape, int axis, const char* op) {
   if (!targets.is_evaluated() || targets.size() == 0) return;
   std::vector<int64_t> v(targets.size());
@@ -270,14 +235,13 @@ void check_class_indices(const array& targets, int num_classes, const Shape& log
     if (x < 0 || x >= num_classes) throw std::out_of_range(out_of_range_msg(op, x, num_classes, logits_shape, axis));
   }
 }
-}  // namespace detail
 
 array softmax_cross_entropy(const array& logits, const array& targets, int axis, double label_smoothing) {
   const char* op = "softmax_cross_entropy";
   if (logits.ndim() == 0) {
     throw std::invalid_argument(msg("[", op, "] logits must have at least one axis (the classes); got a 0-d array"));
   }
-  const int ax = detail::normalize_axis(axis, static_cast<int>(logits.ndim()), op);
+  const int ax = loom::detail::normalize_axis(axis, static_cast<int>(logits.ndim()), op);
   if (!is_integral(targets.dtype())) {
     throw std::invalid_argument(msg("[", op, "] class-index targets must have an integer dtype; got ", targets.dtype(),
                                     " targets of shape ", shape_str(targets.shape())));
@@ -295,9 +259,9 @@ array softmax_cross_entropy(const array& logits, const array& targets, int axis,
   if (n == 0 && targets.size() > 0) {
     throw std::invalid_argument(msg("[", op, "] logits of shape ", shape_str(logits.shape()), " have no classes along axis ", ax));
   }
-  detail::check_class_indices(targets, n, logits.shape(), ax, op);
+  check_class_indices(targets, n, logits.shape(), ax, op);
   array x = is_floating_point(logits.dtype()) ? logits : astype(logits, float32);
   return array(loss_shape, x.dtype(), std::make_shared<SoftmaxCrossEntropy>(ax, label_smoothing), {x, targets});
 }
 
-}  // namespace loom
+}  // namespace loom::fast

@@ -1,30 +1,30 @@
-// Fused RMS normalization over the last axis: forward and backward each make one pass per row
-// (the composition makes one pass per op).
+// Fused RMS normalization over the last axis: forward and backward each make one pass per row.
 #include <cmath>
 
-#include "loom/autograd/reference.h"
-#include "loom/core/primitive.h"
-#include "loom/ops/fast_math.h"
-#include "loom/ops/fused.h"
-#include "loom/ops/kernels/elementwise.h"
+#include "loom/fast/custom.h"
+#include "loom/fast/fast.h"
+#include "loom/ops/kernels/fast_math.h"
 #include "loom/ops/kernels/rows.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 
-namespace loom {
+namespace loom::fast {
 
-using detail::msg;
-using detail::shape_str;
+using loom::detail::msg;
+using loom::detail::shape_str;
 using kernels::dispatch_real;
-using kernels::row_major;
+using kernels::row_contiguous;
 
 namespace {
 
-// x * rsqrt(mean(x^2) + eps) * w, op by op.
-array reference(const array& x, const std::optional<array>& w, double eps) {
-  array y = multiply(x, rsqrt(add(mean(square(x), -1, true), array(eps, x.dtype()))));
-  if (w) y = multiply(y, *w);
-  return y;
+// inputs x[, w]: x * rsqrt(mean(x^2) + eps) * w, op by op.
+Composition reference(double eps, bool has_w) {
+  return [=](const std::vector<array>& in) {
+    const array& x = in[0];
+    array y = multiply(x, rsqrt(add(mean(square(x), -1, true), array(eps, x.dtype()))));
+    if (has_w) y = multiply(y, in[1]);
+    return std::vector<array>{y};
+  };
 }
 
 // 1 / sqrt(mean(x^2) + eps) of one row.
@@ -78,26 +78,17 @@ void backward_kernel(const array& x, const T* w, const array& g, T* dx, T* dw, d
   if (dw) std::copy(sw.begin(), sw.end(), dw);
 }
 
-// The gradients of sum(g * reference(x, w)) for x[, w], as the backward primitive outputs them.
-std::vector<array> reference_backward(const array& x, const std::optional<array>& w, const array& g, double eps) {
-  std::vector<array> primals{x};
-  if (w) primals.push_back(*w);
-  auto f = [&](const std::vector<array>& p) {
-    return std::vector<array>{reference(p[0], w ? std::optional<array>(p[1]) : std::nullopt, eps)};
-  };
-  return vjp(f, primals, {g}).second;
-}
-
 // inputs: x[, w], g; outputs: dx[, dw].
-class RMSNormGrad : public Primitive {
+class RMSNormBackward : public CustomBackward {
  public:
-  RMSNormGrad(double eps, bool has_w) : eps_(eps), has_w_(has_w) {}
+  RMSNormBackward(double eps, bool has_w, const std::vector<int>& wrt)
+      : CustomBackward(reference(eps, has_w), 1 + has_w, 1, wrt), eps_(eps), has_w_(has_w) {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     kernels::alloc_donating(outs[0], {&in.back(), &in[0]});  // a row is read before it is written
     for (size_t i = 1; i < outs.size(); ++i) outs[i].alloc();
-    array x = row_major(in[0]), g = row_major(in.back());
+    array x = row_contiguous(in[0]), g = row_contiguous(in.back());
     std::optional<array> w;
-    if (has_w_) w = row_major(in[1]);
+    if (has_w_) w = row_contiguous(in[1]);
     if (outs[0].size() == 0) {
       for (size_t i = 1; i < outs.size(); ++i) std::fill_n(static_cast<char*>(outs[i].raw_data()), outs[i].nbytes(), 0);
       return;
@@ -108,65 +99,41 @@ class RMSNormGrad : public Primitive {
       backward_kernel<T>(x, w ? kernels::ptr<T>(*w) : nullptr, g, kernels::ptr<T>(outs[0]), dw, eps_);
     });
   }
-  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
-                         const std::vector<array>&) override {
-    return detail::reference_vjp(fn(), p, cot, argnums);
-  }
-  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& tan,
-                         const std::vector<int>& argnums) override {
-    return detail::reference_jvp(fn(), p, tan, argnums);
-  }
-  const char* name() const override { return "RMSNormGrad"; }
+  const char* name() const override { return "RMSNormBackward"; }
 
  private:
-  VectorFn fn() const {
-    const double eps = eps_;
-    const bool hw = has_w_;
-    return [=](const std::vector<array>& p) {
-      return reference_backward(p[0], hw ? std::optional<array>(p[1]) : std::nullopt, p.back(), eps);
-    };
-  }
   double eps_;
   bool has_w_;
 };
 
 // inputs: x[, w]
-class RMSNormOp : public UnaryPrimitive {
+class RMSNorm : public Custom {
  public:
-  RMSNormOp(double eps, bool has_w) : eps_(eps), has_w_(has_w) {}
-  void eval_cpu(const std::vector<array>& in, array& out) override {
+  RMSNorm(double eps, bool has_w) : Custom(reference(eps, has_w)), eps_(eps), has_w_(has_w) {}
+  void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
+    array& out = outs[0];
     kernels::alloc_donating(out, {&in[0]});
-    array x = row_major(in[0]);
+    array x = row_contiguous(in[0]);
     if (out.size() == 0) return;
     std::optional<array> w;
-    if (has_w_) w = row_major(in[1]);
+    if (has_w_) w = row_contiguous(in[1]);
     dispatch_real(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
       forward_kernel<T>(x, w ? kernels::ptr<T>(*w) : nullptr, out, eps_);
     });
   }
-  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
-                         const std::vector<array>&) override {
-    std::vector<array> in{p[0]};
-    std::vector<Shape> shapes{p[0].shape()};
-    if (has_w_) in.push_back(p[1]), shapes.push_back(p[1].shape());
-    in.push_back(cot[0]);
-    std::vector<Dtype> dtypes(shapes.size(), p[0].dtype());
-    auto grads = array::make_arrays(shapes, dtypes, std::make_shared<RMSNormGrad>(eps_, has_w_), in);
+  const char* name() const override { return "RMSNorm"; }
+
+ protected:
+  std::vector<array> fused_vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
+                               const std::vector<array>&) override {
+    std::vector<int> all(p.size());
+    for (size_t i = 0; i < p.size(); ++i) all[i] = static_cast<int>(i);
+    auto grads = backward(std::make_shared<RMSNormBackward>(eps_, has_w_, all), p, {cot[0]}, all);
     std::vector<array> out;
-    for (int a : argnums) out.push_back(grads[a]);  // input i's gradient is output i
+    for (int a : argnums) out.push_back(grads[a]);
     return out;
   }
-  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& tan,
-                         const std::vector<int>& argnums) override {
-    const double eps = eps_;
-    const bool hw = has_w_;
-    auto f = [=](const std::vector<array>& x) {
-      return std::vector<array>{reference(x[0], hw ? std::optional<array>(x[1]) : std::nullopt, eps)};
-    };
-    return detail::reference_jvp(f, p, tan, argnums);
-  }
-  const char* name() const override { return "RMSNorm"; }
 
  private:
   double eps_;
@@ -190,8 +157,8 @@ array rms_norm(const array& x, const std::optional<array>& weight, double eps) {
   const Dtype cd = d == float64 ? float64 : float32;  // half types compute in float32
   std::vector<array> in{astype(x, cd)};
   if (weight) in.push_back(astype(*weight, cd));
-  array y(x.shape(), cd, std::make_shared<RMSNormOp>(eps, weight.has_value()), in);
+  array y(x.shape(), cd, std::make_shared<RMSNorm>(eps, weight.has_value()), in);
   return y.dtype() == out_dtype ? y : astype(y, out_dtype);
 }
 
-}  // namespace loom
+}  // namespace loom::fast

@@ -1,0 +1,49 @@
+#include "loom/fast/custom.h"
+
+#include "loom/autograd/transforms.h"
+#include "loom/ops/graph.h"
+
+namespace loom::fast {
+
+std::vector<array> Custom::reference_vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                                         const std::vector<int>& argnums) const {
+  return loom::detail::vjp_impl(reference_, primals, [&](const std::vector<array>&) { return cotangents; }, argnums)
+      .second;
+}
+
+std::vector<array> Custom::vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                               const std::vector<int>& argnums, const std::vector<array>& outputs) {
+  std::vector<array> fused = fused_vjp(primals, cotangents, argnums, outputs);
+  return fused.empty() ? reference_vjp(primals, cotangents, argnums) : fused;
+}
+
+std::vector<array> Custom::jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                               const std::vector<int>& argnums) {
+  return loom::jvp(reference_, primals, tangents_or_zeros(primals, tangents, argnums)).second;
+}
+
+std::vector<array> Custom::backward(std::shared_ptr<Primitive> kernel, const std::vector<array>& primals,
+                                    const std::vector<array>& cotangents, const std::vector<int>& wrt,
+                                    const std::vector<array>& extras) {
+  std::vector<Shape> shapes;
+  std::vector<Dtype> dtypes;
+  for (int i : wrt) {
+    shapes.push_back(primals[i].shape());
+    dtypes.push_back(primals[i].dtype());
+  }
+  std::vector<array> in = primals;
+  in.insert(in.end(), cotangents.begin(), cotangents.end());
+  in.insert(in.end(), extras.begin(), extras.end());
+  return array::make_arrays(std::move(shapes), dtypes, std::move(kernel), std::move(in));
+}
+
+CustomBackward::CustomBackward(const Composition& forward, int num_primals, int num_cotangents,
+                               const std::vector<int>& wrt)
+    : Custom([forward, num_primals, num_cotangents, wrt](const std::vector<array>& in) {
+        const std::vector<array> primals(in.begin(), in.begin() + num_primals);
+        const std::vector<array> cotangents(in.begin() + num_primals, in.begin() + num_primals + num_cotangents);
+        return loom::detail::vjp_impl(forward, primals, [&](const std::vector<array>&) { return cotangents; }, wrt)
+            .second;
+      }) {}
+
+}  // namespace loom::fast

@@ -1,0 +1,69 @@
+// The base of every fused op (as MLX's fast::Custom): a fast kernel for something plain ops can
+// already compute. The op hands over the composition that defines it (its reference), and the base
+// derives every derivative from that one composition, so the rules cannot drift from the definition
+// and derivatives of any order work. An op may add a fused backward kernel (a CustomBackward); that
+// kernel's own derivatives again come from the reference.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "loom/core/primitive.h"
+
+namespace loom::fast {
+
+/// Outputs from inputs, written with plain ops.
+using Composition = std::function<std::vector<array>(const std::vector<array>&)>;
+
+class Custom : public Primitive {
+ public:
+  /// `reference` computes this primitive's outputs from its inputs with plain ops.
+  explicit Custom(Composition reference) : reference_(std::move(reference)) {}
+
+  /// The fused kernel: the reference's outputs, to rounding.
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override = 0;
+
+  /// The fused backward when the op has one for these argnums (see fused_vjp), else the vjp of the
+  /// reference.
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                         const std::vector<int>& argnums, const std::vector<array>& outputs) final;
+  /// The jvp of the reference.
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                         const std::vector<int>& argnums) final;
+
+ protected:
+  /// A fused kernel's cotangents of the inputs in `argnums` (normally through backward() below), or
+  /// nothing to let the reference's vjp answer.
+  virtual std::vector<array> fused_vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                                       const std::vector<int>& argnums, const std::vector<array>& outputs) {
+    return {};
+  }
+
+  /// The outputs of `kernel` (a CustomBackward of this op made with the same `wrt`) on (primals...,
+  /// cotangents..., extras...): the cotangents of the primals listed in `wrt`, each in its primal's
+  /// shape and dtype. `extras` are arrays the kernel reads besides (the forward's outputs, say): they
+  /// must be functions of the primals, and derivatives do not flow through them.
+  static std::vector<array> backward(std::shared_ptr<Primitive> kernel, const std::vector<array>& primals,
+                                     const std::vector<array>& cotangents, const std::vector<int>& wrt,
+                                     const std::vector<array>& extras = {});
+
+  /// The reference's cotangents of the inputs in `argnums`.
+  std::vector<array> reference_vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                                   const std::vector<int>& argnums) const;
+
+ private:
+  Composition reference_;
+};
+
+/// A fused backward kernel for a Custom op whose reference is `forward`: its inputs are that op's
+/// primals (num_primals of them), the cotangents of its outputs, then any extras; its outputs are
+/// the cotangents of the primals listed in `wrt`. Its own reference is the vjp of `forward`, so its
+/// derivatives (second order and up) come from the forward's composition too.
+class CustomBackward : public Custom {
+ public:
+  CustomBackward(const Composition& forward, int num_primals, int num_cotangents, const std::vector<int>& wrt);
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override = 0;
+};
+
+}  // namespace loom::fast
