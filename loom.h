@@ -32,4 +32,4 @@
 #include "loom/optim/optimizers.h"
 #include "loom/optim/schedulers.h"
 #include "loom/optim/clip.h"
-#include "loom/io/checkpoint.h"
+#include "loom/optim/checkpoint.h"

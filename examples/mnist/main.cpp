@@ -178,7 +178,7 @@ int train(Model& model, const Options& opt, const distributed::Group& world) {
   std::string resume = opt.resume == "latest" ? latest_checkpoint(opt.checkpoint_dir) : opt.resume;
   if (!opt.resume.empty()) {
     if (resume.empty()) throw std::runtime_error("--resume latest: no checkpoint in " + opt.checkpoint_dir);
-    auto meta = io::load_checkpoint(resume, model, optimizer);
+    auto meta = optim::load_checkpoint(resume, model, optimizer);
     first_epoch = std::stoi(meta.at("epoch")) + 1;
     if (lead) std::printf("resumed from %s (epoch %d done, step %lld)\n", resume.c_str(), first_epoch - 1,
                           static_cast<long long>(optimizer.step()));
@@ -227,7 +227,7 @@ int train(Model& model, const Options& opt, const distributed::Group& world) {
           << ",\"samples_per_s\":" << samples_per_s << ",\"ranks\":" << world.size() << ",\"threads\":"
           << get_num_threads() << ",\"model\":\"" << opt.model << "\",\"batch_size\":" << opt.batch_size << "}\n";
       std::string ckpt = opt.checkpoint_dir + "/epoch-" + std::to_string(epoch) + ".safetensors";
-      io::save_checkpoint(ckpt, model, optimizer, {{"epoch", std::to_string(epoch)}, {"model", opt.model}});
+      optim::save_checkpoint(ckpt, model, optimizer, {{"epoch", std::to_string(epoch)}, {"model", opt.model}});
       plot(opt.metrics, opt.plot);
       std::fflush(stdout);
     }
