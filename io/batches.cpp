@@ -47,7 +47,7 @@ array gather_rows(const array& a, const std::vector<int64_t>& indices, const cha
   Shape shape = a.shape();
   shape[0] = static_cast<int>(indices.size());
   const size_t row = n == 0 ? 0 : a.nbytes() / static_cast<size_t>(n);
-  io_detail::BufferGuard buf(allocator::malloc(row * indices.size()));
+  detail::BufferGuard buf(allocator::malloc(row * indices.size()));
   auto* out = static_cast<char*>(buf.get().ptr);
   const auto* src = static_cast<const char*>(a.raw_data());
   for (size_t r = 0; r < indices.size(); ++r) std::memcpy(out + r * row, src + indices[r] * row, row);
@@ -120,8 +120,8 @@ ArrayDataset::ArrayDataset(const array& x, const array& y) : x_(x), y_(y) {
     throw std::invalid_argument("[ArrayDataset] x and y need the same first dimension, got " +
                                 loom::detail::shape_str(x.shape()) + " and " + loom::detail::shape_str(y.shape()));
   }
-  x_ = io_detail::row_major(x);
-  y_ = io_detail::row_major(y);
+  x_ = detail::row_major(x);
+  y_ = detail::row_major(y);
 }
 
 int64_t ArrayDataset::size() const { return x_.shape(0); }

@@ -7,7 +7,6 @@
 #include <stdexcept>
 
 #include "loom/io/dataset.h"
-#include "loom/io/dataset_detail.h"
 #include "loom/io/detail.h"
 
 namespace loom::io {
@@ -83,8 +82,8 @@ Batch TextDataset::get(const std::vector<int64_t>& indices) const {
   if (indices.size() > size_t(INT_MAX)) throw std::invalid_argument("[TextDataset::get] too many indices");
   const size_t n = indices.size(), T = static_cast<size_t>(t.context);
   Shape shape{static_cast<int>(n), t.context};
-  io_detail::BufferGuard xb(allocator::malloc(n * T * sizeof(int32_t)));
-  io_detail::BufferGuard yb(allocator::malloc(n * T * sizeof(int32_t)));
+  detail::BufferGuard xb(allocator::malloc(n * T * sizeof(int32_t)));
+  detail::BufferGuard yb(allocator::malloc(n * T * sizeof(int32_t)));
   auto* x = static_cast<int32_t*>(xb.get().ptr);
   auto* y = static_cast<int32_t*>(yb.get().ptr);
   std::vector<uint8_t> window(T + 1);
