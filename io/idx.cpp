@@ -20,7 +20,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "loom/io/dataset.h"
+#include "loom/io/idx.h"
 #include "loom/io/detail.h"
 
 namespace loom::io {

@@ -93,7 +93,7 @@ array standardize(const array& images) {
 // Test loss and accuracy over the test set (or its first `limit` samples). Each rank scores a
 // contiguous slice and the sums meet in one all_sum.
 template <typename Model>
-std::pair<double, double> evaluate(Model& model, const io::IdxDataset& test, int64_t limit,
+std::pair<double, double> evaluate(Model& model, const data::IdxDataset& test, int64_t limit,
                                    const distributed::Group& world) {
   const int64_t n = limit > 0 ? std::min(limit, test.size()) : test.size();
   const int64_t begin = n * world.rank() / world.size(), end = n * (world.rank() + 1) / world.size();
@@ -164,9 +164,9 @@ std::string latest_checkpoint(const std::string& dir) {
 template <typename Model>
 int train(Model& model, const Options& opt, const distributed::Group& world) {
   const bool lead = world.rank() == 0;
-  io::DataLoader loader(io::fashion_mnist(opt.data_dir, "train"), opt.batch_size,
-                        io::LoaderOptions{/*shuffle=*/true, opt.seed, io::Remainder::drop}, world);
-  io::IdxDataset test = io::fashion_mnist(opt.data_dir, "test");
+  data::DataLoader loader(data::fashion_mnist(opt.data_dir, "train"), opt.batch_size,
+                        data::LoaderOptions{/*shuffle=*/true, opt.seed, data::Remainder::drop}, world);
+  data::IdxDataset test = data::fashion_mnist(opt.data_dir, "test");
 
   optim::AdamW optimizer(opt.lr, {0.9, 0.999}, 1e-8, opt.weight_decay);
   auto loss_fn = [&](const array& x, const array& y) {
