@@ -41,8 +41,8 @@ double run(int global_batch, int warmup, int timed, const distributed::Group& wo
   random::seed(0);
   MLP model;
   optim::AdamW opt(1e-3, {0.9, 0.999}, 1e-8, 0.01);
-  auto images = io::fashion_mnist("/usr/share/datasets/fashion-mnist", "train");
-  io::DataLoader loader(images, global_batch, io::LoaderOptions{true, 0, io::Remainder::drop}, world);
+  auto images = data::fashion_mnist("/usr/share/datasets/fashion-mnist", "train");
+  data::DataLoader loader(images, global_batch, data::LoaderOptions{true, 0, data::Remainder::drop}, world);
   auto loss_fn = [&](const array& x, const array& y) { return nn::losses::cross_entropy(model(x), y, "mean"); };
   auto step = nn::value_and_grad(model, loss_fn);
   std::vector<double> ms;

@@ -76,7 +76,7 @@ double peak_mb() {
   return u.ru_maxrss / 1024.0;
 }
 
-double run(const io::TextDataset& text, int warmup, int timed, int64_t* nparams) {
+double run(const data::TextDataset& text, int warmup, int timed, int64_t* nparams) {
   random::seed(0);
   LM model;
   int64_t n = 0;
@@ -107,7 +107,7 @@ double run(const io::TextDataset& text, int warmup, int timed, int64_t* nparams)
 
 int main(int argc, char** argv) {
   const int warmup = 5, timed = bench::quick() ? 10 : 50;
-  io::TextDataset text(io::fortune_files(), T, 1);
+  data::TextDataset text(data::fortune_files(), T, 1);
   for (int threads : bench::thread_counts(argc, argv)) {
     set_num_threads(threads);
     int64_t nparams = 0;

@@ -1,10 +1,13 @@
 #include "loom/io/detail.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <vector>
@@ -12,13 +15,11 @@
 #include "loom/core/eval.h"
 #include "loom/core/copy.h"
 
-namespace loom::io_detail {
+namespace loom::io::detail {
 
 namespace {
 // Reads of unknown-length streams above this size go through bounded chunks.
 constexpr uint64_t kChunk = uint64_t(64) << 20;
-
-std::string errno_str(int err) { return std::strerror(err); }
 }  // namespace
 
 void byteswap_inplace(void* data, size_t count, size_t itemsize) {
@@ -136,7 +137,7 @@ AtomicFileSink::AtomicFileSink(std::string path, std::string op)
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     throw std::runtime_error("[" + op_ + "] cannot create '" + tmp_ + "' (to be renamed to '" + path_ +
-                             "'): " + errno_str(errno));
+                             "'): " + errno_message(errno));
   }
 }
 
@@ -151,7 +152,7 @@ void AtomicFileSink::fail(const std::string& what, int err) {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   ::unlink(tmp_.c_str());
-  throw std::runtime_error("[" + op_ + "] " + what + ": " + errno_str(err));
+  throw std::runtime_error("[" + op_ + "] " + what + ": " + errno_message(err));
 }
 
 void AtomicFileSink::write(const void* data, size_t n) {
@@ -174,12 +175,12 @@ void AtomicFileSink::commit() {
   if (::close(fd) != 0) {
     const int err = errno;
     ::unlink(tmp_.c_str());
-    throw std::runtime_error("[" + op_ + "] closing '" + tmp_ + "' failed: " + errno_str(err));
+    throw std::runtime_error("[" + op_ + "] closing '" + tmp_ + "' failed: " + errno_message(err));
   }
   if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp_.c_str());
-    throw std::runtime_error("[" + op_ + "] renaming '" + tmp_ + "' to '" + path_ + "' failed: " + errno_str(err));
+    throw std::runtime_error("[" + op_ + "] renaming '" + tmp_ + "' to '" + path_ + "' failed: " + errno_message(err));
   }
   // Make the rename itself durable (best effort: some file systems refuse fsync on directories).
   std::string dir = std::filesystem::path(path_).parent_path().string();
@@ -227,8 +228,41 @@ InputFile::InputFile(const std::string& path, const std::string& op) {
   if (!in_) {
     const int err = errno;
     throw std::runtime_error("[" + op + "] cannot open '" + path +
-                             "': " + (err ? errno_str(err) : std::string("unknown error")));
+                             "': " + (err ? errno_message(err) : std::string("unknown error")));
   }
 }
 
-}  // namespace loom::io_detail
+std::string errno_message(int err) { return std::strerror(err); }
+
+MappedFile::MappedFile(const std::string& path, const std::string& op, const std::string& label) : path_(path) {
+  auto fail = [&](const std::string& problem) { throw std::runtime_error("[" + op + "] '" + label + "': " + problem); };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("cannot open: " + errno_message(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail("cannot stat: " + errno_message(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(S_ISDIR(st.st_mode) ? "it is a directory" : "it is not a regular file");
+  }
+  size_ = static_cast<uint64_t>(st.st_size);
+  if (size_ > 0) {
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      fail("cannot map " + std::to_string(size_) + " bytes: " + errno_message(err));
+    }
+    data_ = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+}  // namespace loom::io::detail

@@ -1,4 +1,5 @@
-// Byte sources and sinks shared by the .npy and safetensors readers and writers (internal).
+// Internal to io/ (not part of the public API): byte sources and sinks shared by the .npy and
+// safetensors readers and writers, and the read-only file mappings of the IDX and text readers.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,7 @@
 #include "loom/core/allocator.h"
 #include "loom/core/array.h"
 
-namespace loom::io_detail {
+namespace loom::io::detail {
 
 inline bool host_is_little_endian() {
   const uint16_t one = 1;
@@ -137,4 +138,26 @@ class InputFile {
   std::ifstream in_;
 };
 
-}  // namespace loom::io_detail
+/// A read-only, shared memory map of a whole file. An empty file maps nothing (data() is null).
+/// Throws std::runtime_error "[op] '<label>': ..." when the file cannot be opened or mapped.
+class MappedFile {
+ public:
+  MappedFile(const std::string& path, const std::string& op, const std::string& label);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+/// strerror(err) as a string.
+std::string errno_message(int err);
+
+}  // namespace loom::io::detail

@@ -20,8 +20,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "loom/io/dataset.h"
-#include "loom/io/dataset_detail.h"
+#include "loom/io/idx.h"
 #include "loom/io/detail.h"
 
 namespace loom::io {
@@ -29,39 +28,6 @@ namespace loom::io {
 namespace fs = std::filesystem;
 
 namespace detail {
-
-std::string errno_message(int err) { return std::strerror(err); }
-
-MappedFile::MappedFile(const std::string& path, const std::string& op, const std::string& label) : path_(path) {
-  auto fail = [&](const std::string& problem) { throw std::runtime_error("[" + op + "] '" + label + "': " + problem); };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("cannot open: " + errno_message(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    fail("cannot stat: " + errno_message(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(S_ISDIR(st.st_mode) ? "it is a directory" : "it is not a regular file");
-  }
-  size_ = static_cast<uint64_t>(st.st_size);
-  if (size_ > 0) {
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-      const int err = errno;
-      ::close(fd);
-      fail("cannot map " + std::to_string(size_) + " bytes: " + errno_message(err));
-    }
-    data_ = static_cast<const uint8_t*>(p);
-  }
-  ::close(fd);
-}
-
-MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
-}
 
 // ---- IDX ----
 
@@ -140,10 +106,10 @@ bool parse_header(const uint8_t* p, uint64_t avail, bool final, const std::strin
                       std::to_string(INT_MAX));
     }
     shape[i] = static_cast<int>(d);
-    overflow |= !io_detail::checked_mul(count, d, &count);
+    overflow |= !detail::checked_mul(count, d, &count);
   }
   uint64_t data_bytes = 0;
-  if (overflow || !io_detail::checked_mul(count, type->size, &data_bytes) || !io_detail::strides_fit(shape)) {
+  if (overflow || !detail::checked_mul(count, type->size, &data_bytes) || !detail::strides_fit(shape)) {
     fail(label, "shape " + loom::detail::shape_str(shape) + " is too large");
   }
   out->type = type;
@@ -331,7 +297,7 @@ struct IdxImpl {
 
   // Decodes `elems` consecutive values starting at `src` into `dst` (of `dtype`).
   void decode(const uint8_t* src, size_t elems, uint8_t* dst) const {
-    const bool swap = io_detail::host_is_little_endian();
+    const bool swap = detail::host_is_little_endian();
     switch (type->code) {
       case 0x08:
         std::memcpy(dst, src, elems);
@@ -348,7 +314,7 @@ struct IdxImpl {
       }
       default:  // 4- and 8-byte values: copy, then fix the byte order
         std::memcpy(dst, src, elems * type->size);
-        if (swap) io_detail::byteswap_inplace(dst, elems, type->size);
+        if (swap) detail::byteswap_inplace(dst, elems, type->size);
         break;
     }
   }
@@ -472,7 +438,7 @@ array IdxFile::read_rows(const int64_t* rows, size_t count) const {
   Shape shape = f.shape;
   shape[0] = static_cast<int>(count);
   const size_t in_row = f.row_elems * f.type->size, out_row = f.row_elems * f.dtype.size;
-  io_detail::BufferGuard buf(allocator::malloc(count * out_row));
+  detail::BufferGuard buf(allocator::malloc(count * out_row));
   auto* out = static_cast<uint8_t*>(buf.get().ptr);
   for (size_t i = 0; i < count; ++i)
     f.decode(f.data + static_cast<size_t>(rows[i]) * in_row, f.row_elems, out + i * out_row);
@@ -494,7 +460,7 @@ void convert_values(const In* src, size_t n, Dtype out_dtype, void* dst) {
 array IdxFile::read_rows(const std::vector<int64_t>& rows, Dtype dtype) const {
   array a = read_rows(rows);
   if (a.dtype() == dtype) return a;
-  io_detail::BufferGuard buf(allocator::malloc(a.size() * dtype.size));
+  detail::BufferGuard buf(allocator::malloc(a.size() * dtype.size));
   switch (a.dtype().val) {  // the dtypes IDX values are read as
     case Dtype::Val::uint8:
       convert_values(a.data<uint8_t>(), a.size(), dtype, buf.get().ptr);
@@ -521,7 +487,7 @@ array IdxFile::read_range(int64_t start, int64_t stop) const {
   Shape shape = f.shape;
   shape[0] = static_cast<int>(stop - start);
   const size_t elems = static_cast<size_t>(stop - start) * f.row_elems;
-  io_detail::BufferGuard buf(allocator::malloc(elems * f.dtype.size));
+  detail::BufferGuard buf(allocator::malloc(elems * f.dtype.size));
   if (elems > 0) {
     f.decode(f.data + static_cast<size_t>(start) * f.row_elems * f.type->size, elems,
              static_cast<uint8_t*>(buf.get().ptr));

@@ -16,7 +16,7 @@
 
 namespace loom {
 
-using io_detail::Reader;
+using io::detail::Reader;
 
 namespace {
 
@@ -82,11 +82,11 @@ std::string npy_header(Dtype dtype, const Shape& shape) {
   throw std::invalid_argument("[save] the .npy header for shape " + detail::shape_str(shape) + " is too long");
 }
 
-void write_npy(io_detail::Sink& sink, const array& a) {
+void write_npy(io::detail::Sink& sink, const array& a) {
   const std::string header = npy_header(a.dtype(), a.shape());  // validates the dtype first
-  array x = io_detail::row_major(a);
+  array x = io::detail::row_major(a);
   sink.write(header.data(), header.size());
-  io_detail::write_little_endian(sink, x);
+  io::detail::write_little_endian(sink, x);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -285,7 +285,7 @@ struct NpyHeader {
 };
 
 Dtype parse_descr(const std::string& descr, bool* swap, const Reader& r) {
-  const bool little = io_detail::host_is_little_endian();
+  const bool little = io::detail::host_is_little_endian();
   std::string code = descr;
   char order = '=';
   if (!code.empty() && (code[0] == '<' || code[0] == '>' || code[0] == '|' || code[0] == '=')) {
@@ -353,12 +353,12 @@ NpyHeader parse_header(const std::string& text, Reader& r) {
              " is larger than Loom's limit of " + std::to_string(INT_MAX));
     }
     h.shape.push_back(static_cast<int>(dim.mag));
-    count_overflow |= !io_detail::checked_mul(count, dim.mag, &count);
+    count_overflow |= !io::detail::checked_mul(count, dim.mag, &count);
   }
-  if (count_overflow || !io_detail::checked_mul(count, h.dtype.size, &h.nbytes)) {
+  if (count_overflow || !io::detail::checked_mul(count, h.dtype.size, &h.nbytes)) {
     r.fail("shape " + detail::shape_str(h.shape) + " holds more bytes than can be addressed");
   }
-  if (!io_detail::strides_fit(h.shape)) {
+  if (!io::detail::strides_fit(h.shape)) {
     r.fail("shape " + detail::shape_str(h.shape) + " is too large for Loom (its strides overflow int64)");
   }
   return h;
@@ -420,8 +420,8 @@ array read_npy(Reader& r, bool exact) {
 
   array out(r.read_buffer(h.nbytes, "the array data"), stored, h.dtype);
   const size_t n = out.size();
-  if (h.swap) io_detail::byteswap_inplace(out.raw_data(), n, h.dtype.size);
-  if (h.dtype == bool_) io_detail::normalize_bools(out.raw_data(), n);
+  if (h.swap) io::detail::byteswap_inplace(out.raw_data(), n, h.dtype.size);
+  if (h.dtype == bool_) io::detail::normalize_bools(out.raw_data(), n);
   if (transpose_back) {
     out = transpose(out);  // a view: column-major strides over the same buffer
     out.eval();
@@ -438,13 +438,13 @@ std::string with_npy_suffix(const std::string& path) {
 }  // namespace
 
 void save(std::ostream& os, const array& a) {
-  io_detail::OstreamSink sink(os, "save");
+  io::detail::OstreamSink sink(os, "save");
   write_npy(sink, a);
 }
 
 void save(const std::string& path, const array& a) {
   npy_descr(a.dtype());  // refuse bfloat16 before touching the file system
-  io_detail::AtomicFileSink sink(with_npy_suffix(path), "save");
+  io::detail::AtomicFileSink sink(with_npy_suffix(path), "save");
   write_npy(sink, a);
   sink.commit();
 }
@@ -455,7 +455,7 @@ array load(std::istream& is) {
 }
 
 array load(const std::string& path) {
-  io_detail::InputFile f(path, "load");
+  io::detail::InputFile f(path, "load");
   Reader r(f.stream(), "load", path);
   return read_npy(r, true);
 }

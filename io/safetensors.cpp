@@ -18,7 +18,7 @@
 
 namespace loom {
 
-using io_detail::Reader;
+using io::detail::Reader;
 using json = nlohmann::json;
 
 namespace {
@@ -86,7 +86,7 @@ Prepared prepare(const std::unordered_map<std::string, array>& arrays,
   std::vector<array> lazy;
   for (const auto& n : names) lazy.push_back(arrays.at(n));
   eval(lazy);
-  for (const auto& a : lazy) p.tensors.push_back(io_detail::row_major(a));
+  for (const auto& a : lazy) p.tensors.push_back(io::detail::row_major(a));
 
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) {
@@ -124,9 +124,9 @@ Prepared prepare(const std::unordered_map<std::string, array>& arrays,
   return p;
 }
 
-void emit(io_detail::Sink& sink, const Prepared& p) {
+void emit(io::detail::Sink& sink, const Prepared& p) {
   sink.write(p.header.data(), p.header.size());
-  for (const auto& a : p.tensors) io_detail::write_little_endian(sink, a);
+  for (const auto& a : p.tensors) io::detail::write_little_endian(sink, a);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -178,7 +178,7 @@ Entry parse_entry(const std::string& name, const json& v, Reader& r, bool size_k
              std::to_string(INT_MAX));
     }
     e.shape.push_back(static_cast<int>(dim));
-    overflow |= !io_detail::checked_mul(count, dim, &count);
+    overflow |= !io::detail::checked_mul(count, dim, &count);
   }
 
   auto off = v.find("data_offsets");
@@ -194,13 +194,13 @@ Entry parse_entry(const std::string& name, const json& v, Reader& r, bool size_k
            std::to_string(buffer_size) + "-byte data buffer");
   }
   uint64_t nbytes = 0;
-  const bool huge = overflow || !io_detail::checked_mul(count, e.dtype.size, &nbytes);
+  const bool huge = overflow || !io::detail::checked_mul(count, e.dtype.size, &nbytes);
   if (huge || nbytes != e.end - e.begin) {
     r.fail(who + ": shape " + detail::shape_str(e.shape) + " of " + st_dtype_name(e.dtype) + " needs " +
            (huge ? std::string("more than 2^64") : std::to_string(nbytes)) + " bytes but data_offsets " +
            range_str(e.begin, e.end) + " span " + std::to_string(e.end - e.begin));
   }
-  if (!io_detail::strides_fit(e.shape)) {
+  if (!io::detail::strides_fit(e.shape)) {
     r.fail(who + ": shape " + detail::shape_str(e.shape) + " is too large for Loom (its strides overflow int64)");
   }
   return e;
@@ -288,11 +288,11 @@ SafetensorsLoad read_safetensors(Reader& r, bool exact) {
 
   SafetensorsLoad out;
   out.second = std::move(metadata);
-  const bool swap = !io_detail::host_is_little_endian();
+  const bool swap = !io::detail::host_is_little_endian();
   for (const Entry& e : entries) {
     array a(r.read_buffer(e.end - e.begin, "tensor '" + clip(e.name) + "'"), e.shape, e.dtype);
-    if (swap) io_detail::byteswap_inplace(a.raw_data(), a.size(), a.itemsize());
-    if (e.dtype == bool_) io_detail::normalize_bools(a.raw_data(), a.size());
+    if (swap) io::detail::byteswap_inplace(a.raw_data(), a.size(), a.itemsize());
+    if (e.dtype == bool_) io::detail::normalize_bools(a.raw_data(), a.size());
     out.first.emplace(e.name, std::move(a));
   }
   return out;
@@ -303,14 +303,14 @@ SafetensorsLoad read_safetensors(Reader& r, bool exact) {
 void save_safetensors(std::ostream& os, const std::unordered_map<std::string, array>& arrays,
                       const std::unordered_map<std::string, std::string>& metadata) {
   Prepared p = prepare(arrays, metadata);
-  io_detail::OstreamSink sink(os, "save_safetensors");
+  io::detail::OstreamSink sink(os, "save_safetensors");
   emit(sink, p);
 }
 
 void save_safetensors(const std::string& path, const std::unordered_map<std::string, array>& arrays,
                       const std::unordered_map<std::string, std::string>& metadata) {
   Prepared p = prepare(arrays, metadata);
-  io_detail::AtomicFileSink sink(path, "save_safetensors");
+  io::detail::AtomicFileSink sink(path, "save_safetensors");
   emit(sink, p);
   sink.commit();
 }
@@ -321,7 +321,7 @@ SafetensorsLoad load_safetensors(std::istream& is) {
 }
 
 SafetensorsLoad load_safetensors(const std::string& path) {
-  io_detail::InputFile f(path, "load_safetensors");
+  io::detail::InputFile f(path, "load_safetensors");
   Reader r(f.stream(), "load_safetensors", path);
   return read_safetensors(r, true);
 }

@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   auto loss_and_grad = nn::value_and_grad(model, loss_fn);
 
   // Global batches of 128 shuffled samples; each rank reads only its 128 / size rows of each.
-  io::DataLoader loader(io::fashion_mnist(), 128);
+  data::DataLoader loader(data::fashion_mnist(), 128);
 
   int step = 0;
   for (int epoch = 0; step < steps; ++epoch) {

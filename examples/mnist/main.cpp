@@ -93,7 +93,7 @@ array standardize(const array& images) {
 // Test loss and accuracy over the test set (or its first `limit` samples). Each rank scores a
 // contiguous slice and the sums meet in one all_sum.
 template <typename Model>
-std::pair<double, double> evaluate(Model& model, const io::IdxDataset& test, int64_t limit,
+std::pair<double, double> evaluate(Model& model, const data::IdxDataset& test, int64_t limit,
                                    const distributed::Group& world) {
   const int64_t n = limit > 0 ? std::min(limit, test.size()) : test.size();
   const int64_t begin = n * world.rank() / world.size(), end = n * (world.rank() + 1) / world.size();
@@ -164,9 +164,9 @@ std::string latest_checkpoint(const std::string& dir) {
 template <typename Model>
 int train(Model& model, const Options& opt, const distributed::Group& world) {
   const bool lead = world.rank() == 0;
-  io::DataLoader loader(io::fashion_mnist(opt.data_dir, "train"), opt.batch_size,
-                        io::LoaderOptions{/*shuffle=*/true, opt.seed, io::Remainder::drop}, world);
-  io::IdxDataset test = io::fashion_mnist(opt.data_dir, "test");
+  data::DataLoader loader(data::fashion_mnist(opt.data_dir, "train"), opt.batch_size,
+                        data::LoaderOptions{/*shuffle=*/true, opt.seed, data::Remainder::drop}, world);
+  data::IdxDataset test = data::fashion_mnist(opt.data_dir, "test");
 
   optim::AdamW optimizer(opt.lr, {0.9, 0.999}, 1e-8, opt.weight_decay);
   auto loss_fn = [&](const array& x, const array& y) {
@@ -178,7 +178,7 @@ int train(Model& model, const Options& opt, const distributed::Group& world) {
   std::string resume = opt.resume == "latest" ? latest_checkpoint(opt.checkpoint_dir) : opt.resume;
   if (!opt.resume.empty()) {
     if (resume.empty()) throw std::runtime_error("--resume latest: no checkpoint in " + opt.checkpoint_dir);
-    auto meta = io::load_checkpoint(resume, model, optimizer);
+    auto meta = optim::load_checkpoint(resume, model, optimizer);
     first_epoch = std::stoi(meta.at("epoch")) + 1;
     if (lead) std::printf("resumed from %s (epoch %d done, step %lld)\n", resume.c_str(), first_epoch - 1,
                           static_cast<long long>(optimizer.step()));
@@ -227,7 +227,7 @@ int train(Model& model, const Options& opt, const distributed::Group& world) {
           << ",\"samples_per_s\":" << samples_per_s << ",\"ranks\":" << world.size() << ",\"threads\":"
           << get_num_threads() << ",\"model\":\"" << opt.model << "\",\"batch_size\":" << opt.batch_size << "}\n";
       std::string ckpt = opt.checkpoint_dir + "/epoch-" + std::to_string(epoch) + ".safetensors";
-      io::save_checkpoint(ckpt, model, optimizer, {{"epoch", std::to_string(epoch)}, {"model", opt.model}});
+      optim::save_checkpoint(ckpt, model, optimizer, {{"epoch", std::to_string(epoch)}, {"model", opt.model}});
       plot(opt.metrics, opt.plot);
       std::fflush(stdout);
     }

@@ -52,19 +52,19 @@ struct LM : nn::Module {
 };
 
 // The samples [begin, end) of another dataset: the train / held-out split of the text.
-class Subset : public io::Dataset {
+class Subset : public data::Dataset {
  public:
-  Subset(std::shared_ptr<const io::Dataset> base, int64_t begin, int64_t end)
+  Subset(std::shared_ptr<const data::Dataset> base, int64_t begin, int64_t end)
       : base_(std::move(base)), begin_(begin), end_(end) {}
   int64_t size() const override { return end_ - begin_; }
-  io::Batch get(const std::vector<int64_t>& indices) const override {
+  data::Batch get(const std::vector<int64_t>& indices) const override {
     std::vector<int64_t> shifted(indices);
     for (auto& i : shifted) i += begin_;
     return base_->get(shifted);
   }
 
  private:
-  std::shared_ptr<const io::Dataset> base_;
+  std::shared_ptr<const data::Dataset> base_;
   int64_t begin_, end_;
 };
 
@@ -120,9 +120,9 @@ int main(int argc, char** argv) {
   random::seed(seed);
   const bool lead = world.rank() == 0;
 
-  auto text = std::make_shared<io::TextDataset>(io::fortune_files(dir), context);
+  auto text = std::make_shared<data::TextDataset>(data::fortune_files(dir), context);
   const int64_t windows = text->size(), held_out = std::max<int64_t>(1, windows / 10);
-  io::DataLoader loader(Subset(text, 0, windows - held_out), batch, io::LoaderOptions{true, seed, io::Remainder::drop},
+  data::DataLoader loader(Subset(text, 0, windows - held_out), batch, data::LoaderOptions{true, seed, data::Remainder::drop},
                         world);
   if (lead) {
     std::printf("fortunes: %lld bytes, %lld windows of %d (%lld held out); %d rank(s) x %d thread(s), batch %d\n",

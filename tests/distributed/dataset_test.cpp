@@ -1,6 +1,6 @@
 // The sharded loader across real ranks: runs alone and under mpirun -np 2 / -np 3. Every rank builds
 // the same loaders and issues the same collectives in the same order.
-#include "loom/io/dataset.h"
+#include "loom/data/loader.h"
 
 #include <unistd.h>
 
@@ -56,8 +56,8 @@ void write_file(const std::string& path, const std::string& bytes) {
   ASSERT_TRUE(f.good()) << path;
 }
 
-io::LoaderOptions opts(bool shuffle, io::Remainder rem, uint64_t seed) {
-  io::LoaderOptions o;
+data::LoaderOptions opts(bool shuffle, data::Remainder rem, uint64_t seed) {
+  data::LoaderOptions o;
   o.shuffle = shuffle;
   o.remainder = rem;
   o.seed = seed;
@@ -77,16 +77,16 @@ TEST(DistributedData, ShardsAreDisjointAndTileEachGlobalBatch) {
   const int S = g.size();
   const int64_t N = 53, B = 4 * S;
   array x = arange(0, static_cast<int>(N));
-  io::ArrayDataset ds(astype(x, int32), astype(x * 10, int32));
-  for (auto rem : {io::Remainder::drop, io::Remainder::pad}) {
+  data::ArrayDataset ds(astype(x, int32), astype(x * 10, int32));
+  for (auto rem : {data::Remainder::drop, data::Remainder::pad}) {
     for (bool shuffle : {true, false}) {
-      io::DataLoader loader(ds, B, opts(shuffle, rem, 11));                  // this rank's shard of the world
-      io::DataLoader whole(ds, B, opts(shuffle, rem, 11), io::Shard(0, 1));  // what one process would read
+      data::DataLoader loader(ds, B, opts(shuffle, rem, 11));                  // this rank's shard of the world
+      data::DataLoader whole(ds, B, opts(shuffle, rem, 11), data::Shard(0, 1));  // what one process would read
       EXPECT_EQ(loader.shard().rank, g.rank());
       EXPECT_EQ(loader.shard().size, S);
       ASSERT_TRUE(agreed(loader.num_batches()));
       ASSERT_EQ(loader.num_batches(), whole.num_batches());
-      ASSERT_EQ(loader.num_batches(), rem == io::Remainder::drop ? N / B : (N + B - 1) / B);
+      ASSERT_EQ(loader.num_batches(), rem == data::Remainder::drop ? N / B : (N + B - 1) / B);
       for (int64_t epoch : {0, 3}) {
         loader.set_epoch(epoch);
         whole.set_epoch(epoch);
@@ -106,7 +106,7 @@ TEST(DistributedData, ShardsAreDisjointAndTileEachGlobalBatch) {
         }
         EXPECT_EQ(b, loader.num_batches());
         const std::set<int64_t> distinct(epoch_samples.begin(), epoch_samples.end());
-        if (rem == io::Remainder::drop) {
+        if (rem == data::Remainder::drop) {
           // No sample is read twice in an epoch, by this rank or any other.
           EXPECT_EQ(distinct.size(), epoch_samples.size());
           EXPECT_EQ(epoch_samples.size(), static_cast<size_t>(N / B * B));
@@ -121,11 +121,11 @@ TEST(DistributedData, ShardsAreDisjointAndTileEachGlobalBatch) {
 TEST(DistributedData, UnevenBatchSizeIsRefusedOnEveryRank) {
   auto g = dist::init();
   array x = arange(0, 10);
-  io::ArrayDataset ds(x, x);
+  data::ArrayDataset ds(x, x);
   if (g.size() == 1) {
-    EXPECT_NO_THROW(io::DataLoader(ds, 5));
+    EXPECT_NO_THROW(data::DataLoader(ds, 5));
   } else {
-    EXPECT_THROW_MSG(io::DataLoader(ds, 2 * g.size() + 1), std::invalid_argument,
+    EXPECT_THROW_MSG(data::DataLoader(ds, 2 * g.size() + 1), std::invalid_argument,
                      "the global batch size " + std::to_string(2 * g.size() + 1) +
                          " is not divisible by the number of ranks " + std::to_string(g.size()));
   }
@@ -145,7 +145,7 @@ TEST(DistributedData, RanksRacingOnOneGzipShareOneCacheFile) {
     write_file(dir / "y", datatest::idx_header(0x08, {40}) + labels);
   }
   barrier();
-  io::IdxDataset ds(io::IdxFile::open(dir / "x.gz", dir / "cache"), io::IdxFile::open(dir / "y", dir / "cache"),
+  data::IdxDataset ds(io::IdxFile::open(dir / "x.gz", dir / "cache"), io::IdxFile::open(dir / "y", dir / "cache"),
                     std::nullopt, int32);
   EXPECT_EQ(ds.size(), 40);
   barrier();
@@ -160,8 +160,8 @@ TEST(DistributedData, RanksRacingOnOneGzipShareOneCacheFile) {
   }
   // Sharded reading of the file: the gathered rows equal the single-process batch.
   const int S = g.size();
-  io::DataLoader loader(ds, 2 * S, opts(true, io::Remainder::pad, 5));
-  io::DataLoader whole(ds, 2 * S, opts(true, io::Remainder::pad, 5), io::Shard(0, 1));
+  data::DataLoader loader(ds, 2 * S, opts(true, data::Remainder::pad, 5));
+  data::DataLoader whole(ds, 2 * S, opts(true, data::Remainder::pad, 5), data::Shard(0, 1));
   ASSERT_TRUE(agreed(loader.num_batches()));
   for (int64_t b = 0; b < loader.num_batches(); ++b) {
     auto [x, y] = loader.batch(b);
@@ -183,12 +183,12 @@ TEST(DistributedData, FashionMnistShards) {
   if (!std::filesystem::exists(kFashion)) GTEST_SKIP() << kFashion << " is not installed";
   auto g = dist::init();
   SharedDir dir("fashion");
-  auto test = io::fashion_mnist(kFashion, "test", dir / "cache");  // all ranks decompress-or-wait at once
+  auto test = data::fashion_mnist(kFashion, "test", dir / "cache");  // all ranks decompress-or-wait at once
   const int S = g.size();
-  io::DataLoader loader(test, 6 * S, opts(true, io::Remainder::drop, 0));
+  data::DataLoader loader(test, 6 * S, opts(true, data::Remainder::drop, 0));
   ASSERT_TRUE(agreed(loader.num_batches()));
   EXPECT_EQ(loader.num_batches(), 10000 / (6 * S));
-  io::DataLoader whole(test, 6 * S, opts(true, io::Remainder::drop, 0), io::Shard(0, 1));
+  data::DataLoader whole(test, 6 * S, opts(true, data::Remainder::drop, 0), data::Shard(0, 1));
   for (int64_t b : {int64_t(0), loader.num_batches() - 1}) {
     auto [x, y] = loader.batch(b);
     array all_x = dist::all_gather(x), all_y = dist::all_gather(y);

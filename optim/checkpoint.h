@@ -7,7 +7,7 @@
 // Metadata (strings): "loom.format" = "checkpoint/1", "loom.optimizer" = optimizer.name(),
 // "loom.step" = the step in decimal, and the caller's own keys (which must not start with "loom.").
 //
-// The file is written to "<path>.tmp", synced and renamed over `path` (see io.h), so an error, a
+// The file is written to "<path>.tmp", synced and renamed over `path` (see loom/io/io.h), so an error, a
 // crash or a kill during save leaves the previous checkpoint at `path` whole. Loading it into a
 // freshly built model and optimizer of the same kind restores the exact bits: a run resumed from a
 // checkpoint continues exactly as the run that wrote it.
@@ -19,7 +19,7 @@
 #include "loom/nn/module.h"
 #include "loom/optim/optimizers.h"
 
-namespace loom::io {
+namespace loom::optim {
 
 using Metadata = std::unordered_map<std::string, std::string>;
 
@@ -37,4 +37,4 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const opt
 /// mismatch, listing the differences) the model, optimizer and random state are left as they were.
 Metadata load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& optimizer);
 
-}  // namespace loom::io
+}  // namespace loom::optim

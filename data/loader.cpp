@@ -1,14 +1,11 @@
-// The dataset types built on IDX files and arrays, the epoch permutation, and the sharded loader.
-#include <climits>
-#include <cstring>
-#include <filesystem>
+// The epoch permutation and the sharded loader.
+#include "loom/data/loader.h"
+
 #include <numeric>
 #include <stdexcept>
+#include <string>
 
-#include "loom/io/dataset.h"
-#include "loom/io/detail.h"
-
-namespace loom::io {
+namespace loom::data {
 
 namespace {
 
@@ -34,26 +31,6 @@ uint64_t uniform_below(SplitMix64& g, uint64_t bound) {
   }
 }
 
-// Rows `indices` of row-contiguous evaluated `a`, by memcpy.
-array gather_rows(const array& a, const std::vector<int64_t>& indices, const char* op) {
-  const int64_t n = a.shape(0);
-  for (int64_t i : indices) {
-    if (i < 0 || i >= n) {
-      throw std::out_of_range(std::string("[") + op + "] sample " + std::to_string(i) + " is out of range for " +
-                              std::to_string(n) + " samples");
-    }
-  }
-  if (indices.size() > size_t(INT_MAX)) throw std::invalid_argument(std::string("[") + op + "] too many indices");
-  Shape shape = a.shape();
-  shape[0] = static_cast<int>(indices.size());
-  const size_t row = n == 0 ? 0 : a.nbytes() / static_cast<size_t>(n);
-  io_detail::BufferGuard buf(allocator::malloc(row * indices.size()));
-  auto* out = static_cast<char*>(buf.get().ptr);
-  const auto* src = static_cast<const char*>(a.raw_data());
-  for (size_t r = 0; r < indices.size(); ++r) std::memcpy(out + r * row, src + indices[r] * row, row);
-  return array(buf.release(), std::move(shape), a.dtype());
-}
-
 }  // namespace
 
 // ---- permutation ----
@@ -68,66 +45,6 @@ std::vector<int64_t> permutation(int64_t n, uint64_t seed, int64_t epoch) {
     std::swap(p[i], p[j]);
   }
   return p;
-}
-
-// ---- datasets ----
-
-IdxDataset::IdxDataset(IdxFile x, IdxFile y, std::optional<Dtype> x_dtype, std::optional<Dtype> y_dtype)
-    : x_(std::move(x)), y_(std::move(y)), x_dtype_(x_dtype), y_dtype_(y_dtype) {
-  if (x_.rows() != y_.rows()) {
-    throw std::invalid_argument("[IdxDataset] '" + x_.path() + "' has " + std::to_string(x_.rows()) + " rows but '" +
-                                y_.path() + "' has " + std::to_string(y_.rows()));
-  }
-}
-
-Batch IdxDataset::get(const std::vector<int64_t>& indices) const {
-  return {x_dtype_ ? x_.read_rows(indices, *x_dtype_) : x_.read_rows(indices),
-          y_dtype_ ? y_.read_rows(indices, *y_dtype_) : y_.read_rows(indices)};
-}
-
-IdxDataset fashion_mnist(const std::string& dir, const std::string& split, const std::string& cache_dir) {
-  std::string prefix;
-  if (split == "train") {
-    prefix = "train";
-  } else if (split == "test" || split == "t10k") {
-    prefix = "t10k";
-  } else {
-    throw std::invalid_argument("[fashion_mnist] split must be \"train\" or \"test\", got \"" + split + "\"");
-  }
-  auto find = [&](const std::string& name) {
-    const std::filesystem::path raw = std::filesystem::path(dir) / name;
-    std::error_code ec;
-    if (std::filesystem::exists(raw, ec)) return raw.string();
-    const std::string gz = raw.string() + ".gz";
-    if (std::filesystem::exists(gz, ec)) return gz;
-    throw std::runtime_error("[fashion_mnist] neither '" + raw.string() + "' nor '" + gz + "' exists");
-  };
-  IdxFile images = IdxFile::open(find(prefix + "-images-idx3-ubyte"), cache_dir);
-  IdxFile labels = IdxFile::open(find(prefix + "-labels-idx1-ubyte"), cache_dir);
-  if (images.dtype() != uint8 || images.shape().size() != 3) {
-    throw std::runtime_error("[fashion_mnist] '" + images.path() + "' holds " + to_string(images.dtype()) + " " +
-                             loom::detail::shape_str(images.shape()) + ", expected uint8 images [n, rows, cols]");
-  }
-  if (labels.dtype() != uint8 || labels.shape().size() != 1) {
-    throw std::runtime_error("[fashion_mnist] '" + labels.path() + "' holds " + to_string(labels.dtype()) + " " +
-                             loom::detail::shape_str(labels.shape()) + ", expected uint8 labels [n]");
-  }
-  return IdxDataset(std::move(images), std::move(labels), std::nullopt, int32);
-}
-
-ArrayDataset::ArrayDataset(const array& x, const array& y) : x_(x), y_(y) {
-  if (x.ndim() == 0 || y.ndim() == 0 || x.shape(0) != y.shape(0)) {
-    throw std::invalid_argument("[ArrayDataset] x and y need the same first dimension, got " +
-                                loom::detail::shape_str(x.shape()) + " and " + loom::detail::shape_str(y.shape()));
-  }
-  x_ = io_detail::row_major(x);
-  y_ = io_detail::row_major(y);
-}
-
-int64_t ArrayDataset::size() const { return x_.shape(0); }
-
-Batch ArrayDataset::get(const std::vector<int64_t>& indices) const {
-  return {gather_rows(x_, indices, "ArrayDataset::get"), gather_rows(y_, indices, "ArrayDataset::get")};
 }
 
 // ---- sharding ----
@@ -219,4 +136,4 @@ DataLoader::iterator& DataLoader::iterator::operator++() {
   return *this;
 }
 
-}  // namespace loom::io
+}  // namespace loom::data

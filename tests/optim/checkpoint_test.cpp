@@ -8,9 +8,9 @@
 #include <cstring>
 #include <filesystem>
 
-#include "io_test_helpers.h"
+#include "../io/io_test_helpers.h"
 #include "loom/core/eval.h"
-#include "loom/io/checkpoint.h"
+#include "loom/optim/checkpoint.h"
 #include "loom/io/io.h"
 #include "loom/nn/linear.h"
 #include "loom/nn/module.h"
@@ -86,7 +86,7 @@ TEST_F(Checkpoint, ResumedRunIsBitIdenticalToTheUninterruptedOne) {
   MLP model;
   auto opt = make_optimizer();
   for (int i = 0; i < kSteps; ++i) {
-    if (i == kSaveAt) io::save_checkpoint(ckpt, model, opt, {{"epoch", "3"}, {"note", "mid-run"}});
+    if (i == kSaveAt) optim::save_checkpoint(ckpt, model, opt, {{"epoch", "3"}, {"note", "mid-run"}});
     train_step(model, opt);
   }
   const auto key_uninterrupted = bits<int32_t>(random::get_state());
@@ -96,8 +96,8 @@ TEST_F(Checkpoint, ResumedRunIsBitIdenticalToTheUninterruptedOne) {
   MLP resumed;
   auto opt2 = make_optimizer();
   (void)random::normal({5}).to_vector<float>();
-  const io::Metadata meta = io::load_checkpoint(ckpt, resumed, opt2);
-  EXPECT_EQ(meta, (io::Metadata{{"epoch", "3"}, {"note", "mid-run"}}));
+  const optim::Metadata meta = optim::load_checkpoint(ckpt, resumed, opt2);
+  EXPECT_EQ(meta, (optim::Metadata{{"epoch", "3"}, {"note", "mid-run"}}));
   EXPECT_EQ(opt2.step(), kSaveAt);
   EXPECT_EQ(resumed.parameters()["calls"].item<float>(), float(kSaveAt));
   for (int i = kSaveAt; i < kSteps; ++i) train_step(resumed, opt2);
@@ -115,7 +115,7 @@ TEST_F(Checkpoint, FileLayoutAndRoundTrip) {
   train_step(model, opt);
   train_step(model, opt);
   const array key = random::get_state();
-  io::save_checkpoint(ckpt, model, opt, {{"epoch", "7"}});
+  optim::save_checkpoint(ckpt, model, opt, {{"epoch", "7"}});
 
   auto [tensors, meta] = load_safetensors(ckpt);
   EXPECT_EQ(meta.at("loom.format"), "checkpoint/1");
@@ -132,7 +132,7 @@ TEST_F(Checkpoint, FileLayoutAndRoundTrip) {
   random::seed(123);
   MLP other;
   optim::SGD opt2(0.1, 0.9);
-  io::load_checkpoint(ckpt, other, opt2);
+  optim::load_checkpoint(ckpt, other, opt2);
   expect_same_bits(model.parameters(), other.parameters());
   expect_same_bits(opt.state(), opt2.state());
   EXPECT_EQ(bits<int32_t>(random::get_state()), bits<int32_t>(key));
@@ -144,9 +144,9 @@ TEST_F(Checkpoint, MismatchesAreRefusedAndChangeNothing) {
   MLP model;
   optim::AdamW opt;
   train_step(model, opt);
-  EXPECT_THROW_MSG(io::save_checkpoint(ckpt, model, opt, {{"loom.step", "1"}}), std::invalid_argument,
+  EXPECT_THROW_MSG(optim::save_checkpoint(ckpt, model, opt, {{"loom.step", "1"}}), std::invalid_argument,
                    "[save_checkpoint] metadata key 'loom.step' uses the reserved prefix 'loom.'");
-  io::save_checkpoint(ckpt, model, opt);
+  optim::save_checkpoint(ckpt, model, opt);
 
   random::seed(2);
   MLP target;
@@ -160,11 +160,11 @@ TEST_F(Checkpoint, MismatchesAreRefusedAndChangeNothing) {
   const auto before = target.parameters();
   const auto key_before = bits<int32_t>(random::get_state());
   optim::SGD sgd(0.1);
-  EXPECT_THROW_MSG(io::load_checkpoint(ckpt, target, sgd), std::invalid_argument,
+  EXPECT_THROW_MSG(optim::load_checkpoint(ckpt, target, sgd), std::invalid_argument,
                    "holds the state of optimizer AdamW, not SGD");
 
   optim::AdamW opt2;
-  EXPECT_THROW_MSG(io::load_checkpoint(ckpt, smaller, opt2), std::invalid_argument,
+  EXPECT_THROW_MSG(optim::load_checkpoint(ckpt, smaller, opt2), std::invalid_argument,
                    "does not match the model; not in the model: calls, l3.bias, l3.weight; different shapes: "
                    "l2.weight (file (8,8), model (4,8)), l2.bias (file (8), model (4))");
   EXPECT_EQ(opt2.step(), 0);
@@ -173,15 +173,15 @@ TEST_F(Checkpoint, MismatchesAreRefusedAndChangeNothing) {
   optim::AdamW busy;
   nn::ParamTree p{{"w", zeros({2})}};
   busy.apply_gradients({{"w", ones({2})}}, p);
-  EXPECT_THROW_MSG(io::load_checkpoint(ckpt, target, busy), std::invalid_argument, "[AdamW::set_state]");
+  EXPECT_THROW_MSG(optim::load_checkpoint(ckpt, target, busy), std::invalid_argument, "[AdamW::set_state]");
   expect_same_bits(target.parameters(), before);
   EXPECT_EQ(bits<int32_t>(random::get_state()), key_before);
 
   const std::string plain = path("plain.safetensors");
   save_safetensors(plain, {{"w", ones({2})}});
-  EXPECT_THROW_MSG(io::load_checkpoint(plain, target, opt2), std::runtime_error,
+  EXPECT_THROW_MSG(optim::load_checkpoint(plain, target, opt2), std::runtime_error,
                    "is not a Loom checkpoint (no \"loom.format\" metadata)");
-  EXPECT_THROW_MSG(io::load_checkpoint(path("missing.safetensors"), target, opt2), std::runtime_error, "cannot open");
+  EXPECT_THROW_MSG(optim::load_checkpoint(path("missing.safetensors"), target, opt2), std::runtime_error, "cannot open");
   expect_same_bits(target.parameters(), before);
 }
 
@@ -191,13 +191,13 @@ TEST_F(Checkpoint, FailedWritesLeaveThePreviousCheckpointIntact) {
   MLP model;
   optim::AdamW opt;
   train_step(model, opt);
-  io::save_checkpoint(ckpt, model, opt, {{"epoch", "1"}});
+  optim::save_checkpoint(ckpt, model, opt, {{"epoch", "1"}});
   const std::string good = read_bytes(ckpt);
   train_step(model, opt);  // the next save would write different bytes
 
   // 1. The temporary cannot be created (a directory is in the way).
   std::filesystem::create_directory(ckpt + ".tmp");
-  EXPECT_THROW_MSG(io::save_checkpoint(ckpt, model, opt, {{"epoch", "2"}}), std::runtime_error, "cannot create");
+  EXPECT_THROW_MSG(optim::save_checkpoint(ckpt, model, opt, {{"epoch", "2"}}), std::runtime_error, "cannot create");
   EXPECT_EQ(read_bytes(ckpt), good);
   std::filesystem::remove(ckpt + ".tmp");
 
@@ -210,7 +210,7 @@ TEST_F(Checkpoint, FailedWritesLeaveThePreviousCheckpointIntact) {
   ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
   bool threw = false;
   try {
-    io::save_checkpoint(ckpt, model, opt, {{"epoch", "2"}});
+    optim::save_checkpoint(ckpt, model, opt, {{"epoch", "2"}});
   } catch (const std::runtime_error& e) {
     threw = true;
     EXPECT_NE(std::string(e.what()).find("failed"), std::string::npos) << e.what();
@@ -232,7 +232,7 @@ TEST_F(Checkpoint, FailedWritesLeaveThePreviousCheckpointIntact) {
     setrlimit(RLIMIT_FSIZE, &tiny);
     signal(SIGXFSZ, SIG_DFL);
     try {
-      io::save_checkpoint(ckpt, model, opt, {{"epoch", "2"}});
+      optim::save_checkpoint(ckpt, model, opt, {{"epoch", "2"}});
     } catch (...) {
     }
     _exit(0);  // not reached: the write past the limit kills the process
@@ -244,12 +244,12 @@ TEST_F(Checkpoint, FailedWritesLeaveThePreviousCheckpointIntact) {
   random::seed(4);
   MLP fresh;
   optim::AdamW opt2;
-  EXPECT_EQ(io::load_checkpoint(ckpt, fresh, opt2).at("epoch"), "1");
+  EXPECT_EQ(optim::load_checkpoint(ckpt, fresh, opt2).at("epoch"), "1");
   EXPECT_EQ(opt2.step(), 1);
 
   // A later save replaces the leftover temporary and then the checkpoint.
-  io::save_checkpoint(ckpt, model, opt, {{"epoch", "2"}});
+  optim::save_checkpoint(ckpt, model, opt, {{"epoch", "2"}});
   EXPECT_EQ(listing(), (std::vector<std::string>{"c.safetensors"}));
-  EXPECT_EQ(io::load_checkpoint(ckpt, fresh, opt2).at("epoch"), "2");
+  EXPECT_EQ(optim::load_checkpoint(ckpt, fresh, opt2).at("epoch"), "2");
   EXPECT_EQ(opt2.step(), 2);
 }

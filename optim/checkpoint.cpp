@@ -1,4 +1,4 @@
-#include "loom/io/checkpoint.h"
+#include "loom/optim/checkpoint.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -10,7 +10,7 @@
 #include "loom/ops/random.h"
 #include "loom/ops/utils.h"
 
-namespace loom::io {
+namespace loom::optim {
 
 using loom::detail::msg;
 using loom::detail::shape_str;
@@ -147,4 +147,4 @@ Metadata load_checkpoint(const std::string& path, nn::Module& model, optim::Opti
   return user;
 }
 
-}  // namespace loom::io
+}  // namespace loom::optim
