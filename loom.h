@@ -1,4 +1,5 @@
-// Loom: lazy arrays, autograd, nn, optimizers and data-parallel training over MPI.
+// Loom: lazy arrays, autograd, nn, optimizers and data-parallel training over MPI. The headers
+// come in layer order: core, ops, file formats, autograd, fast, distributed, data, nn, optim.
 #pragma once
 
 #include "loom/core/allocator.h"
@@ -8,18 +9,18 @@
 #include "loom/core/threads.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/graph.h"
-#include "loom/autograd/check.h"
-#include "loom/autograd/transforms.h"
-#include "loom/distributed/distributed.h"
-#include "loom/io/io.h"
-#include "loom/io/idx.h"
-#include "loom/io/text.h"
-#include "loom/data/dataset.h"
-#include "loom/data/loader.h"
 #include "loom/ops/random.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/conv.h"
+#include "loom/io/io.h"
+#include "loom/io/idx.h"
+#include "loom/io/text.h"
+#include "loom/autograd/check.h"
+#include "loom/autograd/transforms.h"
 #include "loom/fast/fast.h"
+#include "loom/distributed/distributed.h"
+#include "loom/data/dataset.h"
+#include "loom/data/loader.h"
 #include "loom/nn/tree.h"
 #include "loom/nn/module.h"
 #include "loom/nn/init.h"
