@@ -1,0 +1,3 @@
+// A core header that reaches up into nn.
+#pragma once
+#include "loom/nn/module.h"

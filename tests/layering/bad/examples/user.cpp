@@ -1,0 +1,1 @@
+#include <loom/ops/kernels/k.h>

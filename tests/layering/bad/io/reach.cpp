@@ -1,0 +1,2 @@
+// io reaching into ops' kernels.
+#include "loom/ops/kernels/k.h"

@@ -1,0 +1,2 @@
+#pragma once
+#include "loom/io/detail.h"
