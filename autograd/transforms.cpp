@@ -1,6 +1,5 @@
 #include "loom/autograd/transforms.h"
 
-#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -26,8 +25,6 @@ std::vector<array> make_tracers(const std::vector<array>& primals) {
   return out;
 }
 
-bool is_stop_gradient(const array& a) { return std::strcmp(a.primitive().name(), "StopGradient") == 0; }
-
 // The nodes between `sources` and `outputs` that depend on a source through floating-point values,
 // in topological order (one array per node). Ids of every array that carries a derivative are
 // added to `live`.
@@ -47,9 +44,10 @@ std::vector<array> tape_between(const std::vector<array>& outputs, std::unordere
     stack.push_back({out, 0});
     while (!stack.empty()) {
       Frame& f = stack.back();
-      // Sources are leaves: never walk past them. Nor past stop_gradient: nothing behind it gets a
-      // derivative, so its graph (e.g. the traced forward inside custom_function) is not visited.
-      const bool leaf = live.count(f.a.id()) || !f.a.has_primitive() || is_stop_gradient(f.a);
+      // Sources are leaves: never walk past them. Nor past a primitive whose outputs carry no
+      // derivative (stop_gradient, random samples, ...): nothing behind it gets one through it, so its
+      // graph (e.g. the traced forward inside custom_function) is not visited.
+      const bool leaf = live.count(f.a.id()) || !f.a.has_primitive() || !f.a.primitive().is_differentiable();
       const auto& ins = f.a.inputs();
       if (!leaf && f.next < ins.size()) {
         const array& in = ins[f.next++];

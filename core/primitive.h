@@ -26,7 +26,9 @@ class Primitive {
   virtual const char* name() const = 0;
   virtual void print(std::ostream& os) const { os << name(); }
 
-  /// Whether the output at each position has a gradient (false for integer results like argmax).
+  /// False when the outputs carry no derivative whatever the inputs (stop_gradient, random samples,
+  /// comparisons): transforms treat them as constants, calling neither vjp nor jvp and not walking
+  /// the graph behind them.
   virtual bool is_differentiable() const { return true; }
 
   /// Elementwise primitives run fused with the elementwise nodes around them: eval_block computes `n`

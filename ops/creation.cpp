@@ -103,6 +103,7 @@ class StopGradient : public UnaryPrimitive {
     return {zeros_like(p[0])};
   }
   const char* name() const override { return "StopGradient"; }
+  bool is_differentiable() const override { return false; }
 };
 
 void check_shape(const Shape& shape, const char* op) {

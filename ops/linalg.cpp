@@ -87,21 +87,10 @@ class Matmul : public UnaryPrimitive {
   Matmul(float alpha = 1.0f, float beta = 0.0f) : alpha_(alpha), beta_(beta) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array* c = in.size() > 2 ? &in[2] : nullptr;
-    switch (out.dtype().val) {
-      case Dtype::Val::float32:
-        matmul_impl<float>(in[0], in[1], c, out, alpha_, beta_);
-        break;
-      case Dtype::Val::float64:
-        matmul_impl<double>(in[0], in[1], c, out, alpha_, beta_);
-        break;
-      default: {
-        // Half types: compute in float32.
-        std::vector<array> in32;
-        for (const array& x : in) in32.push_back(astype(x, float32));
-        array r = astype(array(out.shape(), float32, std::make_shared<Matmul>(alpha_, beta_), in32), out.dtype());
-        r.eval();
-        out.copy_shared_buffer(r);
-      }
+    if (out.dtype() == float64) {
+      matmul_impl<double>(in[0], in[1], c, out, alpha_, beta_);
+    } else {
+      matmul_impl<float>(in[0], in[1], c, out, alpha_, beta_);  // float32 only: see matmul_node
     }
   }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
@@ -162,6 +151,16 @@ struct MatmulOperands {
   Dtype dtype;
 };
 
+// The Matmul node of `inputs` (a, b[, c]) with result `dtype`. The GEMMs are float32 and float64;
+// other dtypes (half types) compute in float32, with the casts as nodes of the graph.
+array matmul_node(const Shape& out, Dtype dtype, float alpha, float beta, std::vector<array> inputs) {
+  if (dtype == float32 || dtype == float64) {
+    return array(out, dtype, std::make_shared<Matmul>(alpha, beta), std::move(inputs));
+  }
+  for (auto& x : inputs) x = astype(x, float32);
+  return astype(array(out, float32, std::make_shared<Matmul>(alpha, beta), std::move(inputs)), dtype);
+}
+
 MatmulOperands matmul_operands(const array& a_in, const array& b_in) {
   if (a_in.ndim() == 0 || b_in.ndim() == 0) {
     throw std::invalid_argument(msg("[matmul] needs arrays of at least 1 dimension; got shapes ",
@@ -204,7 +203,7 @@ array matmul(const array& a_in, const array& b_in) {
     return reshape(matmul(fold_rows(a_in), b_in), std::move(out));
   }
   MatmulOperands m = matmul_operands(a_in, b_in);
-  array c(m.out, m.dtype, std::make_shared<Matmul>(), {m.a, m.b});
+  array c = matmul_node(m.out, m.dtype, 1.0f, 0.0f, {m.a, m.b});
   if (a_in.ndim() == 1 && b_in.ndim() == 1) return reshape(c, {});
   if (a_in.ndim() == 1) return squeeze(c, -2);
   if (b_in.ndim() == 1) return squeeze(c, -1);
@@ -234,7 +233,7 @@ array addmm(const array& c, const array& a, const array& b, float alpha, float b
     MatmulOperands m = matmul_operands(fold ? fold_rows(a) : a, b);
     array cc = fold && c.ndim() > 1 ? reshape(c, {c.shape(-1)}) : c;
     array cb = broadcast_to(astype(cc, m.dtype), m.out);
-    array r(m.out, m.dtype, std::make_shared<Matmul>(alpha, beta), {m.a, m.b, cb});
+    array r = matmul_node(m.out, m.dtype, alpha, beta, {m.a, m.b, cb});
     return fold ? reshape(r, ab.shape()) : r;
   }
   if (alpha != 1.0f) ab = multiply(ab, array(alpha, ab.dtype()));

@@ -91,6 +91,34 @@ TEST(Grad, StopGradientBlocks) {
   expect_array(grad(f)(array({2.0f, 3.0f})), {2}, {2, 3});
 }
 
+namespace {
+// A copy whose outputs carry no derivative; its rules throw, so a transform that called them fails.
+class NoDerivative : public UnaryPrimitive {
+ public:
+  void eval_cpu(const std::vector<array>& in, array& out) override { out.copy_shared_buffer(in[0]); }
+  std::vector<array> vjp(const std::vector<array>&, const std::vector<array>&, const std::vector<int>&,
+                         const std::vector<array>&) override {
+    throw std::logic_error("vjp of a primitive without derivatives was called");
+  }
+  std::vector<array> jvp(const std::vector<array>&, const std::vector<array>&, const std::vector<int>&) override {
+    throw std::logic_error("jvp of a primitive without derivatives was called");
+  }
+  const char* name() const override { return "NoDerivative"; }
+  bool is_differentiable() const override { return false; }
+};
+}  // namespace
+
+// Transforms treat the outputs of a primitive that says it is not differentiable as constants: its
+// rules are never called, and only the other paths contribute.
+TEST(Grad, NonDifferentiablePrimitivesAreConstants) {
+  auto constant = [](const array& x) { return array(x.shape(), x.dtype(), std::make_shared<NoDerivative>(), {x}); };
+  auto f = [&](const array& x) { return sum(x * constant(x * 2.0f)); };
+  expect_array(grad(f)(array({2.0f, 3.0f})), {2}, {4, 6});
+  auto [y, t] = jvp([&](const array& x) { return x * constant(x); }, array({2.0f, 3.0f}), array({1.0f, 1.0f}));
+  expect_array(t, {2}, {2, 3});
+  EXPECT_FALSE(stop_gradient(array(1.0f)).primitive().is_differentiable());
+}
+
 TEST(Grad, EvaluatedIntermediateInsideTransformStillDifferentiates) {
   auto f = [](const array& x) {
     array h = exp(x);
