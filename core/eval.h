@@ -18,7 +18,9 @@ namespace detail {
 void set_fusion(bool on);
 }  // namespace detail
 
-/// Starts evaluating; today this completes before returning, and `eval` on the same arrays is free.
+/// MLX's async_eval, for code written against MLX: Loom has one CPU stream and evaluates at once, so
+/// this is eval (it returns when the arrays are evaluated, and a later `eval` of them is free). A
+/// deliberate difference: nothing runs in the background while the caller builds the next graph.
 void async_eval(std::vector<array> outputs);
 
 inline void collect_arrays(std::vector<array>& out, const array& a) { out.push_back(a); }
