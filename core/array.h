@@ -147,12 +147,16 @@ class array {
   size_t data_size() const { return desc_->data_size; }
   void* raw_data() const { return desc_->data_ptr; }
   const std::shared_ptr<Data>& data_shared_ptr() const { return desc_->data; }
-  /// How many handles share this array (eval uses it to see whether anything outside the graph does).
-  long use_count() const { return desc_.use_count(); }
-  /// True when nothing but the graph holds this array and its buffer: a kernel may write into it.
+  /// True when exactly `graph_refs` handles hold this array: eval counts the handles its graph holds
+  /// (the tape, the consumers' input lists) and asks whether anyone else (a caller, an eval output)
+  /// holds one too. The one test behind fusion, placement and donation.
+  bool held_only_by(long graph_refs) const { return desc_.use_count() == graph_refs; }
+  /// True when a kernel may write its output into this input's buffer: eval marked it (set_donatable)
+  /// as read by nothing after the node about to run, and no view shares the buffer.
   bool is_donatable() const {
-    return desc_.use_count() == 1 && desc_->data && desc_->data.use_count() == 1 && desc_->flags.contiguous;
+    return desc_->donatable && desc_->data && desc_->data.use_count() == 1 && desc_->flags.contiguous;
   }
+  void set_donatable(bool d) { desc_->donatable = d; }
 
   /// Gives the array a fresh row-contiguous buffer of nbytes() bytes.
   void set_data(allocator::Buffer buffer, void (*deleter)(allocator::Buffer) = allocator::free);
@@ -187,6 +191,7 @@ class array {
     uint32_t position = 0;
     bool evaluated = false;
     bool is_tracer = false;
+    bool donatable = false;  // set by eval for the inputs of the node it runs
     std::shared_ptr<Data> data;
     void* data_ptr = nullptr;
     size_t data_size = 0;

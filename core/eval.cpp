@@ -1,8 +1,12 @@
 #include "loom/core/eval.h"
 
+#include <cstdlib>
 #include <functional>
 #include <map>
+#include <optional>
 #include <queue>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 
 #include "loom/core/fusion.h"
@@ -53,8 +57,21 @@ void finish(std::vector<array>& outs) {
   }
 }
 
+// Marks which inputs a kernel may write its output into: those whose only holders left are these
+// input lists (every other reader has run, and nobody outside the graph holds them). A node about to
+// run no longer sits in the tape (run takes the tape's handle), so an input read k times by it is
+// held exactly k times when it is read by nothing else.
+void mark_donors(const std::vector<array>& inputs) {
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    long refs = 0;
+    for (const auto& other : inputs) refs += other.id() == inputs[k].id();
+    const_cast<array&>(inputs[k]).set_donatable(inputs[k].held_only_by(refs));
+  }
+}
+
 void run(array a) {  // takes the tape's handle: consumers' inputs are then the last holders
   std::vector<array> outs = a.outputs();
+  mark_donors(a.inputs());
   a.primitive().eval_cpu(a.inputs(), outs);
   finish(outs);
 }
@@ -76,7 +93,8 @@ Placements plan_placement(const std::vector<array>& tape, const Index& index) {
   Placements placed;
   std::vector<int64_t> offsets;
   auto qualifies = [&](const array& x, const array& consumer) -> int {
-    if (x.is_evaluated() || x.dtype() != consumer.dtype() || x.use_count() != 2 || x.is_tracer()) return -1;
+    // Held by the tape and by one input slot of its consumer, and by nothing else.
+    if (x.is_evaluated() || x.dtype() != consumer.dtype() || !x.held_only_by(2) || x.is_tracer()) return -1;
     auto it = index.find(x.node_id());
     if (it == index.end() || x.node_id()->outputs.size() != 1) return -1;
     return it->second;
@@ -92,6 +110,9 @@ Placements plan_placement(const std::vector<array>& tape, const Index& index) {
         if (q < 0) break;
         p = q;
       }
+      // A view (or a node that forwards a buffer it cannot pass on) stays a view: it never writes where
+      // it is placed, and placing it would only move the consumer's copy into it.
+      if (tape[p].primitive().makes_view()) continue;
       if (placed.empty()) placed.resize(tape.size());
       placed[p] = {c, offsets[k]};
     }
@@ -113,15 +134,36 @@ void place(std::vector<array>& tape, const Placements& placed, int i) {
   a.copy_shared_buffer(dst, a.strides(), array::layout_flags(a.shape(), a.strides()), a.size(), placed[i].offset);
 }
 
+bool check_plan = [] {
+  const char* v = std::getenv("LOOM_CHECK_BUFFER_PLAN");
+  return v && std::string(v) == "1";
+}();
+
 // Runs tape entry i: as part of its fusion group (internal members run with their root), or alone.
+// With the plan check on, a node placed in its consumer's buffer must have written there: a kernel
+// that allocates its own buffer instead still gives right values (the consumer copies), but every
+// step pays a copy that nothing else would reveal.
 void compute(std::vector<array>& tape, const detail::FusionPlan& plan, const Placements& placed, int i,
              const Index& index) {
-  if (!placed.empty() && placed[i].consumer >= 0) place(tape, placed, i);
-  if (!plan.internal.empty()) {
-    if (plan.internal[i]) return;
-    if (!plan.groups[i].empty()) return detail::run_fused(tape, plan, i, index);
+  std::optional<array> probe;
+  std::string name;
+  if (!placed.empty() && placed[i].consumer >= 0) {
+    place(tape, placed, i);
+    if (check_plan) probe = tape[i], name = tape[i].primitive().name();
   }
-  if (!tape[i].is_evaluated()) run(std::move(tape[i]));
+  const void* planned = probe ? probe->raw_data() : nullptr;
+  if (!plan.internal.empty() && plan.internal[i]) return;
+  if (!plan.internal.empty() && !plan.groups[i].empty()) {
+    detail::run_fused(tape, plan, i, index);
+  } else if (!tape[i].is_evaluated()) {
+    run(std::move(tape[i]));
+  }
+  if (probe && probe->raw_data() != planned) {
+    throw std::logic_error("[eval] buffer plan not honoured: " + name + " " + detail::shape_str(probe->shape()) +
+                           " was placed in the buffer of its consumer " +
+                           tape[placed[i].consumer].primitive().name() + " at element offset " +
+                           std::to_string(placed[i].offset) + ", but its kernel wrote into a buffer of its own");
+  }
 }
 
 // A graph with communication runs as a list schedule over the tape. An async node (a collective)
@@ -184,6 +226,7 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
         } else {
           Pending p{std::move(tape[i]), {}};
           p.outs = p.node.outputs();
+          mark_donors(p.node.inputs());
           p.node.primitive().eval_async(p.node.inputs(), p.outs);
           pending.emplace(i, std::move(p));
         }
@@ -240,5 +283,7 @@ void eval(std::vector<array> outputs) {
 }
 
 void async_eval(std::vector<array> outputs) { eval(std::move(outputs)); }
+
+void detail::set_check_buffer_plan(bool on) { check_plan = on; }
 
 }  // namespace loom

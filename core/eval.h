@@ -16,6 +16,9 @@ void eval(std::vector<array> outputs);
 namespace detail {
 /// Turns elementwise fusion in eval on or off (on by default; tests compare both paths).
 void set_fusion(bool on);
+/// Turns the buffer-plan check on or off (off by default; LOOM_CHECK_BUFFER_PLAN=1 turns it on): eval
+/// then throws std::logic_error when a node it placed in its consumer's buffer wrote elsewhere.
+void set_check_buffer_plan(bool on);
 }  // namespace detail
 
 /// MLX's async_eval, for code written against MLX: Loom has one CPU stream and evaluates at once, so

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 #include "loom/core/eval.h"
 #include "loom/core/primitive.h"
@@ -104,7 +105,7 @@ FusionPlan plan_fusion(const std::vector<array>& tape, const std::unordered_map<
     const int c = consumer[j];
     // The tape and the consumer's input list are the only holders: no user handle, no eval output.
     if (c >= 0 && !many[j] && fusable(j) && fusable(c) && tape[j].shape() == tape[c].shape() &&
-        tape[j].use_count() == 1 + uses[j]) {
+        tape[j].held_only_by(1 + uses[j])) {
       plan.internal[j] = 1;
       any = true;
     }
@@ -202,10 +203,20 @@ void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
     if (src.slot <= -2) src.slot = constants[-2 - src.slot].second;
   }
 
-  // The root's buffer: its placement, else a row-contiguous leaf nobody else holds, else a new one.
-  for (const array* leaf : direct_leaves) {
-    if (root.is_placed()) break;
-    if (leaf->itemsize() == root.itemsize() && leaf->is_donatable()) root.copy_shared_buffer(*leaf);
+  // The root's buffer: its placement, else a row-contiguous leaf read by nothing but this group (every
+  // handle to it is one of the members' input slots), else a new one.
+  if (!root.is_placed() && !direct_leaves.empty()) {
+    std::unordered_map<std::uintptr_t, long> refs;
+    for (int k = 0; k < m; ++k) {
+      for (const auto& in : tape[members[k]].inputs()) refs[in.id()] += in.is_evaluated();
+    }
+    for (const array* leaf : direct_leaves) {
+      const_cast<array*>(leaf)->set_donatable(leaf->held_only_by(refs[leaf->id()]));
+      if (leaf->itemsize() == root.itemsize() && leaf->is_donatable()) {
+        root.copy_shared_buffer(*leaf);
+        break;
+      }
+    }
   }
   root.alloc();  // keeps a placed or donated buffer
 

@@ -50,6 +50,10 @@ class Primitive {
   /// True when the output is the input's buffer reinterpreted whenever the input is row-contiguous
   /// (reshape): eval places such a node's producer where the node itself would go.
   virtual bool forwards_buffer() const { return false; }
+  /// True when the output may be a view of an input's buffer rather than a buffer of its own
+  /// (transpose, slice, broadcast, reshape, copy): eval never places such a node in its consumer,
+  /// since a view does not write where it is put.
+  virtual bool makes_view() const { return forwards_buffer(); }
 
   /// Communication primitives are asynchronous: eval starts them with `eval_async` as soon as their
   /// inputs are ready, runs independent nodes meanwhile, and calls `wait_async` before anything reads

@@ -90,6 +90,7 @@ class Copy : public UnaryPrimitive {
     return {t[0]};
   }
   const char* name() const override { return "Copy"; }
+  bool forwards_buffer() const override { return true; }
 };
 
 class StopGradient : public UnaryPrimitive {
@@ -104,6 +105,7 @@ class StopGradient : public UnaryPrimitive {
   }
   const char* name() const override { return "StopGradient"; }
   bool is_differentiable() const override { return false; }
+  bool forwards_buffer() const override { return true; }
 };
 
 void check_shape(const Shape& shape, const char* op) {

@@ -35,6 +35,7 @@ class Depends : public Primitive {
     return out;
   }
   const char* name() const override { return "Depends"; }
+  bool makes_view() const override { return true; }
 
  private:
   size_t n_;

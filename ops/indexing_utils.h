@@ -71,9 +71,9 @@ inline std::vector<int64_t> load_indices(const array& indices, int n, int axis, 
 }
 
 /// Gives `out` (of a's shape and dtype) a row-contiguous copy of `a`, reusing a's buffer when nothing
-/// else holds it.
+/// else holds it and eval has not placed `out` in its consumer's buffer.
 inline void copy_or_donate(const array& a, array& out) {
-  if (a.is_donatable() && a.flags().row_contiguous && a.size() == out.size()) {
+  if (!out.is_placed() && a.is_donatable() && a.flags().row_contiguous && a.size() == out.size()) {
     out.copy_shared_buffer(a);
     return;
   }

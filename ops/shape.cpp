@@ -124,6 +124,7 @@ class Broadcast : public UnaryPrimitive {
     return {broadcast_to(t[0], shape_)};
   }
   const char* name() const override { return "Broadcast"; }
+  bool makes_view() const override { return true; }
 
  private:
   Shape shape_;
@@ -155,6 +156,7 @@ class Transpose : public UnaryPrimitive {
     return {transpose(t[0], axes_)};
   }
   const char* name() const override { return "Transpose"; }
+  bool makes_view() const override { return true; }
 
  private:
   std::vector<int> axes_;
@@ -183,6 +185,7 @@ class Slice : public UnaryPrimitive {
     return {slice(t[0], start_, stop_, strides_)};
   }
   const char* name() const override { return "Slice"; }
+  bool makes_view() const override { return true; }
 
  private:
   Shape start_, stop_, strides_;
@@ -195,7 +198,7 @@ class SliceUpdate : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array& src = in[0];
     const array& upd = in[1];
-    if (src.is_donatable() && src.flags().row_contiguous) {
+    if (!out.is_placed() && src.is_donatable() && src.flags().row_contiguous) {
       out.copy_shared_buffer(src);  // write the update in place
     } else {
       out.alloc();
@@ -339,6 +342,7 @@ class Split : public Primitive {
     return split_flat(t[0], shapes_);
   }
   const char* name() const override { return "Split"; }
+  bool makes_view() const override { return true; }
 
  private:
   int axis_;

@@ -15,6 +15,8 @@ if [ "$sanitize" = "ON" ]; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
   export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/scripts/lsan.supp}"
+  # eval checks that every node it placed in its consumer's buffer wrote there (docs/architecture.md)
+  export LOOM_CHECK_BUFFER_PLAN="${LOOM_CHECK_BUFFER_PLAN:-1}"
 else
   build="${BUILD_DIR:-$root/build}"
   type=Release

@@ -1,6 +1,7 @@
 // Placement inside eval: producers whose only reader is a concatenate write straight into its
 // output (no part buffer, no copy), and nothing that someone else still reads is ever placed.
 #include "../test_utils.h"
+#include "loom/core/primitive.h"
 
 using namespace loom;
 using loom::testing::expect_array;
@@ -113,4 +114,55 @@ TEST(Placement, ConcatenationAlongAnInnerAxisCopiesAsBefore) {
   array b = reshape(arange(10.0, 14.0, 1.0, float32), {2, 2});
   array c = concatenate({a * 1.0f, b * 1.0f}, 1);  // each part is strided in the output
   expect_array(c, {2, 5}, {0, 1, 2, 10, 11, 3, 4, 5, 12, 13});
+}
+
+namespace {
+// A copy that ignores where eval put its output: it always allocates a buffer of its own.
+class OwnBuffer : public UnaryPrimitive {
+ public:
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    out.set_data(allocator::malloc(out.nbytes()));
+    std::memcpy(out.raw_data(), in[0].raw_data(), out.nbytes());
+  }
+  const char* name() const override { return "OwnBuffer"; }
+};
+}  // namespace
+
+// The plan check names a kernel that did not write where eval placed it; without the check the values
+// are still right (the concatenation copies), which is why the check exists.
+TEST(BufferPlan, ACheckCatchesAKernelThatIgnoresItsPlacement) {
+  array x = leaf(0), y = leaf(1);
+  auto build = [&] {
+    array own(x.shape(), x.dtype(), std::make_shared<OwnBuffer>(), {x * 2.0f});
+    return concatenate({own, y * 1.0f}, 0);
+  };
+  detail::set_check_buffer_plan(false);
+  array c = build();
+  eval(c);
+  EXPECT_EQ(c.to_vector<float>()[3], 6.0f);
+  EXPECT_EQ(c.to_vector<float>()[kN + 3], 4.0f);
+  detail::set_check_buffer_plan(true);
+  array d = build();
+  EXPECT_THROW_MSG(eval(d), std::logic_error,
+                   "[eval] buffer plan not honoured: OwnBuffer (262144) was placed in the buffer of its consumer "
+                   "Concatenate at element offset 0, but its kernel wrote into a buffer of its own");
+  // Kernels that honour it pass.
+  array e = concatenate({x * 2.0f, y * 1.0f}, 0);
+  EXPECT_NO_THROW(eval(e));
+  detail::set_check_buffer_plan(false);
+}
+
+// An intermediate read twice by its last reader (a * a) is still that reader's to overwrite: every
+// handle to it is one of the reader's input slots.
+TEST(BufferPlan, AnInputReadTwiceByItsLastReaderIsDonated) {
+  detail::set_fusion(false);
+  array x = leaf(0);
+  array a = exp(x * 0.0f);
+  eval(a);  // evaluated, held by `a` only
+  array b = a * a;
+  a = array(0.0f);  // now only b's input list holds it, twice
+  const size_t peak = peak_during_eval({b});
+  detail::set_fusion(true);
+  EXPECT_LE(peak, 4096u);  // b took a's buffer: nothing new the size of a part
+  EXPECT_EQ(b.to_vector<float>()[7], 1.0f);
 }
