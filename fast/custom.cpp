@@ -37,6 +37,18 @@ std::vector<array> Custom::backward(std::shared_ptr<Primitive> kernel, const std
   return array::make_arrays(std::move(shapes), dtypes, std::move(kernel), std::move(in));
 }
 
+std::vector<int> Custom::every_input(const std::vector<array>& primals) {
+  std::vector<int> all(primals.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  return all;
+}
+
+std::vector<array> Custom::pick(const std::vector<array>& all, const std::vector<int>& argnums) {
+  std::vector<array> out;
+  for (int a : argnums) out.push_back(all[a]);
+  return out;
+}
+
 CustomBackward::CustomBackward(const Composition& forward, int num_primals, int num_cotangents,
                                const std::vector<int>& wrt)
     : Custom([forward, num_primals, num_cotangents, wrt](const std::vector<array>& in) {

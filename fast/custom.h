@@ -48,6 +48,11 @@ class Custom : public Primitive {
                                      const std::vector<array>& cotangents, const std::vector<int>& wrt,
                                      const std::vector<array>& extras = {});
 
+  /// 0, 1, ..., primals.size() - 1: a backward kernel that computes every input's cotangent at once.
+  static std::vector<int> every_input(const std::vector<array>& primals);
+  /// all[a] for each a in argnums.
+  static std::vector<array> pick(const std::vector<array>& all, const std::vector<int>& argnums);
+
   /// The reference's cotangents of the inputs in `argnums`.
   std::vector<array> reference_vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
                                    const std::vector<int>& argnums) const;

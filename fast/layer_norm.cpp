@@ -102,15 +102,10 @@ class LayerNormBackward : public CustomBackward {
       : CustomBackward(reference(eps, has_w, has_b), 1 + has_w + has_b, 1, wrt), eps_(eps), has_w_(has_w), has_b_(has_b) {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     const array& gin = in[1 + has_w_ + has_b_];
-    kernels::alloc_donating(outs[0], {&gin, &in[0]});  // a row is read before it is written
-    for (size_t i = 1; i < outs.size(); ++i) outs[i].alloc();
+    if (!kernels::alloc_row_grads(outs, gin, in[0])) return;
     array x = row_contiguous(in[0]), g = row_contiguous(gin);
     std::optional<array> w;
     if (has_w_) w = row_contiguous(in[1]);
-    if (outs[0].size() == 0) {
-      for (size_t i = 1; i < outs.size(); ++i) std::fill_n(static_cast<char*>(outs[i].raw_data()), outs[i].nbytes(), 0);
-      return;
-    }
     dispatch_real(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
       T* dw = has_w_ ? kernels::ptr<T>(outs[1]) : nullptr;
@@ -148,12 +143,8 @@ class LayerNorm : public Custom {
   // One kernel computes every input's gradient (the per-feature sums cost little beside dx).
   std::vector<array> fused_vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
                                const std::vector<array>&) override {
-    std::vector<int> all(p.size());
-    for (size_t i = 0; i < p.size(); ++i) all[i] = static_cast<int>(i);
-    auto grads = backward(std::make_shared<LayerNormBackward>(eps_, has_w_, has_b_, all), p, {cot[0]}, all);
-    std::vector<array> out;
-    for (int a : argnums) out.push_back(grads[a]);
-    return out;
+    const std::vector<int> all = every_input(p);
+    return pick(backward(std::make_shared<LayerNormBackward>(eps_, has_w_, has_b_, all), p, {cot[0]}, all), argnums);
   }
 
  private:

@@ -84,15 +84,10 @@ class RMSNormBackward : public CustomBackward {
   RMSNormBackward(double eps, bool has_w, const std::vector<int>& wrt)
       : CustomBackward(reference(eps, has_w), 1 + has_w, 1, wrt), eps_(eps), has_w_(has_w) {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
-    kernels::alloc_donating(outs[0], {&in.back(), &in[0]});  // a row is read before it is written
-    for (size_t i = 1; i < outs.size(); ++i) outs[i].alloc();
+    if (!kernels::alloc_row_grads(outs, in.back(), in[0])) return;
     array x = row_contiguous(in[0]), g = row_contiguous(in.back());
     std::optional<array> w;
     if (has_w_) w = row_contiguous(in[1]);
-    if (outs[0].size() == 0) {
-      for (size_t i = 1; i < outs.size(); ++i) std::fill_n(static_cast<char*>(outs[i].raw_data()), outs[i].nbytes(), 0);
-      return;
-    }
     dispatch_real(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
       T* dw = has_w_ ? kernels::ptr<T>(outs[1]) : nullptr;
@@ -127,12 +122,8 @@ class RMSNorm : public Custom {
  protected:
   std::vector<array> fused_vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
                                const std::vector<array>&) override {
-    std::vector<int> all(p.size());
-    for (size_t i = 0; i < p.size(); ++i) all[i] = static_cast<int>(i);
-    auto grads = backward(std::make_shared<RMSNormBackward>(eps_, has_w_, all), p, {cot[0]}, all);
-    std::vector<array> out;
-    for (int a : argnums) out.push_back(grads[a]);
-    return out;
+    const std::vector<int> all = every_input(p);
+    return pick(backward(std::make_shared<RMSNormBackward>(eps_, has_w_, all), p, {cot[0]}, all), argnums);
   }
 
  private:
