@@ -164,12 +164,13 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
   struct Pending {
     array node;
     std::vector<array> outs;
+    std::unique_ptr<AsyncWork> work;  // null when the work finished as it started
   };
   std::map<int, Pending> pending;  // started async nodes by tape position
   auto wait = [&](int i) {
     auto it = pending.find(i);
     if (it == pending.end()) return;
-    it->second.node.primitive().wait_async();
+    if (auto work = std::move(it->second.work)) work->wait();
     finish(it->second.outs);
     pending.erase(it);
   };
@@ -182,9 +183,9 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
         if (pending.empty() && start_q.empty() && compute_q.empty() && deferred_q.empty()) {
           run(std::move(tape[i]));  // nothing to overlap with: the blocking form is fastest
         } else {
-          Pending p{std::move(tape[i]), {}};
+          Pending p{std::move(tape[i]), {}, nullptr};
           p.outs = p.node.outputs();
-          p.node.primitive().eval_async(p.node.inputs(), p.outs);
+          p.work = p.node.primitive().eval_async(p.node.inputs(), p.outs);
           pending.emplace(i, std::move(p));
         }
         release(i);
@@ -207,7 +208,7 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
     // Nothing may unwind while communication still uses the buffers.
     for (auto& [i, p] : pending) {
       try {
-        p.node.primitive().wait_async();
+        if (p.work) p.work->wait();
       } catch (...) {
       }
     }

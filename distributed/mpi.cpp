@@ -373,26 +373,27 @@ constexpr int kGatherKind = 3, kPointToPointKind = 4;
 constexpr int kDataTag = 0, kSignatureTag = 1;
 
 // The base of every communication primitive. `prepare` readies the buffers on eval's thread
-// (kernels may run there); `communicate` makes the blocking MPI calls, on the communication thread
-// when eval started the node early, or on eval's thread when nothing else could run.
+// (kernels may run there) and returns the run: what this rank contributes and the blocking MPI calls,
+// which own every buffer they touch. The calls run on the communication thread when eval started the
+// node early, or on eval's thread when nothing else could run. The primitive keeps nothing of a run.
 class Communication : public UnaryPrimitive {
  public:
   Communication(int kind, Group g) : kind_(kind), group_(std::move(g)) {}
 
-  void eval_cpu(const std::vector<array>& in, array& out) override { run(prepare(in, out), out); }
+  struct Run {
+    array x;                             // this rank's part: named in errors, compared in debug mode
+    std::function<void()> communicate;   // the blocking calls
+  };
+
+  void eval_cpu(const std::vector<array>& in, array& out) override { execute(prepare(in, out)); }
   bool is_async() const override { return comm_thread != nullptr && async_collectives(); }
-  void eval_async(const std::vector<array>& in, std::vector<array>& outs) override {
-    array x = prepare(in, outs[0]);
-    job_ = comm_thread->submit([this, x, out = outs[0]]() mutable { run(x, out); });
-  }
-  void wait_async() override {
-    auto job = std::move(job_);
-    if (job) comm_thread->wait(job);
+  std::unique_ptr<AsyncWork> eval_async(const std::vector<array>& in, std::vector<array>& outs) override {
+    auto job = comm_thread->submit([this, run = prepare(in, outs[0])]() mutable { execute(run); });
+    return std::make_unique<Work>(std::move(job));
   }
 
  protected:
-  virtual array prepare(const std::vector<array>& in, array& out) = 0;
-  virtual void communicate(const array& x, array& out) = 0;
+  virtual Run prepare(const std::vector<array>& in, array& out) = 0;
   // LOOM_DISTRIBUTED_DEBUG: collectives compare signatures across the group (send/recv override).
   virtual void check_agreement(const array& x) {
     const int n = group_.size();
@@ -415,18 +416,32 @@ class Communication : public UnaryPrimitive {
   Group group_;
 
  private:
-  void run(const array& x, array& out) {
-    if (watch.on()) watch.enter(name(), x, group_.impl()->world_ranks);
+  // A run started on the communication thread; eval owns it until it waits.
+  struct Work : AsyncWork {
+    explicit Work(std::shared_ptr<CommThread::Job> j) : job(std::move(j)) {}
+    void wait() override {
+      auto j = std::move(job);
+      if (j) comm_thread->wait(j);
+    }
+    ~Work() override {  // unwinding: nothing may go while the thread still uses the buffers
+      try {
+        wait();
+      } catch (...) {
+      }
+    }
+    std::shared_ptr<CommThread::Job> job;
+  };
+
+  void execute(const Run& run) {
+    if (watch.on()) watch.enter(name(), run.x, group_.impl()->world_ranks);
     struct Leave {
       ~Leave() {
         if (watch.on()) watch.leave();
       }
     } leave;
-    if (debug_checks()) check_agreement(x);
-    communicate(x, out);
+    if (debug_checks()) check_agreement(run.x);
+    run.communicate();
   }
-
-  std::shared_ptr<CommThread::Job> job_;
 };
 
 Group resolve(const std::optional<Group>& g);
@@ -440,12 +455,18 @@ array all_reduce_flat(const std::vector<array>& xs, ReduceKind k, const std::opt
 // copied in. A mean divides each 64 KiB chunk while it is still in L2, so it costs no pass of its own.
 // The one exception is the sum of a single input held elsewhere, which MPI reduces out of place.
 class AllReduce : public Communication {
+  // Elements [begin, begin + size) of the result come from `src`, or are already in place.
+  struct Part {
+    int64_t begin, size;
+    std::optional<array> src;
+  };
+
  public:
   AllReduce(ReduceKind k, Group g, bool flat = false)
       : Communication(static_cast<int>(k), std::move(g)), op_(k), flat_(flat) {}
   const char* name() const override { return reduce_name(op_); }
-  array prepare(const std::vector<array>& in, array& out) override {
-    runs_.clear();
+  Run prepare(const std::vector<array>& in, array& out) override {
+    std::vector<Part> parts;
     if (flat_) {
       out.alloc();
     } else if (in[0].flags().row_contiguous) {
@@ -454,34 +475,36 @@ class AllReduce : public Communication {
     } else {
       array x = kernels::row_contiguous(in[0]);
       out.alloc_or_donate(x);
-      add_run(x, 0, out);
-      return out;
+      add_part(parts, x, 0, out);
+      return {out, [this, out, parts = std::move(parts)]() mutable { communicate(parts, out); }};
     }
     int64_t offset = 0;
     for (const array& x : in) {
-      add_run(x.flags().row_contiguous ? x : kernels::row_contiguous(x), offset, out);
+      add_part(parts, x.flags().row_contiguous ? x : kernels::row_contiguous(x), offset, out);
       offset += static_cast<int64_t>(x.size());
     }
-    return out;
+    return {out, [this, out, parts = std::move(parts)]() mutable { communicate(parts, out); }};
   }
-  void communicate(const array&, array& out) override {
+  // Owns `parts` (the inputs' buffers) and clears them when done, so that they can go before eval
+  // hears that the run is done.
+  void communicate(std::vector<Part>& parts, array& out) const {
     // In pieces of at most 4 MiB: OpenMPI (4.1, shared memory) falls off a cliff above ~16 MB in one
     // call (32 MB: 77 ms; as eight 4 MiB calls: 3.1 ms), pieces are as fast below that, and every
     // count fits MPI's int. MPI reads a single held input of a sum where it is (4 MB: 0.25 ms against
     // 0.30 ms for a copy and an in-place reduction). A mean is never divided afterwards: the result is
     // then out of cache (the kernel's cross-process copy wrote it), and dividing 4 MB there took 0.57 ms.
     const size_t isz = out.itemsize(), n = out.size(), piece = (size_t(4) << 20) / isz;
-    const bool out_of_place = op_ != ReduceKind::mean && runs_.size() == 1 && runs_[0].src;
-    const char* src = out_of_place ? static_cast<const char*>(runs_[0].src->raw_data()) : nullptr;
+    const bool out_of_place = op_ != ReduceKind::mean && parts.size() == 1 && parts[0].src;
+    const char* src = out_of_place ? static_cast<const char*>(parts[0].src->raw_data()) : nullptr;
     char* dst = static_cast<char*>(out.raw_data());
     for (size_t off = 0; off < n; off += piece) {
       const size_t count = std::min(piece, n - off);
-      if (!src) fill(out, off, count);
+      if (!src) fill(parts, out, off, count);
       check_mpi(MPI_Allreduce(src ? src + off * isz : MPI_IN_PLACE, dst + off * isz, static_cast<int>(count),
                               mpi_type(out.dtype()), mpi_op(out.dtype(), op_), group_.impl()->comm),
                 name());
     }
-    runs_.clear();  // the inputs' buffers can go
+    parts.clear();  // the inputs' buffers can go
   }
   bool input_offsets(const std::vector<array>& in, const array&, std::vector<int64_t>& offsets) const override {
     consecutive_offsets(in, offsets);
@@ -513,22 +536,17 @@ class AllReduce : public Communication {
   }
 
  private:
-  // Elements [begin, begin + size) of the result come from `src`, or are already in place.
-  struct Run {
-    int64_t begin, size;
-    std::optional<array> src;
-  };
-  void add_run(const array& x, int64_t begin, const array& out) {
+  static void add_part(std::vector<Part>& parts, const array& x, int64_t begin, const array& out) {
     const bool in_place = x.raw_data() == static_cast<char*>(out.raw_data()) + begin * int64_t(out.itemsize());
-    runs_.push_back({begin, static_cast<int64_t>(x.size()), in_place ? std::nullopt : std::optional<array>(x)});
+    parts.push_back({begin, static_cast<int64_t>(x.size()), in_place ? std::nullopt : std::optional<array>(x)});
   }
 
   // Readies elements [off, off + count) of out for sending: copies in what is not in place and, for
   // a mean, divides every element by the group size.
-  void fill(array& out, size_t off, size_t count) const {
+  void fill(const std::vector<Part>& parts, array& out, size_t off, size_t count) const {
     const int64_t lo_piece = static_cast<int64_t>(off), hi_piece = lo_piece + static_cast<int64_t>(count);
     const size_t isz = out.itemsize();
-    for (const Run& r : runs_) {
+    for (const Part& r : parts) {
       const int64_t lo = std::max(lo_piece, r.begin), hi = std::min(hi_piece, r.begin + r.size);
       if (lo >= hi) continue;
       char* dst = static_cast<char*>(out.raw_data()) + lo * isz;
@@ -555,22 +573,23 @@ class AllReduce : public Communication {
 
   ReduceKind op_;
   bool flat_;
-  std::vector<Run> runs_;  // set by prepare, used by communicate (possibly on the communication thread)
 };
 
 class AllGather : public Communication {
  public:
   explicit AllGather(Group g) : Communication(kGatherKind, std::move(g)) {}
   const char* name() const override { return "all_gather"; }
-  array prepare(const std::vector<array>& in, array& out) override {
+  Run prepare(const std::vector<array>& in, array& out) override {
     out.alloc();
-    return kernels::row_contiguous(in[0]);
+    array x = kernels::row_contiguous(in[0]);
+    return {x, [this, x, out]() { communicate(x, out); }};
   }
-  void communicate(const array& x, array& out) override {
+  void communicate(const array& x, const array& out) const {
     if (out.size() == 0) return;
     int count = static_cast<int>(x.size());
     MPI_Datatype t = mpi_type(x.dtype());
-    check_mpi(MPI_Allgather(x.raw_data(), count, t, out.raw_data(), count, t, group_.impl()->comm), name());
+    check_mpi(MPI_Allgather(x.raw_data(), count, t, out.raw_data(), count, t, group_.impl()->comm),
+              name());
   }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
                          const std::vector<array>&) override {
@@ -588,11 +607,12 @@ class AllGather : public Communication {
 class Send : public Communication {
  public:
   Send(int dst, Group g) : Communication(kPointToPointKind, std::move(g)), dst_(dst) {}
-  array prepare(const std::vector<array>& in, array& out) override {
+  Run prepare(const std::vector<array>& in, array& out) override {
     out.copy_shared_buffer(in[0]);
-    return kernels::row_contiguous(in[0]);
+    array x = kernels::row_contiguous(in[0]);
+    return {x, [this, x]() { communicate(x); }};
   }
-  void communicate(const array& x, array&) override {
+  void communicate(const array& x) const {
     check_mpi(MPI_Send(x.raw_data(), static_cast<int>(x.size()), mpi_type(x.dtype()), dst_, kDataTag,
                        group_.impl()->comm),
               "send");
@@ -611,11 +631,11 @@ class Send : public Communication {
 class Recv : public Communication {
  public:
   Recv(int src, Group g) : Communication(kPointToPointKind, std::move(g)), src_(src) {}
-  array prepare(const std::vector<array>&, array& out) override {
+  Run prepare(const std::vector<array>&, array& out) override {
     out.alloc();
-    return out;
+    return {out, [this, out]() { communicate(out); }};
   }
-  void communicate(const array&, array& out) override {
+  void communicate(const array& out) const {
     check_mpi(MPI_Recv(out.raw_data(), static_cast<int>(out.size()), mpi_type(out.dtype()), src_, kDataTag,
                        group_.impl()->comm, MPI_STATUS_IGNORE),
               "recv");

@@ -36,17 +36,24 @@ class FakeComm : public UnaryPrimitive {
     out.copy_shared_buffer(in[0]);
   }
   bool is_async() const override { return true; }
-  void eval_async(const std::vector<array>& in, std::vector<array>& outs) override {
+  std::unique_ptr<AsyncWork> eval_async(const std::vector<array>& in, std::vector<array>& outs) override {
     events.push_back("start " + n_);
     outs[0].copy_shared_buffer(in[0]);
-  }
-  void wait_async() override {
-    events.push_back("wait " + n_);
-    if (fail_) throw std::runtime_error("[FakeComm] " + n_ + " failed");
+    return std::make_unique<Work>(n_, fail_);
   }
   const char* name() const override { return "FakeComm"; }
 
  private:
+  // The run's own state, owned by eval until it waits.
+  struct Work : AsyncWork {
+    Work(std::string n, bool fail) : n(std::move(n)), fail(fail) {}
+    void wait() override {
+      events.push_back("wait " + n);
+      if (fail) throw std::runtime_error("[FakeComm] " + n + " failed");
+    }
+    std::string n;
+    bool fail;
+  };
   std::string n_;
   bool fail_;
 };
