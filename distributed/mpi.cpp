@@ -280,6 +280,7 @@ int local_ranks = 1;
 // and blocking inline where the collective becomes ready is faster (2 ranks x 1 thread on 2 cores,
 // dp_mlp_step with 1 MiB buckets: 7.0-7.1 ms async, 6.4-6.7 ms inline). Across machines the network
 // does the moving, so collectives always go async. LOOM_ASYNC_COLLECTIVES=1 or 0 forces either way.
+// A per-process choice that changes where a collective runs, never when it is issued (is_async).
 bool async_collectives() {
   static const int forced = [] {
     const char* v = std::getenv("LOOM_ASYNC_COLLECTIVES");
@@ -386,8 +387,16 @@ class Communication : public UnaryPrimitive {
   };
 
   void eval_cpu(const std::vector<array>& in, array& out) override { execute(prepare(in, out)); }
-  bool is_async() const override { return comm_thread != nullptr && async_collectives(); }
+  // Always async, on every rank: eval then issues the collectives in its list schedule's order, which
+  // depends on the graph alone. Whether a started collective runs on the communication thread or
+  // right here, blocking, is this process's speed decision (async_collectives) and cannot change
+  // that order: the thread runs its jobs one at a time in the order they were started.
+  bool is_async() const override { return true; }
   std::unique_ptr<AsyncWork> eval_async(const std::vector<array>& in, std::vector<array>& outs) override {
+    if (comm_thread == nullptr || !async_collectives()) {
+      execute(prepare(in, outs[0]));
+      return nullptr;
+    }
     auto job = comm_thread->submit([this, run = prepare(in, outs[0])]() mutable { execute(run); });
     return std::make_unique<Work>(std::move(job));
   }
