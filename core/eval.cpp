@@ -134,6 +134,7 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
   std::vector<int> missing(n, 0);  // inputs (with multiplicity) not yet produced
   std::vector<std::vector<int>> consumers(n);
   std::vector<char> async(n, 0), reads_async(n, 0);
+  std::vector<int> unfinished(n, 0);  // async inputs (with multiplicity) whose results are not in yet
   for (int i = 0; i < n; ++i) {
     async[i] = tape[i].primitive().is_async();
     for (const auto& in : tape[i].inputs()) {
@@ -142,6 +143,7 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
       consumers[it->second].push_back(i);
       ++missing[i];
       reads_async[i] |= async[it->second];  // inputs come earlier in the tape
+      unfinished[i] += async[it->second];
     }
   }
 
@@ -151,7 +153,15 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
 
   using MinHeap = std::priority_queue<int, std::vector<int>, std::greater<int>>;
   MinHeap start_q, compute_q, deferred_q;
-  auto push = [&](int i) { (async[i] ? start_q : reads_async[i] ? deferred_q : compute_q).push(i); };
+  // A reader of async results waits until nothing else can run, unless its results are all in (the
+  // collective ran inline, as a process may choose to) and nothing in the graph reads it: running it
+  // then releases nothing, so it cannot change when anything else runs or starts, and it runs in tape
+  // order, right after its collective while the result is still in cache (all_sum(g) * s, say).
+  auto push = [&](int i) {
+    if (async[i]) return start_q.push(i);
+    if (reads_async[i] && (unfinished[i] > 0 || !consumers[i].empty())) return deferred_q.push(i);
+    compute_q.push(i);
+  };
   for (int i = 0; i < n; ++i) {
     if (missing[i] == 0) push(i);
   }
@@ -182,11 +192,17 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
         start_q.pop();
         if (pending.empty() && start_q.empty() && compute_q.empty() && deferred_q.empty()) {
           run(std::move(tape[i]));  // nothing to overlap with: the blocking form is fastest
+          for (int c : consumers[i]) --unfinished[c];
         } else {
           Pending p{std::move(tape[i]), {}, nullptr};
           p.outs = p.node.outputs();
           p.work = p.node.primitive().eval_async(p.node.inputs(), p.outs);
-          pending.emplace(i, std::move(p));
+          if (p.work) {
+            pending.emplace(i, std::move(p));
+          } else {  // done as it started
+            finish(p.outs);
+            for (int c : consumers[i]) --unfinished[c];
+          }
         }
         release(i);
         continue;
