@@ -17,6 +17,7 @@ namespace loom::distributed {
 
 using loom::detail::msg;
 using loom::detail::shape_str;
+using detail::reduce_name;
 using detail::ReduceKind;
 
 namespace {
@@ -26,10 +27,6 @@ std::shared_ptr<detail::GroupImpl> world_impl;
 bool joined = false;  // a multi-process backend was joined
 
 Group resolve(const std::optional<Group>& g) { return g ? *g : init(); }
-
-const char* reduce_name(ReduceKind k) {
-  return k == ReduceKind::sum ? "all_sum" : k == ReduceKind::mean ? "all_mean" : k == ReduceKind::max ? "all_max" : "all_min";
-}
 
 }  // namespace
 

@@ -30,10 +30,6 @@ ReduceOp reduce_op(ReduceKind k) {
   return k == ReduceKind::max ? ReduceOp::max : k == ReduceKind::min ? ReduceOp::min : ReduceOp::sum;
 }
 
-const char* reduce_name(ReduceKind k) {
-  return k == ReduceKind::sum ? "all_sum" : k == ReduceKind::mean ? "all_mean" : k == ReduceKind::max ? "all_max" : "all_min";
-}
-
 // The base of every communication primitive. `prepare` readies the buffers on eval's thread
 // (kernels may run there) and returns the run: what this rank contributes and the blocking calls,
 // which own every buffer they touch. The calls run on the communication thread when eval started the
@@ -109,7 +105,7 @@ class Communication : public UnaryPrimitive {
 // result is reduced in place, in pieces of at most 4 MiB, each filled just before it is sent: an
 // input that eval placed in the result's buffer (or donated to it) is already there; any other is
 // copied in. A mean divides each 64 KiB chunk while it is still in L2, so it costs no pass of its own.
-// The one exception is the sum of a single input held elsewhere, which MPI reduces out of place.
+// The one exception is the sum of a single input held elsewhere, which the backend reduces out of place.
 class AllReduce : public Communication {
   // Elements [begin, begin + size) of the result come from `src`, or are already in place.
   struct Part {
@@ -293,6 +289,10 @@ class Recv : public Communication {
 };
 
 }  // namespace
+
+const char* reduce_name(ReduceKind k) {
+  return k == ReduceKind::sum ? "all_sum" : k == ReduceKind::mean ? "all_mean" : k == ReduceKind::max ? "all_max" : "all_min";
+}
 
 array all_reduce_node(const array& x, ReduceKind k, const Group& g) {
   return array(x.shape(), x.dtype(), std::make_shared<AllReduce>(k, g), {x});

@@ -10,6 +10,8 @@ namespace loom::distributed::detail {
 
 // The values double as collective kinds (debug.h). A mean is a sum divided as it is written.
 enum class ReduceKind { sum = 0, max = 1, min = 2, mean = 5 };
+/// "all_sum", "all_mean", ...
+const char* reduce_name(ReduceKind k);
 
 /// The nodes behind the public functions (distributed.cpp), which check their arguments first and
 /// return the input itself for a group of size 1.
