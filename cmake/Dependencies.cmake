@@ -10,8 +10,10 @@ endmacro()
 find_package(OpenMP QUIET)
 loom_require(OpenMP_CXX_FOUND "OpenMP" "libgomp1 (comes with g++)")
 
-find_package(MPI QUIET COMPONENTS CXX)
-loom_require(MPI_CXX_FOUND "MPI (OpenMPI)" "libopenmpi-dev openmpi-bin")
+if(LOOM_WITH_MPI)
+  find_package(MPI QUIET COMPONENTS CXX)
+  loom_require(MPI_CXX_FOUND "MPI (OpenMPI; or configure with -DLOOM_WITH_MPI=OFF)" "libopenmpi-dev openmpi-bin")
+endif()
 
 find_package(nlohmann_json 3.2 QUIET)
 loom_require(nlohmann_json_FOUND "nlohmann-json" "nlohmann-json3-dev")

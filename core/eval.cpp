@@ -176,6 +176,7 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
   std::vector<int> missing(n, 0);  // inputs (with multiplicity) not yet produced
   std::vector<std::vector<int>> consumers(n);
   std::vector<char> async(n, 0), reads_async(n, 0);
+  std::vector<int> unfinished(n, 0);  // async inputs (with multiplicity) whose results are not in yet
   for (int i = 0; i < n; ++i) {
     async[i] = tape[i].primitive().is_async();
     for (const auto& in : tape[i].inputs()) {
@@ -184,6 +185,7 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
       consumers[it->second].push_back(i);
       ++missing[i];
       reads_async[i] |= async[it->second];  // inputs come earlier in the tape
+      unfinished[i] += async[it->second];
     }
   }
 
@@ -193,7 +195,15 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
 
   using MinHeap = std::priority_queue<int, std::vector<int>, std::greater<int>>;
   MinHeap start_q, compute_q, deferred_q;
-  auto push = [&](int i) { (async[i] ? start_q : reads_async[i] ? deferred_q : compute_q).push(i); };
+  // A reader of async results waits until nothing else can run, unless its results are all in (the
+  // collective ran inline, as a process may choose to) and nothing in the graph reads it: running it
+  // then releases nothing, so it cannot change when anything else runs or starts, and it runs in tape
+  // order, right after its collective while the result is still in cache (all_sum(g) * s, say).
+  auto push = [&](int i) {
+    if (async[i]) return start_q.push(i);
+    if (reads_async[i] && (unfinished[i] > 0 || !consumers[i].empty())) return deferred_q.push(i);
+    compute_q.push(i);
+  };
   for (int i = 0; i < n; ++i) {
     if (missing[i] == 0) push(i);
   }
@@ -206,12 +216,13 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
   struct Pending {
     array node;
     std::vector<array> outs;
+    std::unique_ptr<AsyncWork> work;  // null when the work finished as it started
   };
   std::map<int, Pending> pending;  // started async nodes by tape position
   auto wait = [&](int i) {
     auto it = pending.find(i);
     if (it == pending.end()) return;
-    it->second.node.primitive().wait_async();
+    if (auto work = std::move(it->second.work)) work->wait();
     finish(it->second.outs);
     pending.erase(it);
   };
@@ -223,12 +234,18 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
         start_q.pop();
         if (pending.empty() && start_q.empty() && compute_q.empty() && deferred_q.empty()) {
           run(std::move(tape[i]));  // nothing to overlap with: the blocking form is fastest
+          for (int c : consumers[i]) --unfinished[c];
         } else {
-          Pending p{std::move(tape[i]), {}};
+          Pending p{std::move(tape[i]), {}, nullptr};
           p.outs = p.node.outputs();
           mark_donors(p.node.inputs());
-          p.node.primitive().eval_async(p.node.inputs(), p.outs);
-          pending.emplace(i, std::move(p));
+          p.work = p.node.primitive().eval_async(p.node.inputs(), p.outs);
+          if (p.work) {
+            pending.emplace(i, std::move(p));
+          } else {  // done as it started
+            finish(p.outs);
+            for (int c : consumers[i]) --unfinished[c];
+          }
         }
         release(i);
         continue;
@@ -250,7 +267,7 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
     // Nothing may unwind while communication still uses the buffers.
     for (auto& [i, p] : pending) {
       try {
-        p.node.primitive().wait_async();
+        if (p.work) p.work->wait();
       } catch (...) {
       }
     }

@@ -1,12 +1,22 @@
 // The base of every operation in the graph: a forward kernel with its vjp and jvp beside it.
 #pragma once
 
+#include <memory>
 #include <ostream>
 #include <vector>
 
 #include "loom/core/array.h"
 
 namespace loom {
+
+/// The work begun by Primitive::eval_async: it owns whatever the run needs until it is done.
+class AsyncWork {
+ public:
+  virtual ~AsyncWork() = default;
+  /// Blocks until the work is done; rethrows its error. eval calls it once before the outputs are read
+  /// (and, when eval unwinds, before the inputs' buffers can go).
+  virtual void wait() = 0;
+};
 
 class Primitive {
  public:
@@ -56,13 +66,17 @@ class Primitive {
   virtual bool makes_view() const { return forwards_buffer(); }
 
   /// Communication primitives are asynchronous: eval starts them with `eval_async` as soon as their
-  /// inputs are ready, runs independent nodes meanwhile, and calls `wait_async` before anything reads
-  /// their outputs. When nothing else could run, eval calls the blocking `eval_cpu` instead. Async
-  /// primitives start in an order that depends only on the graph's structure.
+  /// inputs are ready, runs independent nodes meanwhile, and waits on the returned work before anything
+  /// reads their outputs. When nothing else could run, eval calls the blocking `eval_cpu` instead. Async
+  /// primitives start in an order that depends only on the graph's structure, so whether a primitive is
+  /// async must depend on the graph alone too. The primitive keeps no state of the run: the work owns
+  /// it (a primitive may be evaluated again, or by another eval, before the work is waited on).
   virtual bool is_async() const { return false; }
-  virtual void eval_async(const std::vector<array>& inputs, std::vector<array>& outputs) { eval_cpu(inputs, outputs); }
-  /// Blocks until the work begun by `eval_async` is done; rethrows its error.
-  virtual void wait_async() {}
+  /// Starts the work; nullptr when it is already done (the default runs eval_cpu).
+  virtual std::unique_ptr<AsyncWork> eval_async(const std::vector<array>& inputs, std::vector<array>& outputs) {
+    eval_cpu(inputs, outputs);
+    return nullptr;
+  }
 };
 
 /// A primitive with one output.

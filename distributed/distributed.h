@@ -1,4 +1,5 @@
-// Data-parallel communication: process groups and collectives as lazy graph primitives (MPI).
+// Data-parallel communication: process groups and collectives as lazy graph primitives. The backend
+// is MPI (when Loom is built with it: LOOM_WITH_MPI, the default) or a single process.
 #pragma once
 
 #include <memory>
@@ -9,7 +10,7 @@
 namespace loom::distributed {
 
 namespace detail {
-struct GroupImpl;
+class GroupImpl;  // a backend's group (internal)
 }
 
 /// A set of processes that communicate. The world group is returned by init().
@@ -27,12 +28,13 @@ class Group {
   std::shared_ptr<detail::GroupImpl> impl_;
 };
 
-/// True when Loom was built with a multi-process backend (MPI).
+/// True when Loom was built with a multi-process backend (MPI; false in a LOOM_WITH_MPI=OFF build).
 bool is_available();
 
 /// The world group. Joins MPI only when a launcher (mpirun, mpiexec) started this process; otherwise
 /// returns a group of size 1 without touching MPI, so one binary runs alone or data parallel.
-/// `strict` throws when no multi-process backend can be joined. Calling init again returns the same
+/// `strict` throws std::runtime_error when no multi-process backend can be joined (not launched by
+/// mpirun, or built without MPI). Calling init again returns the same
 /// world; MPI is finalized at exit.
 Group init(bool strict = false);
 

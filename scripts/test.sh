@@ -2,10 +2,13 @@
 # Sets everything up, builds Loom and runs every test with CTest.
 #   scripts/test.sh                 Release build in build/
 #   LOOM_SANITIZE=ON scripts/test.sh  AddressSanitizer + UBSan build in build-asan/
+#   LOOM_WITH_MPI=OFF scripts/test.sh Release build without MPI in build-nompi/ (every process a group of
+#                                     size 1; the tests that need more ranks are not registered)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/setup.sh"
 sanitize="${LOOM_SANITIZE:-OFF}"
+with_mpi="${LOOM_WITH_MPI:-ON}"
 if [ "$sanitize" = "ON" ]; then
   build="${BUILD_DIR:-$root/build-asan}"
   # -O1 -g1 (line tables: enough for symbolized reports) compiles 2.4x faster than -O2 -g; the
@@ -21,13 +24,17 @@ else
   build="${BUILD_DIR:-$root/build}"
   type=Release
   extra=()
+  if [ "$with_mpi" = "OFF" ]; then
+    build="${BUILD_DIR:-$root/build-nompi}"
+    extra=(-DLOOM_BUILD_BENCHMARKS=OFF)  # no test runs them
+  fi
 fi
 launcher=()
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros}"  # lets ccache cache the tests' PCH
 fi
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=$type -DLOOM_SANITIZE=$sanitize "${extra[@]}" "${launcher[@]}" >/dev/null
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=$type -DLOOM_SANITIZE=$sanitize -DLOOM_WITH_MPI=$with_mpi "${extra[@]}" "${launcher[@]}" >/dev/null
 cmake --build "$build" -j "$(nproc)"
 # Kernels use up to 2 threads; the tests themselves run one at a time.
 cd "$build" && ctest --output-on-failure --timeout 600

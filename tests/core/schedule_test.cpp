@@ -30,32 +30,42 @@ class Step : public UnaryPrimitive {
 // A stand-in for a collective: logs when it starts, when eval waits for it, or when it runs inline.
 class FakeComm : public UnaryPrimitive {
  public:
-  explicit FakeComm(std::string n, bool fail = false) : n_(std::move(n)), fail_(fail) {}
+  // `done_at_start`: runs inline in eval_async (as a collective does on a rank that chose to).
+  explicit FakeComm(std::string n, bool fail = false, bool done_at_start = false)
+      : n_(std::move(n)), fail_(fail), done_at_start_(done_at_start) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
     events.push_back("inline " + n_);
     out.copy_shared_buffer(in[0]);
   }
   bool is_async() const override { return true; }
-  void eval_async(const std::vector<array>& in, std::vector<array>& outs) override {
+  std::unique_ptr<AsyncWork> eval_async(const std::vector<array>& in, std::vector<array>& outs) override {
     events.push_back("start " + n_);
     outs[0].copy_shared_buffer(in[0]);
-  }
-  void wait_async() override {
-    events.push_back("wait " + n_);
-    if (fail_) throw std::runtime_error("[FakeComm] " + n_ + " failed");
+    if (done_at_start_) return nullptr;
+    return std::make_unique<Work>(n_, fail_);
   }
   const char* name() const override { return "FakeComm"; }
 
  private:
+  // The run's own state, owned by eval until it waits.
+  struct Work : AsyncWork {
+    Work(std::string n, bool fail) : n(std::move(n)), fail(fail) {}
+    void wait() override {
+      events.push_back("wait " + n);
+      if (fail) throw std::runtime_error("[FakeComm] " + n + " failed");
+    }
+    std::string n;
+    bool fail;
+  };
   std::string n_;
-  bool fail_;
+  bool fail_, done_at_start_;
 };
 
 array step(const std::string& n, const std::vector<array>& ins) {
   return array(ins[0].shape(), ins[0].dtype(), std::make_shared<Step>(n), ins);
 }
-array comm(const std::string& n, const array& x, bool fail = false) {
-  return array(x.shape(), x.dtype(), std::make_shared<FakeComm>(n, fail), {x});
+array comm(const std::string& n, const array& x, bool fail = false, bool done_at_start = false) {
+  return array(x.shape(), x.dtype(), std::make_shared<FakeComm>(n, fail, done_at_start), {x});
 }
 
 }  // namespace
@@ -116,4 +126,25 @@ TEST(Schedule, AFailedCollectiveThrowsFromEvalAfterTheOthersFinish) {
   EXPECT_THROW_MSG(eval({bad, good}), std::runtime_error, "[FakeComm] bad failed");
   // The other started collective was waited for before eval unwound.
   EXPECT_NE(std::find(events.begin(), events.end(), "wait good"), events.end());
+}
+
+TEST(Schedule, AReaderThatFeedsNothingRunsAsSoonAsAnInlineCollectiveIsDone) {
+  // A collective that finished as it started (a rank running collectives inline): its reader that
+  // nothing else reads runs in tape order, next to it; a reader that feeds more of the graph still
+  // waits until nothing else can run, so no collective can start at another point than on a rank
+  // whose collectives run on the communication thread.
+  events.clear();
+  array x({1.0f, 2.0f});
+  array g2 = step("grad2", {x});
+  array leaf = step("leaf2", {comm("sum2", g2, false, true)});
+  array g1 = step("grad1", {step("back1", {g2})});
+  array u1 = step("update1", {comm("sum1", g1, false, true)});
+  array last = step("last", {u1});
+  array other = step("other", {x});
+  eval({leaf, last, other});
+  std::vector<std::string> want = {"grad2", "start sum2", "leaf2",   "back1", "grad1",
+                                   "start sum1", "other", "update1", "last"};
+  EXPECT_EQ(events, want);
+  expect_array(leaf, {2}, {1, 2});
+  expect_array(last, {2}, {1, 2});
 }

@@ -15,7 +15,40 @@ TEST(Distributed, InitTwiceReturnsTheSameWorld) {
   EXPECT_GE(a.size(), 1);
   EXPECT_GE(a.rank(), 0);
   EXPECT_LT(a.rank(), a.size());
-  EXPECT_TRUE(dist::is_available());
+  EXPECT_EQ(dist::is_available(), bool(LOOM_TEST_WITH_MPI));
+}
+
+TEST(Distributed, StrictInitNeedsMPIAndALauncher) {
+  auto g = dist::init();
+  if (!LOOM_TEST_WITH_MPI) {
+    EXPECT_EQ(g.size(), 1);
+    EXPECT_THROW_MSG(dist::init(true), std::runtime_error, "built without MPI (LOOM_WITH_MPI=OFF)");
+  } else if (std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_RANK")) {
+    EXPECT_EQ(dist::init(true).impl(), g.impl());
+  } else {
+    EXPECT_THROW_MSG(dist::init(true), std::runtime_error, "not started by an MPI launcher");
+  }
+}
+
+TEST(Distributed, EveryCollectiveOfASizeOneGroupIsItsInput) {
+  auto g = dist::init();
+  if (g.size() != 1) GTEST_SKIP() << "runs alone";
+  EXPECT_EQ(g.rank(), 0);
+  EXPECT_EQ(g.split(3).size(), 1);
+  array x = reshape(arange(0.0, 6.0, 1.0, float32), {2, 3});
+  eval(x);
+  for (const array& y : {dist::all_sum(x), dist::all_mean(x), dist::all_max(x), dist::all_min(x), dist::all_gather(x),
+                         dist::all_sum(x, g.split(0))}) {
+    EXPECT_EQ(y.id(), x.id());
+  }
+  expect_array(dist::all_sum_flat({x, ones({2}, float32)}), {8}, {0, 1, 2, 3, 4, 5, 1, 1});
+  expect_array(dist::all_mean_flat({x}), {6}, {0, 1, 2, 3, 4, 5});
+  for (Dtype d : {bool_, uint8, int32, int64, float16, bfloat16, float32, float64}) {
+    array v = astype(array({1.0, 0.0, 3.0}), d);
+    expect_array(dist::all_max(v), {3}, {1, 0, d == bool_ ? 1.0 : 3.0});
+  }
+  EXPECT_THROW_MSG(dist::send(x, 0), std::invalid_argument, "cannot send to itself");
+  EXPECT_THROW_MSG(dist::recv_like(x, 0), std::invalid_argument, "cannot receive from itself");
 }
 
 TEST(Distributed, AllSumEveryDtype) {

@@ -6,7 +6,7 @@ build="$1"; src="$2"; work="$3"
 rm -rf "$work" && mkdir -p "$work"
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
 # Only the public API is installed: no kernel toolkit or layer-private header.
-for internal in core/loops.h core/copy.h core/fusion.h ops/utils.h ops/kernels io/detail.h; do
+for internal in core/loops.h core/copy.h core/fusion.h ops/utils.h ops/kernels io/detail.h distributed/detail; do
   [ ! -e "$work/prefix/include/loom/$internal" ] || { echo "internal header $internal was installed"; exit 1; }
 done
 [ -e "$work/prefix/include/loom/loom.h" ] && [ -e "$work/prefix/include/loom/fast/fast.h" ] ||

@@ -1,0 +1,28 @@
+// Internal to distributed/: the collectives as graph primitives. They talk to the backend only through
+// GroupImpl (group_impl.h).
+#pragma once
+
+#include <vector>
+
+#include "loom/distributed/distributed.h"
+
+namespace loom::distributed::detail {
+
+// The values double as collective kinds (debug.h). A mean is a sum divided as it is written.
+enum class ReduceKind { sum = 0, max = 1, min = 2, mean = 5 };
+/// "all_sum", "all_mean", ...
+const char* reduce_name(ReduceKind k);
+
+/// The nodes behind the public functions (distributed.cpp), which check their arguments first and
+/// return the input itself for a group of size 1.
+array all_reduce_node(const array& x, ReduceKind k, const Group& group);
+array all_reduce_flat_node(const std::vector<array>& xs, ReduceKind k, const Group& group);
+array all_gather_node(const array& x, const Group& group);
+array send_node(const array& x, int dst, const Group& group);
+array recv_node(const Shape& shape, Dtype dtype, int src, const Group& group);
+
+/// The public reductions with the kind as an argument (the vjp and jvp rules use them).
+array all_reduce(const array& x, ReduceKind k, const std::optional<Group>& group);
+array all_reduce_flat(const std::vector<array>& xs, ReduceKind k, const std::optional<Group>& group);
+
+}  // namespace loom::distributed::detail

@@ -1,0 +1,156 @@
+// The public API: groups, init, and the collectives' argument checks. The backends are behind
+// GroupImpl (detail/group_impl.h); the nodes the collectives make are in primitives.cpp.
+#include "loom/distributed/distributed.h"
+
+#include <limits>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "loom/distributed/detail/comm_thread.h"
+#include "loom/distributed/detail/group_impl.h"
+#include "loom/distributed/detail/primitives.h"
+#include "loom/ops/ops.h"
+#include "loom/ops/utils.h"
+
+namespace loom::distributed {
+
+using loom::detail::msg;
+using loom::detail::shape_str;
+using detail::reduce_name;
+using detail::ReduceKind;
+
+namespace {
+
+std::mutex init_mutex;
+std::shared_ptr<detail::GroupImpl> world_impl;
+bool joined = false;  // a multi-process backend was joined
+
+Group resolve(const std::optional<Group>& g) { return g ? *g : init(); }
+
+}  // namespace
+
+int Group::rank() const { return impl_->rank(); }
+int Group::size() const { return impl_->size(); }
+
+Group Group::split(int color, int key) const {
+  if (color < 0) throw std::invalid_argument(msg("[Group::split] color must be >= 0, got ", color));
+  if (impl_->size() == 1) return *this;
+  return Group(impl_->split(color, key < 0 ? impl_->rank() : key));
+}
+
+bool is_available() { return detail::mpi::is_available(); }
+
+Group init(bool strict) {
+  std::lock_guard<std::mutex> lock(init_mutex);
+  if (!world_impl) {
+    if (std::optional<detail::World> world = detail::mpi::init()) {
+      world_impl = world->group;
+      joined = true;
+      // The communication thread (and the fault watch it checks) calls the backend beside eval.
+      if (world_impl->size() > 1 && world->threads) detail::start_comm_thread(world_impl->size(), world->local_ranks);
+    } else {
+      world_impl = detail::single_process_group();
+    }
+  }
+  if (strict && !joined) {
+    throw std::runtime_error(
+        is_available()
+            ? "[distributed::init] strict: this process was not started by an MPI launcher; run it with "
+              "mpirun -np N"
+            : "[distributed::init] strict: Loom was built without MPI (LOOM_WITH_MPI=OFF), so no "
+              "multi-process backend can be joined; rebuild with -DLOOM_WITH_MPI=ON");
+  }
+  return Group(world_impl);
+}
+
+namespace detail {
+
+array all_reduce(const array& x, ReduceKind k, const std::optional<Group>& group) {
+  Group g = resolve(group);
+  if (g.size() == 1) return x;  // nothing to combine: no copy, no node
+  return all_reduce_node(x, k, g);
+}
+
+array all_reduce_flat(const std::vector<array>& xs, ReduceKind k, const std::optional<Group>& group) {
+  const std::string op = std::string(reduce_name(k)) + "_flat";
+  if (xs.empty()) throw std::invalid_argument(msg("[", op, "] needs at least one array"));
+  int64_t total = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (xs[i].dtype() != xs[0].dtype()) {
+      throw std::invalid_argument(msg("[", op, "] every array must have one dtype: array 0 is ", to_string(xs[0].dtype()),
+                                      ", array ", i, " is ", to_string(xs[i].dtype())));
+    }
+    total += static_cast<int64_t>(xs[i].size());
+  }
+  if (k == ReduceKind::mean && !is_floating_point(xs[0].dtype())) {
+    throw std::invalid_argument(msg("[", op, "] needs floating-point arrays, got ", to_string(xs[0].dtype()),
+                                    " (use all_sum_flat and divide)"));
+  }
+  if (total > std::numeric_limits<int>::max()) {
+    throw std::invalid_argument(msg("[", op, "] the arrays hold ", total, " elements together; at most ",
+                                    std::numeric_limits<int>::max(), " fit one 1-D array"));
+  }
+  Group g = resolve(group);
+  if (g.size() == 1) {
+    std::vector<array> flat;
+    for (const array& x : xs) flat.push_back(reshape(x, {-1}));
+    return flat.size() == 1 ? flat[0] : concatenate(flat, 0);
+  }
+  return all_reduce_flat_node(xs, k, g);
+}
+
+}  // namespace detail
+
+array all_sum(const array& x, std::optional<Group> group) { return detail::all_reduce(x, ReduceKind::sum, group); }
+array all_max(const array& x, std::optional<Group> group) { return detail::all_reduce(x, ReduceKind::max, group); }
+array all_mean(const array& x, std::optional<Group> group) {
+  if (!is_floating_point(x.dtype())) {
+    throw std::invalid_argument(msg("[all_mean] needs a floating-point array, got ", to_string(x.dtype()),
+                                    " (use all_sum and divide)"));
+  }
+  return detail::all_reduce(x, ReduceKind::mean, group);
+}
+array all_min(const array& x, std::optional<Group> group) { return detail::all_reduce(x, ReduceKind::min, group); }
+array all_sum_flat(const std::vector<array>& xs, std::optional<Group> group) {
+  return detail::all_reduce_flat(xs, ReduceKind::sum, group);
+}
+array all_mean_flat(const std::vector<array>& xs, std::optional<Group> group) {
+  return detail::all_reduce_flat(xs, ReduceKind::mean, group);
+}
+
+array all_gather(const array& x, std::optional<Group> group) {
+  Group g = resolve(group);
+  if (x.ndim() == 0) {
+    throw std::invalid_argument("[all_gather] needs an array of at least 1 dimension (it concatenates along axis 0)");
+  }
+  if (g.size() == 1) return x;
+  return detail::all_gather_node(x, g);
+}
+
+array send(const array& x, int dst, std::optional<Group> group) {
+  Group g = resolve(group);
+  if (dst < 0 || dst >= g.size()) {
+    throw std::invalid_argument(msg("[send] destination rank ", dst, " is outside the group of size ", g.size()));
+  }
+  if (dst == g.rank()) throw std::invalid_argument(msg("[send] rank ", dst, " cannot send to itself"));
+  return detail::send_node(x, dst, g);
+}
+
+array recv(const Shape& shape, Dtype dtype, int src, std::optional<Group> group) {
+  Group g = resolve(group);
+  if (src < 0 || src >= g.size()) {
+    throw std::invalid_argument(msg("[recv] source rank ", src, " is outside the group of size ", g.size()));
+  }
+  if (src == g.rank()) throw std::invalid_argument(msg("[recv] rank ", src, " cannot receive from itself"));
+  for (int d : shape) {
+    if (d < 0) throw std::invalid_argument(msg("[recv] negative dimension in shape ", shape_str(shape)));
+  }
+  return detail::recv_node(shape, dtype, src, g);
+}
+
+array recv_like(const array& x, int src, std::optional<Group> group) {
+  return recv(x.shape(), x.dtype(), src, group);
+}
+
+}  // namespace loom::distributed

@@ -1,0 +1,240 @@
+// The MPI backend: the only file that includes <mpi.h>. Built when LOOM_WITH_MPI is ON (no_mpi.cpp
+// stands in otherwise).
+#include <mpi.h>
+
+#include <cstdlib>
+#include <limits>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "loom/distributed/detail/comm_thread.h"
+#include "loom/distributed/detail/fault_watch.h"
+#include "loom/distributed/detail/group_impl.h"
+#include "loom/ops/utils.h"
+
+namespace loom::distributed::detail::mpi {
+
+using loom::detail::msg;
+
+namespace {
+
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"}) {
+    if (std::getenv(v)) return true;
+  }
+  return false;
+}
+
+void check_mpi(int rc, const char* what) {
+  if (rc != MPI_SUCCESS) {
+    char err[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, err, &len);
+    throw std::runtime_error(msg("[", what, "] MPI error: ", std::string(err, len)));
+  }
+}
+
+int mpi_count(size_t count, const char* what) {
+  if (count > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    throw std::invalid_argument(msg("[", what, "] ", count, " elements do not fit one MPI call"));
+  }
+  return static_cast<int>(count);
+}
+
+// ---- element types and reduction ops ----
+template <typename T, int Kind>  // Kind: 0 sum, 1 max, 2 min
+void half_reduce(void* in, void* inout, int* len, MPI_Datatype*) {
+  T* a = static_cast<T*>(in);
+  T* b = static_cast<T*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    float x = a[i], y = b[i];
+    b[i] = T(Kind == 0 ? x + y : Kind == 1 ? (x > y ? x : y) : (x < y ? x : y));
+  }
+}
+
+MPI_Datatype mpi_type(Dtype d) {
+  switch (d.val) {
+    case Dtype::Val::bool_: return MPI_C_BOOL;
+    case Dtype::Val::uint8: return MPI_UINT8_T;
+    case Dtype::Val::int32: return MPI_INT32_T;
+    case Dtype::Val::int64: return MPI_INT64_T;
+    case Dtype::Val::float16:
+    case Dtype::Val::bfloat16: return MPI_UINT16_T;
+    case Dtype::Val::float32: return MPI_FLOAT;
+    case Dtype::Val::float64: return MPI_DOUBLE;
+  }
+  return MPI_BYTE;
+}
+
+MPI_Op mpi_op(Dtype d, ReduceOp k) {
+  if (d == bool_) return k == ReduceOp::min ? MPI_LAND : MPI_LOR;
+  if (d == float16 || d == bfloat16) {
+    static MPI_Op ops[2][3];
+    static std::once_flag once;
+    std::call_once(once, [] {
+      MPI_Op_create(&half_reduce<float16_t, 0>, 1, &ops[0][0]);
+      MPI_Op_create(&half_reduce<float16_t, 1>, 1, &ops[0][1]);
+      MPI_Op_create(&half_reduce<float16_t, 2>, 1, &ops[0][2]);
+      MPI_Op_create(&half_reduce<bfloat16_t, 0>, 1, &ops[1][0]);
+      MPI_Op_create(&half_reduce<bfloat16_t, 1>, 1, &ops[1][1]);
+      MPI_Op_create(&half_reduce<bfloat16_t, 2>, 1, &ops[1][2]);
+    });
+    return ops[d == bfloat16][static_cast<int>(k)];
+  }
+  return k == ReduceOp::sum ? MPI_SUM : k == ReduceOp::max ? MPI_MAX : MPI_MIN;
+}
+
+const char* reduce_call(ReduceOp k) {
+  return k == ReduceOp::sum ? "all_sum" : k == ReduceOp::max ? "all_max" : "all_min";
+}
+
+class MpiGroup : public GroupImpl {
+ public:
+  MpiGroup(MPI_Comm comm, std::vector<int> world_ranks) : comm_(comm), world_ranks_(std::move(world_ranks)) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~MpiGroup() override {
+    int finalized = 0;
+    if (comm_ != MPI_COMM_WORLD && (MPI_Finalized(&finalized), !finalized)) MPI_Comm_free(&comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::vector<int>& world_ranks() const override { return world_ranks_; }
+
+  std::shared_ptr<GroupImpl> split(int color, int key) override {
+    MPI_Comm comm;
+    check_mpi(MPI_Comm_split(comm_, color, key, &comm), "Group::split");
+    int size = 0;
+    MPI_Comm_size(comm, &size);
+    std::vector<int> local(size), world(size);
+    for (int i = 0; i < size; ++i) local[i] = i;
+    MPI_Group mine, all;
+    MPI_Comm_group(comm, &mine);
+    MPI_Comm_group(MPI_COMM_WORLD, &all);
+    MPI_Group_translate_ranks(mine, size, local.data(), all, world.data());
+    MPI_Group_free(&mine);
+    MPI_Group_free(&all);
+    return std::make_shared<MpiGroup>(comm, std::move(world));
+  }
+
+  void all_reduce(const void* in, void* out, size_t count, Dtype dtype, ReduceOp op) override {
+    const char* what = reduce_call(op);
+    check_mpi(MPI_Allreduce(in ? in : MPI_IN_PLACE, out, mpi_count(count, what), mpi_type(dtype), mpi_op(dtype, op),
+                            comm_),
+              what);
+  }
+  void all_gather(const void* in, void* out, size_t count, Dtype dtype) override {
+    const int n = mpi_count(count, "all_gather");
+    check_mpi(MPI_Allgather(in, n, mpi_type(dtype), out, n, mpi_type(dtype), comm_), "all_gather");
+  }
+  void send(const void* in, size_t count, Dtype dtype, int dst) override {
+    check_mpi(MPI_Send(in, mpi_count(count, "send"), mpi_type(dtype), dst, 0, comm_), "send");
+  }
+  void recv(void* out, size_t count, Dtype dtype, int src) override {
+    check_mpi(MPI_Recv(out, mpi_count(count, "recv"), mpi_type(dtype), src, 0, comm_, MPI_STATUS_IGNORE), "recv");
+  }
+  [[noreturn]] void abort() override {
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::abort();
+  }
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  std::vector<int> world_ranks_;
+};
+
+// The fault watch's notices: one receive per other rank on a communicator of their own.
+constexpr int kExitTag = 0x4c4f;
+
+class MpiExitNotices : public ExitNotices {
+ public:
+  MpiExitNotices(int rank, int size) : rank_(rank), notices_(size, MPI_REQUEST_NULL), buf_(size, 0) {
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+    for (int r = 0; r < size; ++r) {
+      if (r != rank) MPI_Irecv(&buf_[r], 1, MPI_INT, r, kExitTag, comm_, &notices_[r]);
+    }
+  }
+  void poll(std::vector<char>& arrived) override {
+    for (size_t r = 0; r < notices_.size(); ++r) {
+      if (notices_[r] == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      MPI_Test(&notices_[r], &done, MPI_STATUS_IGNORE);
+      if (done) arrived[r] = 1;
+    }
+  }
+  void announce() override {
+    for (int r = 0; r < static_cast<int>(notices_.size()); ++r) {
+      if (r == rank_) continue;
+      sends_.emplace_back();
+      MPI_Isend(&rank_, 1, MPI_INT, r, kExitTag, comm_, &sends_.back());
+    }
+  }
+  bool all_arrived() override {
+    int all = 0;
+    MPI_Testall(static_cast<int>(notices_.size()), notices_.data(), &all, MPI_STATUSES_IGNORE);
+    return all;
+  }
+  void close() override {
+    MPI_Waitall(static_cast<int>(sends_.size()), sends_.data(), MPI_STATUSES_IGNORE);
+    MPI_Comm_free(&comm_);
+  }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_;
+  std::vector<MPI_Request> notices_, sends_;
+  std::vector<int> buf_;
+};
+
+void finalize() {
+  stop_comm_thread();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  fault_watch().finish();
+  MPI_Finalize();
+}
+
+}  // namespace
+
+bool is_available() { return true; }
+
+std::optional<World> init() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!launched_by_mpi() && !initialized) return std::nullopt;
+  int provided = 0;
+  if (!initialized) {
+    fault_watch();  // made before finalize is registered, so that it is still there at exit
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "distributed::init");
+    std::atexit(finalize);
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  // Errors come back as codes and become exceptions instead of aborting inside MPI.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::vector<int> ranks(size);
+  for (int r = 0; r < size; ++r) ranks[r] = r;
+  World world;
+  world.group = std::make_shared<MpiGroup>(MPI_COMM_WORLD, std::move(ranks));
+  const int rank = world.group->rank();
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  MPI_Comm_size(node, &world.local_ranks);
+  MPI_Comm_free(&node);
+  if (size > 1) {
+    end_job_on_uncaught_exception(rank, world.group);
+    // The communication thread and the fault watch call MPI beside eval's thread.
+    world.threads = provided >= MPI_THREAD_MULTIPLE && !initialized;
+    if (world.threads) fault_watch().start(rank, size, std::make_unique<MpiExitNotices>(rank, size), world.group);
+  }
+  return world;
+}
+
+}  // namespace loom::distributed::detail::mpi

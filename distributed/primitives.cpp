@@ -1,0 +1,321 @@
+// The collectives as graph primitives: each prepares its buffers on eval's thread, then makes its
+// blocking calls through the backend interface (GroupImpl), inline or on the communication thread.
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "loom/core/copy.h"
+#include "loom/core/dispatch.h"
+#include "loom/core/primitive.h"
+#include "loom/distributed/detail/comm_thread.h"
+#include "loom/distributed/detail/debug.h"
+#include "loom/distributed/detail/fault_watch.h"
+#include "loom/distributed/detail/group_impl.h"
+#include "loom/distributed/detail/primitives.h"
+#include "loom/ops/graph.h"
+#include "loom/ops/ops.h"
+#include "loom/ops/utils.h"
+
+namespace loom::distributed::detail {
+
+using loom::detail::msg;
+
+namespace {
+
+ReduceOp reduce_op(ReduceKind k) {
+  return k == ReduceKind::max ? ReduceOp::max : k == ReduceKind::min ? ReduceOp::min : ReduceOp::sum;
+}
+
+// The base of every communication primitive. `prepare` readies the buffers on eval's thread
+// (kernels may run there) and returns the run: what this rank contributes and the blocking calls,
+// which own every buffer they touch. The calls run on the communication thread when eval started the
+// node early, or on eval's thread when nothing else could run. The primitive keeps nothing of a run.
+class Communication : public UnaryPrimitive {
+ public:
+  Communication(int kind, Group g) : kind_(kind), group_(std::move(g)) {}
+
+  struct Run {
+    array x;                             // this rank's part: named in errors, compared in debug mode
+    std::function<void()> communicate;   // the blocking calls
+  };
+
+  void eval_cpu(const std::vector<array>& in, array& out) override { execute(prepare(in, out)); }
+  // Always async, on every rank: eval then issues the collectives in its list schedule's order, which
+  // depends on the graph alone. Whether a started collective runs on the communication thread or
+  // right here, blocking, is this process's speed decision (async_collectives) and cannot change
+  // that order: the thread runs its jobs one at a time in the order they were started.
+  bool is_async() const override { return true; }
+  std::unique_ptr<AsyncWork> eval_async(const std::vector<array>& in, std::vector<array>& outs) override {
+    CommThread* thread = comm_thread_for_collectives();
+    if (!thread) {
+      execute(prepare(in, outs[0]));
+      return nullptr;
+    }
+    auto job = thread->submit([this, run = prepare(in, outs[0])]() mutable { execute(run); });
+    return std::make_unique<Work>(thread, std::move(job));
+  }
+
+ protected:
+  virtual Run prepare(const std::vector<array>& in, array& out) = 0;
+  // LOOM_DISTRIBUTED_DEBUG: collectives compare signatures across the group (send/recv override).
+  virtual void check_agreement(const array& x) { detail::check_agreement(impl(), name(), kind_, x); }
+  GroupImpl& impl() const { return *group_.impl(); }
+
+  int kind_;
+  Group group_;
+
+ private:
+  // A run started on the communication thread; eval owns it until it waits.
+  struct Work : AsyncWork {
+    Work(CommThread* t, std::shared_ptr<CommThread::Job> j) : thread(t), job(std::move(j)) {}
+    void wait() override {
+      auto j = std::move(job);
+      if (j) thread->wait(j);
+    }
+    ~Work() override {  // unwinding: nothing may go while the thread still uses the buffers
+      try {
+        wait();
+      } catch (...) {
+      }
+    }
+    CommThread* thread;
+    std::shared_ptr<CommThread::Job> job;
+  };
+
+  void execute(const Run& run) {
+    FaultWatch& watch = fault_watch();
+    if (watch.on()) watch.enter(name(), run.x, impl().world_ranks());
+    struct Leave {
+      FaultWatch& watch;
+      ~Leave() {
+        if (watch.on()) watch.leave();
+      }
+    } leave{watch};
+    if (debug_checks()) check_agreement(run.x);
+    run.communicate();
+  }
+};
+
+// The reduction of one array (the result has its shape), or of several of one dtype (flat: the result
+// is the concatenation of their flattenings, one 1-D bucket and one collective for them all). The
+// result is reduced in place, in pieces of at most 4 MiB, each filled just before it is sent: an
+// input that eval placed in the result's buffer (or donated to it) is already there; any other is
+// copied in. A mean divides each 64 KiB chunk while it is still in L2, so it costs no pass of its own.
+// The one exception is the sum of a single input held elsewhere, which the backend reduces out of place.
+class AllReduce : public Communication {
+  // Elements [begin, begin + size) of the result come from `src`, or are already in place.
+  struct Part {
+    int64_t begin, size;
+    std::optional<array> src;
+  };
+
+ public:
+  AllReduce(ReduceKind k, Group g, bool flat = false)
+      : Communication(static_cast<int>(k), std::move(g)), op_(k), flat_(flat) {}
+  const char* name() const override { return reduce_name(op_); }
+  Run prepare(const std::vector<array>& in, array& out) override {
+    std::vector<Part> parts;
+    if (flat_) {
+      out.alloc();
+    } else if (in[0].flags().row_contiguous) {
+      // Donation tests the graph's own handle: a copy of it would count as a second holder.
+      out.alloc_or_donate(in[0]);
+    } else {
+      array x = kernels::row_contiguous(in[0]);
+      out.alloc_or_donate(x);
+      add_part(parts, x, 0, out);
+      return {out, [this, out, parts = std::move(parts)]() mutable { communicate(parts, out); }};
+    }
+    int64_t offset = 0;
+    for (const array& x : in) {
+      add_part(parts, x.flags().row_contiguous ? x : kernels::row_contiguous(x), offset, out);
+      offset += static_cast<int64_t>(x.size());
+    }
+    return {out, [this, out, parts = std::move(parts)]() mutable { communicate(parts, out); }};
+  }
+  // Owns `parts` (the inputs' buffers) and clears them when done, so that they can go before eval
+  // hears that the run is done.
+  void communicate(std::vector<Part>& parts, array& out) const {
+    // In pieces of at most 4 MiB: OpenMPI (4.1, shared memory) falls off a cliff above ~16 MB in one
+    // call (32 MB: 77 ms; as eight 4 MiB calls: 3.1 ms), pieces are as fast below that, and every
+    // count fits MPI's int. MPI reads a single held input of a sum where it is (4 MB: 0.25 ms against
+    // 0.30 ms for a copy and an in-place reduction). A mean is never divided afterwards: the result is
+    // then out of cache (the kernel's cross-process copy wrote it), and dividing 4 MB there took 0.57 ms.
+    const size_t isz = out.itemsize(), n = out.size(), piece = (size_t(4) << 20) / isz;
+    const bool out_of_place = op_ != ReduceKind::mean && parts.size() == 1 && parts[0].src;
+    const char* src = out_of_place ? static_cast<const char*>(parts[0].src->raw_data()) : nullptr;
+    char* dst = static_cast<char*>(out.raw_data());
+    for (size_t off = 0; off < n; off += piece) {
+      const size_t count = std::min(piece, n - off);
+      if (!src) fill(parts, out, off, count);
+      impl().all_reduce(src ? src + off * isz : nullptr, dst + off * isz, count, out.dtype(), reduce_op(op_));
+    }
+    parts.clear();  // the inputs' buffers can go
+  }
+  bool input_offsets(const std::vector<array>& in, const array&, std::vector<int64_t>& offsets) const override {
+    consecutive_offsets(in, offsets);
+    return true;
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
+                         const std::vector<array>& outputs) override {
+    // The loss is taken to be summed over ranks: d/dx_r sum_r' L(sum_q x_q) = sum_r' cot_r'.
+    if (flat_) {
+      std::vector<Shape> shapes;
+      for (const array& x : p) shapes.push_back(x.shape());
+      std::vector<array> parts = split_flat(all_reduce(cot[0], op_, group_), shapes), out;
+      for (int arg : argnums) out.push_back(std::move(parts[arg]));
+      return out;
+    }
+    if (op_ == ReduceKind::sum) return {all_sum(cot[0], group_)};
+    if (op_ == ReduceKind::mean) return {all_mean(cot[0], group_)};
+    array mask = astype(equal(p[0], outputs[0]), cot[0].dtype());
+    return {multiply(all_sum(cot[0], group_), mask)};
+  }
+  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t, const std::vector<int>& argnums) override {
+    if (flat_) return {all_reduce_flat(tangents_or_zeros(p, t, argnums), op_, group_)};
+    if (op_ == ReduceKind::sum) return {all_sum(t[0], group_)};
+    if (op_ == ReduceKind::mean) return {all_mean(t[0], group_)};
+    array y(p[0].shape(), p[0].dtype(), std::make_shared<AllReduce>(op_, group_), {p[0]});
+    // The tangent of the process holding the extreme value, shared with everyone.
+    array mask = astype(equal(p[0], y), t[0].dtype());
+    return {all_sum(multiply(t[0], mask), group_)};
+  }
+
+ private:
+  static void add_part(std::vector<Part>& parts, const array& x, int64_t begin, const array& out) {
+    const bool in_place = x.raw_data() == static_cast<char*>(out.raw_data()) + begin * int64_t(out.itemsize());
+    parts.push_back({begin, static_cast<int64_t>(x.size()), in_place ? std::nullopt : std::optional<array>(x)});
+  }
+
+  // Readies elements [off, off + count) of out for sending: copies in what is not in place and, for
+  // a mean, divides every element by the group size.
+  void fill(const std::vector<Part>& parts, array& out, size_t off, size_t count) const {
+    const int64_t lo_piece = static_cast<int64_t>(off), hi_piece = lo_piece + static_cast<int64_t>(count);
+    const size_t isz = out.itemsize();
+    for (const Part& r : parts) {
+      const int64_t lo = std::max(lo_piece, r.begin), hi = std::min(hi_piece, r.begin + r.size);
+      if (lo >= hi) continue;
+      char* dst = static_cast<char*>(out.raw_data()) + lo * isz;
+      const char* src = r.src ? static_cast<const char*>(r.src->raw_data()) + (lo - r.begin) * isz : dst;
+      // memcpy (rep movsb) writes lines without reading them first, which a store loop's
+      // read-for-ownership would; the mean then divides each 64 KiB chunk while it is in L2.
+      const size_t chunk = (size_t(64) << 10) / isz;
+      for (int64_t c = 0; c < hi - lo; c += chunk) {
+        const size_t k = std::min<size_t>(chunk, hi - lo - c);
+        if (src != dst) std::memcpy(dst + c * isz, src + c * isz, k * isz);
+        if (op_ == ReduceKind::mean) divide(out, lo + c, k);
+      }
+    }
+  }
+
+  // Elements [off, off + count) of out, divided by the group size.
+  void divide(array& out, size_t off, size_t count) const {
+    LOOM_DISPATCH_FLOAT(out.dtype(), T, {
+      T* y = static_cast<T*>(out.raw_data()) + off;
+      const compute_t<T> inv = compute_t<T>(1) / group_.size();
+      for (size_t i = 0; i < count; ++i) y[i] = T(y[i] * inv);
+    });
+  }
+
+  ReduceKind op_;
+  bool flat_;
+};
+
+class AllGather : public Communication {
+ public:
+  explicit AllGather(Group g) : Communication(kGatherKind, std::move(g)) {}
+  const char* name() const override { return "all_gather"; }
+  Run prepare(const std::vector<array>& in, array& out) override {
+    out.alloc();
+    array x = kernels::row_contiguous(in[0]);
+    return {x, [this, x, out]() { communicate(x, out); }};
+  }
+  void communicate(const array& x, const array& out) const {
+    if (out.size() == 0) return;
+    impl().all_gather(x.raw_data(), out.raw_data(), x.size(), x.dtype());
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
+                         const std::vector<array>&) override {
+    int n = p[0].shape(0), r = group_.rank();
+    Shape start(cot[0].ndim(), 0), stop = cot[0].shape();
+    start[0] = r * n;
+    stop[0] = (r + 1) * n;
+    return {slice(all_sum(cot[0], group_), start, stop)};
+  }
+  std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
+    return {all_gather(t[0], group_)};
+  }
+};
+
+class Send : public Communication {
+ public:
+  Send(int dst, Group g) : Communication(kPointToPointKind, std::move(g)), dst_(dst) {}
+  Run prepare(const std::vector<array>& in, array& out) override {
+    out.copy_shared_buffer(in[0]);
+    array x = kernels::row_contiguous(in[0]);
+    return {x, [this, x]() { communicate(x); }};
+  }
+  void communicate(const array& x) const {
+    impl().send(x.raw_data(), x.size(), x.dtype(), dst_);
+  }
+  void check_agreement(const array& x) override { send_signature(impl(), dst_, kind_, x); }
+  const char* name() const override { return "send"; }
+  bool is_differentiable() const override { return false; }
+
+ private:
+  int dst_;
+};
+
+class Recv : public Communication {
+ public:
+  Recv(int src, Group g) : Communication(kPointToPointKind, std::move(g)), src_(src) {}
+  Run prepare(const std::vector<array>&, array& out) override {
+    out.alloc();
+    return {out, [this, out]() { communicate(out); }};
+  }
+  void communicate(const array& out) const {
+    impl().recv(out.raw_data(), out.size(), out.dtype(), src_);
+  }
+  void check_agreement(const array& expected) override { check_signature_from(impl(), src_, kind_, expected); }
+  const char* name() const override { return "recv"; }
+  bool is_differentiable() const override { return false; }
+
+ private:
+  int src_;
+};
+
+}  // namespace
+
+const char* reduce_name(ReduceKind k) {
+  return k == ReduceKind::sum ? "all_sum" : k == ReduceKind::mean ? "all_mean" : k == ReduceKind::max ? "all_max" : "all_min";
+}
+
+array all_reduce_node(const array& x, ReduceKind k, const Group& g) {
+  return array(x.shape(), x.dtype(), std::make_shared<AllReduce>(k, g), {x});
+}
+
+array all_reduce_flat_node(const std::vector<array>& xs, ReduceKind k, const Group& g) {
+  int64_t total = 0;
+  for (const array& x : xs) total += static_cast<int64_t>(x.size());
+  return array({static_cast<int>(total)}, xs[0].dtype(), std::make_shared<AllReduce>(k, g, true), xs);
+}
+
+array all_gather_node(const array& x, const Group& g) {
+  Shape s = x.shape();
+  s[0] *= g.size();
+  return array(s, x.dtype(), std::make_shared<AllGather>(g), {x});
+}
+
+array send_node(const array& x, int dst, const Group& g) {
+  return array(x.shape(), x.dtype(), std::make_shared<Send>(dst, g), {x});
+}
+
+array recv_node(const Shape& shape, Dtype dtype, int src, const Group& g) {
+  return array(shape, dtype, std::make_shared<Recv>(src, g), {});
+}
+
+}  // namespace loom::distributed::detail
