@@ -66,11 +66,19 @@ struct Walker {
       idx_[d] = 0;
     }
   }
-  /// `n` (>= 0) positions on: one carry per axis it crosses.
+  /// `n` (>= 0) positions on: one carry per axis it crosses. Steps of up to one row (the fused
+  /// gather's runs) divide nothing.
   void advance(int64_t n) {
     for (int d = nd_ - 1; d >= 0 && n > 0; --d) {
-      const int64_t i = idx_[d] + n;
-      const int64_t q = i / shape_[d], r = i - q * shape_[d];
+      const int64_t i = idx_[d] + n, s = shape_[d];
+      int64_t q = 0, r = i;
+      if (i >= s) {
+        if (i < 2 * s) {
+          q = 1, r = i - s;
+        } else {
+          q = i / s, r = i - q * s;
+        }
+      }
       for (size_t k = 0; k < N; ++k) off[k] += (r - idx_[d]) * strides_[k][d];
       idx_[d] = static_cast<int>(r);
       n = q;
