@@ -44,7 +44,8 @@ struct Walker {
   }
 
   /// Moves to linear position `pos` (row-major over the walked axes; wraps around past the end).
-  void seek(int64_t pos) {
+  /// Out of line, as the carries of `next`: one copy per N rather than one in every kernel.
+  __attribute__((noinline)) void seek(int64_t pos) {
     off.fill(0);
     if (pos == 0) {
       for (int d = 0; d < nd_; ++d) idx_[d] = 0;
@@ -59,12 +60,11 @@ struct Walker {
   }
   /// The next position (after the last one: back to the first).
   void next() {
-    for (int d = nd_ - 1; d >= 0; --d) {
-      for (size_t k = 0; k < N; ++k) off[k] += strides_[k][d];
-      if (++idx_[d] < shape_[d]) return;
-      for (size_t k = 0; k < N; ++k) off[k] -= strides_[k][d] * shape_[d];
-      idx_[d] = 0;
-    }
+    const int d = nd_ - 1;
+    if (d < 0) return;
+    for (size_t k = 0; k < N; ++k) off[k] += strides_[k][d];
+    if (++idx_[d] < shape_[d]) return;
+    carry(d);
   }
   /// `n` (>= 0) positions on: one carry per axis it crosses. Steps of up to one row (the fused
   /// gather's runs) divide nothing.
@@ -84,6 +84,18 @@ struct Walker {
       n = q;
     }
   }
+  /// Axis d has just passed its end: back to 0, and one step along the axes before it.
+  __attribute__((noinline)) void carry(int d) {
+    for (; d >= 0; --d) {
+      if (d < nd_ - 1) {
+        for (size_t k = 0; k < N; ++k) off[k] += strides_[k][d];
+        if (++idx_[d] < shape_[d]) return;
+      }
+      for (size_t k = 0; k < N; ++k) off[k] -= strides_[k][d] * shape_[d];
+      idx_[d] = 0;
+    }
+  }
+
   /// The index along walked axis d of the current position.
   int index(int d) const { return idx_[d]; }
   int ndim() const { return nd_; }
