@@ -24,30 +24,31 @@ bool copy_tiled(const Shape& shape, const std::array<Strides, 2>& st, const In* 
     if (st[0][d] == 1 && shape[d] >= T / 2) b = d;
   }
   if (b < 0) return false;
-  std::vector<int> outer_dims;
+  // The dimensions other than a and b, walked tile row by tile row.
+  Shape outer_shape;
+  std::array<Strides, 2> outer_st;
   int64_t outer = 1;
   for (int d = 0; d < a; ++d) {
-    if (d != b) outer_dims.push_back(d), outer *= shape[d];
+    if (d == b) continue;
+    outer_shape.push_back(shape[d]);
+    for (int k = 0; k < 2; ++k) outer_st[k].push_back(st[k][d]);
+    outer *= shape[d];
   }
   const int64_t nbi = (shape[b] + T - 1) / T, nbj = (shape[a] + T - 1) / T;
   const int64_t xa = st[0][a], ya = st[1][a], xb = st[0][b], yb = st[1][b];
   parallel_for(
       static_cast<size_t>(outer * nbi * nbj),
       [&](size_t begin, size_t end) {
+        int64_t at = static_cast<int64_t>(begin) / (nbi * nbj);  // the walker's outer position
+        Walker<2> w(outer_shape, outer_st, at);
         for (size_t t = begin; t < end; ++t) {
           int64_t rest = static_cast<int64_t>(t);
           const int64_t bj = rest % nbj;
           rest /= nbj;
           const int64_t bi = rest % nbi;
           rest /= nbi;
-          int64_t xo = 0, yo = 0;
-          for (size_t k = outer_dims.size(); k-- > 0;) {
-            const int d = outer_dims[k];
-            const int64_t i = rest % shape[d];
-            rest /= shape[d];
-            xo += i * st[0][d];
-            yo += i * st[1][d];
-          }
+          if (rest != at) w.advance(rest - at), at = rest;
+          const int64_t xo = w.off[0], yo = w.off[1];
           const int64_t i1 = std::min<int64_t>(shape[b], (bi + 1) * T), j1 = std::min<int64_t>(shape[a], (bj + 1) * T);
           for (int64_t i = bi * T; i < i1; ++i) {
             const In* xp = x + xo + i * xb;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "loom/core/array.h"
+#include "loom/core/copy.h"
 
 namespace loom {
 
@@ -52,21 +53,12 @@ std::vector<T> array::to_vector() {
   eval();
   std::vector<T> out(size());
   if (size() == 0) return out;
-  const int nd = static_cast<int>(ndim());
-  std::vector<int> idx(nd, 0);
-  const char* base = static_cast<const char*>(raw_data());
-  const size_t isz = itemsize();
-  for (size_t i = 0; i < out.size(); ++i) {
-    int64_t off = 0;
-    for (int d = 0; d < nd; ++d) off += idx[d] * strides()[d];
-    LOOM_DISPATCH_ALL(dtype(), In, {
-      out[i] = cast_value<T>(*reinterpret_cast<const In*>(base + off * static_cast<int64_t>(isz)));
-    });
-    for (int d = nd - 1; d >= 0; --d) {
-      if (++idx[d] < shape()[d]) break;
-      idx[d] = 0;
-    }
-  }
+  // A view (transposed, sliced, broadcast) is first copied into row-major order by the strided copy.
+  const array src = kernels::row_contiguous(*this);
+  LOOM_DISPATCH_ALL(dtype(), In, {
+    const In* p = static_cast<const In*>(src.raw_data());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = cast_value<T>(p[i]);
+  });
   return out;
 }
 

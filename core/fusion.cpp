@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "loom/core/eval.h"
+#include "loom/core/loops.h"
 #include "loom/core/primitive.h"
 #include "loom/core/threads.h"
 
@@ -40,21 +41,14 @@ void gather_block(const array& a, size_t lo, size_t len, char* dst) {
     for (size_t i = 0; i < len; ++i) std::memcpy(dst + i * isz, base, isz);
     return;
   }
-  const Shape& shape = a.shape();
-  const Strides& st = a.strides();
-  int64_t idx[16];
-  size_t rem = lo;
-  for (int d = nd - 1; d >= 0; --d) {
-    idx[d] = static_cast<int64_t>(rem % shape[d]);
-    rem /= shape[d];
-  }
+  // One run per stretch of the last axis, found by the shared strided walker.
+  const int last = nd - 1;
+  const int64_t s = a.strides()[last], n_last = a.shape()[last];
+  kernels::Walker<1> w(a.shape(), a.strides(), static_cast<int64_t>(lo));
   size_t done = 0;
   while (done < len) {
-    int64_t off = 0;
-    for (int d = 0; d < nd; ++d) off += idx[d] * st[d];
-    const size_t run = std::min(len - done, static_cast<size_t>(shape[nd - 1] - idx[nd - 1]));
-    const int64_t s = st[nd - 1];
-    const char* src = base + off * static_cast<int64_t>(isz);
+    const size_t run = std::min(len - done, static_cast<size_t>(n_last - w.index(last)));
+    const char* src = base + w.off[0] * static_cast<int64_t>(isz);
     char* out = dst + done * isz;
     if (s == 1) {
       std::memcpy(out, src, run * isz);
@@ -62,11 +56,7 @@ void gather_block(const array& a, size_t lo, size_t len, char* dst) {
       for (size_t i = 0; i < run; ++i) std::memcpy(out + i * isz, src + static_cast<int64_t>(i) * s * isz, isz);
     }
     done += run;
-    idx[nd - 1] += static_cast<int64_t>(run);
-    for (int d = nd - 1; d > 0 && idx[d] == shape[d]; --d) {
-      idx[d] = 0;
-      ++idx[d - 1];
-    }
+    w.advance(static_cast<int64_t>(run));
   }
 }
 

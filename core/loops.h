@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "loom/core/array.h"
@@ -18,31 +19,92 @@ inline T* ptr(const array& a) {
   return static_cast<T*>(a.raw_data());
 }
 
-/// Walks the row-major positions of `shape` from a starting linear index, tracking the element
-/// offset of each of N operands (one strides vector each).
+/// The one strided iterator: walks the row-major positions of the first `dims` axes of `shape` (all
+/// of them by default; any number), tracking the element offset `off[k]` of each of N operands
+/// (operand k has strides `strides[k]`). It starts at any linear position and moves by one
+/// position (`next`), by any number of positions (`advance`), or, when walking the axes before a
+/// row, by one row. Index arrays hold any rank (inline up to 6 axes, so no allocation below that).
+/// Every kernel that visits a strided array position by position or row by row goes through it.
+/// It keeps pointers to `shape`'s and the strides' elements: they must outlive it.
 template <size_t N>
 struct Walker {
-  const Shape& shape;
-  const std::array<Strides, N>& strides;
-  std::vector<int> idx;
-  std::array<int64_t, N> off{};
+  std::array<int64_t, N> off{};  // element offset of each operand at the current position
 
-  Walker(const Shape& sh, const std::array<Strides, N>& st, int64_t start) : shape(sh), strides(st), idx(sh.size(), 0) {
-    for (int d = static_cast<int>(sh.size()) - 1; d >= 0; --d) {
-      if (sh[d] == 0) break;
-      idx[d] = static_cast<int>(start % sh[d]);
-      start /= sh[d];
-      for (size_t k = 0; k < N; ++k) off[k] += int64_t(idx[d]) * st[k][d];
+  Walker(const Shape& sh, const std::array<Strides, N>& st, int64_t start = 0, int dims = -1)
+      : shape_(sh.data()), nd_(dims < 0 ? static_cast<int>(sh.size()) : dims), idx_(nd_, 0) {
+    for (size_t k = 0; k < N; ++k) strides_[k] = st[k].data();
+    seek(start);
+  }
+  /// One operand.
+  template <size_t M = N, typename = std::enable_if_t<M == 1>>
+  Walker(const Shape& sh, const Strides& st, int64_t start = 0, int dims = -1)
+      : shape_(sh.data()), nd_(dims < 0 ? static_cast<int>(sh.size()) : dims), idx_(nd_, 0) {
+    strides_[0] = st.data();
+    seek(start);
+  }
+
+  /// Moves to linear position `pos` (row-major over the walked axes; wraps around past the end).
+  /// Out of line, as the carries of `next`: one copy per N rather than one in every kernel.
+  __attribute__((noinline)) void seek(int64_t pos) {
+    off.fill(0);
+    if (pos == 0) {
+      for (int d = 0; d < nd_; ++d) idx_[d] = 0;
+      return;
+    }
+    for (int d = nd_ - 1; d >= 0; --d) {
+      if (shape_[d] == 0) break;
+      idx_[d] = static_cast<int>(pos % shape_[d]);
+      pos /= shape_[d];
+      for (size_t k = 0; k < N; ++k) off[k] += int64_t(idx_[d]) * strides_[k][d];
     }
   }
+  /// The next position (after the last one: back to the first).
   void next() {
-    for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
-      for (size_t k = 0; k < N; ++k) off[k] += strides[k][d];
-      if (++idx[d] < shape[d]) return;
-      for (size_t k = 0; k < N; ++k) off[k] -= strides[k][d] * shape[d];
-      idx[d] = 0;
+    const int d = nd_ - 1;
+    if (d < 0) return;
+    for (size_t k = 0; k < N; ++k) off[k] += strides_[k][d];
+    if (++idx_[d] < shape_[d]) return;
+    carry(d);
+  }
+  /// `n` (>= 0) positions on: one carry per axis it crosses. Steps of up to one row (the fused
+  /// gather's runs) divide nothing.
+  void advance(int64_t n) {
+    for (int d = nd_ - 1; d >= 0 && n > 0; --d) {
+      const int64_t i = idx_[d] + n, s = shape_[d];
+      int64_t q = 0, r = i;
+      if (i >= s) {
+        if (i < 2 * s) {
+          q = 1, r = i - s;
+        } else {
+          q = i / s, r = i - q * s;
+        }
+      }
+      for (size_t k = 0; k < N; ++k) off[k] += (r - idx_[d]) * strides_[k][d];
+      idx_[d] = static_cast<int>(r);
+      n = q;
     }
   }
+  /// Axis d has just passed its end: back to 0, and one step along the axes before it.
+  __attribute__((noinline)) void carry(int d) {
+    for (; d >= 0; --d) {
+      if (d < nd_ - 1) {
+        for (size_t k = 0; k < N; ++k) off[k] += strides_[k][d];
+        if (++idx_[d] < shape_[d]) return;
+      }
+      for (size_t k = 0; k < N; ++k) off[k] -= strides_[k][d] * shape_[d];
+      idx_[d] = 0;
+    }
+  }
+
+  /// The index along walked axis d of the current position.
+  int index(int d) const { return idx_[d]; }
+  int ndim() const { return nd_; }
+
+ private:
+  const int* shape_;
+  std::array<const int64_t*, N> strides_;
+  int nd_;
+  SmallVector<int, 6> idx_;
 };
 
 /// Work below this many elements stays on one thread.
@@ -92,23 +154,8 @@ void for_each_row(const Shape& shape, const std::array<Strides, N>& strides, Bod
   for (int d = 0; d < nd - 1; ++d) outer *= shape[d];
   auto run = [&](int64_t begin, int64_t end) {
     if (begin >= end) return;
-    std::vector<int> idx(std::max(nd - 1, 1), 0);
-    std::array<int64_t, N> off{};
-    int64_t rem = begin;
-    for (int d = nd - 2; d >= 0; --d) {
-      idx[d] = static_cast<int>(rem % shape[d]);
-      rem /= shape[d];
-      for (size_t k = 0; k < N; ++k) off[k] += idx[d] * strides[k][d];
-    }
-    for (int64_t r = begin; r < end; ++r) {
-      body(off, inner, inner_strides);
-      for (int d = nd - 2; d >= 0; --d) {
-        for (size_t k = 0; k < N; ++k) off[k] += strides[k][d];
-        if (++idx[d] < shape[d]) break;
-        for (size_t k = 0; k < N; ++k) off[k] -= strides[k][d] * shape[d];
-        idx[d] = 0;
-      }
-    }
+    Walker<N> w(shape, strides, begin, nd - 1);  // over the axes before the row
+    for (int64_t r = begin; r < end; ++r, w.next()) body(w.off, inner, inner_strides);
   };
   int nt = threads_for(static_cast<size_t>(outer) * inner);
   if (nt > 1 && outer > 1) {

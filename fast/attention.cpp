@@ -44,16 +44,8 @@ std::vector<int64_t> batch_offsets(const array& a) {
   size_t n = 1;
   for (int d = 0; d < nd - 2; ++d) n *= a.shape()[d];
   std::vector<int64_t> off(n, 0);
-  std::vector<int> idx(std::max(nd - 2, 0), 0);
-  for (size_t i = 0; i < n; ++i) {
-    int64_t o = 0;
-    for (int d = 0; d < nd - 2; ++d) o += idx[d] * a.strides()[d];
-    off[i] = o;
-    for (int d = nd - 3; d >= 0; --d) {
-      if (++idx[d] < a.shape()[d]) break;
-      idx[d] = 0;
-    }
-  }
+  kernels::Walker<1> w(a.shape(), a.strides(), 0, std::max(nd - 2, 0));
+  for (size_t i = 0; i < n; ++i, w.next()) off[i] = w.off[0];
   return off;
 }
 

@@ -129,16 +129,15 @@ class RowWalker {
     if (interior_) {
       const int64_t kouter = g.kt / g.K[g.D - 1];
       run_off_.resize(kouter);
-      std::vector<int64_t> k(g.D, 0);
-      for (int64_t ko = 0; ko < kouter; ++ko) {
-        int64_t off = 0;
-        for (int d = 0; d + 1 < g.D; ++d) off += k[d] * p_.kdil[d] * xs_[d];
-        run_off_[ko] = off;
-        for (int d = g.D - 2; d >= 0; --d) {
-          if (++k[d] < g.K[d]) break;
-          k[d] = 0;
-        }
+      // The taps of the kernel's axes before the last, walked row-major.
+      Shape kshape;
+      Strides kstrides;
+      for (int d = 0; d + 1 < g.D; ++d) {
+        kshape.push_back(static_cast<int>(g.K[d]));
+        kstrides.push_back(p_.kdil[d] * xs_[d]);
       }
+      kernels::Walker<1> w(kshape, kstrides);
+      for (int64_t ko = 0; ko < kouter; ++ko, w.next()) run_off_[ko] = w.off[0];
     }
   }
 

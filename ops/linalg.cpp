@@ -66,18 +66,11 @@ void matmul_impl(const array& a_in, const array& b_in, const array* c_in, array&
     gemm<T>(la.trans, lb.trans, int(batch * M), N, K, alpha, ap, la.ld, bp, lb.ld, beta, c, N);
     return;
   }
-  std::vector<int> idx(std::max(nd - 2, 0), 0);
-  for (size_t i = 0; i < batch; ++i) {
-    int64_t oa = 0, ob = 0;
-    for (int d = 0; d < nd - 2; ++d) {
-      oa += idx[d] * a.strides()[d];
-      ob += idx[d] * b.strides()[d];
-    }
-    gemm<T>(la.trans, lb.trans, M, N, K, alpha, ap + oa, la.ld, bp + ob, lb.ld, beta, c + i * size_t(M) * N, N);
-    for (int d = nd - 3; d >= 0; --d) {
-      if (++idx[d] < out.shape()[d]) break;
-      idx[d] = 0;
-    }
+  // One GEMM per batch position: the batch axes (a's and b's broadcast to out's) walked row-major.
+  const std::array<Strides, 2> bst{a.strides(), b.strides()};
+  kernels::Walker<2> w(out.shape(), bst, 0, std::max(nd - 2, 0));
+  for (size_t i = 0; i < batch; ++i, w.next()) {
+    gemm<T>(la.trans, lb.trans, M, N, K, alpha, ap + w.off[0], la.ld, bp + w.off[1], lb.ld, beta, c + i * size_t(M) * N, N);
   }
 }
 

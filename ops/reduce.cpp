@@ -68,24 +68,10 @@ ReducePlan plan_reduce(const array& in, const array& out, const std::vector<int>
 // Visits every offset of the reduced dimensions.
 template <typename F>
 void for_each_reduced(const Shape& shape, const Strides& strides, F f) {
-  if (shape.empty()) {
-    f(int64_t(0));
-    return;
-  }
-  int nd = static_cast<int>(shape.size());
-  std::vector<int> idx(nd, 0);
-  int64_t off = 0;
-  while (true) {
-    f(off);
-    int d = nd - 1;
-    for (; d >= 0; --d) {
-      off += strides[d];
-      if (++idx[d] < shape[d]) break;
-      off -= strides[d] * shape[d];
-      idx[d] = 0;
-    }
-    if (d < 0) return;
-  }
+  int64_t n = 1;
+  for (int d : shape) n *= d;
+  kernels::Walker<1> w(shape, strides);
+  for (int64_t i = 0; i < n; ++i, w.next()) f(w.off[0]);
 }
 
 template <typename In, typename Out, typename Acc, typename Op>

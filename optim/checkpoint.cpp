@@ -88,7 +88,7 @@ Metadata load_checkpoint(const std::string& path, nn::Module& model, optim::Opti
   // The optimizer state in the model's parameter order ("step" first, slots by name within a
   // parameter), as the optimizer itself lists it after updating this model.
   nn::ParamTree opt_state;
-  auto take = [&](const std::string& n) { opt_state.insert(n, tensors.at(kOptim + n)); };
+  auto take = [&, &file = tensors](const std::string& n) { opt_state.insert(n, file.at(kOptim + n)); };
   if (std::find(opt_names.begin(), opt_names.end(), "step") != opt_names.end()) take("step");
   for (const auto& [pname, p] : current) {
     for (const auto& n : opt_names) {

@@ -131,7 +131,7 @@ void Optimizer::set_state(const nn::ParamTree& state) {
   nn::ParamTree arrays;
   for (const auto& [k, a] : state) {
     if (k == kStep) continue;
-    const bool ok = std::any_of(known.begin(), known.end(), [&](const std::string& s) {
+    const bool ok = std::any_of(known.begin(), known.end(), [&k = k](const std::string& s) {
       return k.size() > s.size() + 1 && k.compare(k.size() - s.size(), s.size(), s) == 0 &&
              k[k.size() - s.size() - 1] == '.';
     });

@@ -259,7 +259,7 @@ std::string distributed_worker() {
     std::vector<double> cv(y.size());
     for (size_t i = 0; i < cv.size(); ++i) cv[i] = uv[i % n] + 0.1 * double(i);
     array u(cv, y.shape(), float64);
-    auto loss = [&](const array& a) {
+    auto loss = [&, &f = f](const array& a) {
       array l = sum(f(a) * u);
       return dist::all_sum(l, world).item<double>();
     };

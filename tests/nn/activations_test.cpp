@@ -189,7 +189,7 @@ TEST(Activations, GradientsMatchFiniteDifferences) {
       {"glu", [](const array& a) { return nn::glu(a, 0); }},
   };
   for (const auto& [name, fn] : fns) {
-    auto r = check_grads([&](const std::vector<array>& v) { return std::vector<array>{fn(v[0])}; }, {x});
+    auto r = check_grads([&fn = fn](const std::vector<array>& v) { return std::vector<array>{fn(v[0])}; }, {x});
     EXPECT_TRUE(r.ok) << name << ": " << r.report;
   }
 }
