@@ -9,6 +9,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "loom/core/copy.h"
 #include "loom/core/fusion.h"
 #include "loom/core/primitive.h"
 
@@ -302,5 +303,7 @@ void eval(std::vector<array> outputs) {
 void async_eval(std::vector<array> outputs) { eval(std::move(outputs)); }
 
 void detail::set_check_buffer_plan(bool on) { check_plan = on; }
+
+array detail::row_major_copy(const array& a) { return kernels::row_contiguous(a); }
 
 }  // namespace loom

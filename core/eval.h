@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "loom/core/array.h"
-#include "loom/core/copy.h"
 
 namespace loom {
 
@@ -15,6 +14,9 @@ namespace loom {
 void eval(std::vector<array> outputs);
 
 namespace detail {
+/// `a` (evaluated) itself when row-contiguous, else a row-major copy of it (core/copy.h's
+/// row_contiguous, for the public templates here).
+array row_major_copy(const array& a);
 /// Turns elementwise fusion in eval on or off (on by default; tests compare both paths).
 void set_fusion(bool on);
 /// Turns the buffer-plan check on or off (off by default; LOOM_CHECK_BUFFER_PLAN=1 turns it on): eval
@@ -54,7 +56,7 @@ std::vector<T> array::to_vector() {
   std::vector<T> out(size());
   if (size() == 0) return out;
   // A view (transposed, sliced, broadcast) is first copied into row-major order by the strided copy.
-  const array src = kernels::row_contiguous(*this);
+  const array src = detail::row_major_copy(*this);
   LOOM_DISPATCH_ALL(dtype(), In, {
     const In* p = static_cast<const In*>(src.raw_data());
     for (size_t i = 0; i < out.size(); ++i) out[i] = cast_value<T>(p[i]);
