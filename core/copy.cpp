@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "loom/core/dispatch.h"
+#include "loom/core/eval.h"
 #include "loom/core/loops.h"
 
 namespace loom::kernels {
@@ -88,11 +89,19 @@ void copy_strided(const array& src, void* dst, Dtype dst_dtype, const Strides& d
   });
 }
 
-array row_contiguous(const array& src) {
-  if (src.flags().row_contiguous) return src;
-  array out(allocator::malloc(src.nbytes()), src.shape(), src.dtype());
+array row_contiguous(const array& src) { return row_contiguous(src, src.dtype()); }
+
+array row_contiguous(const array& src, Dtype dtype) {
+  if (src.dtype() == dtype && src.flags().row_contiguous) return src;
+  array out(allocator::malloc(src.size() * dtype.size), src.shape(), dtype);
   copy_strided(src, out.raw_data(), out.dtype(), out.strides());
   return out;
+}
+
+array evaluated_row_contiguous(const array& a) {
+  array x = a;
+  x.eval();
+  return row_contiguous(x);
 }
 
 }  // namespace loom::kernels

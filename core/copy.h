@@ -34,5 +34,10 @@ inline bool is_view_at(const array& x, const array& owner, const void* at, const
 
 /// `src` itself when row-contiguous, otherwise an evaluated row-contiguous copy.
 array row_contiguous(const array& src);
+/// `src` itself when row-contiguous and of `dtype`, otherwise a row-contiguous copy converted to it.
+array row_contiguous(const array& src, Dtype dtype);
+/// `a` evaluated and row-contiguous: for file writers and datasets, outside eval (it runs a's graph,
+/// which a kernel must never do).
+array evaluated_row_contiguous(const array& a);
 
 }  // namespace loom::kernels

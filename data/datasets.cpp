@@ -11,13 +11,6 @@ namespace loom::data {
 
 namespace {
 
-// `a` evaluated and row-contiguous (a copy only when its layout is not already C order).
-array row_major(const array& a) {
-  array x = a;
-  x.eval();
-  return kernels::row_contiguous(x);
-}
-
 // Rows `indices` of row-contiguous evaluated `a`, by memcpy.
 array gather_rows(const array& a, const std::vector<int64_t>& indices, const char* op) {
   const int64_t n = a.shape(0);
@@ -90,8 +83,8 @@ ArrayDataset::ArrayDataset(const array& x, const array& y) : x_(x), y_(y) {
     throw std::invalid_argument("[ArrayDataset] x and y need the same first dimension, got " +
                                 loom::detail::shape_str(x.shape()) + " and " + loom::detail::shape_str(y.shape()));
   }
-  x_ = row_major(x);
-  y_ = row_major(y);
+  x_ = kernels::evaluated_row_contiguous(x);
+  y_ = kernels::evaluated_row_contiguous(y);
 }
 
 int64_t ArrayDataset::size() const { return x_.shape(0); }

@@ -194,12 +194,6 @@ void AtomicFileSink::commit() {
 
 // ---- arrays ----
 
-array row_major(const array& a) {
-  array x = a;
-  x.eval();
-  return kernels::row_contiguous(x);
-}
-
 void write_little_endian(Sink& sink, const array& a) {
   const size_t nbytes = a.nbytes();
   if (nbytes == 0) return;

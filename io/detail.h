@@ -122,9 +122,6 @@ class AtomicFileSink : public Sink {
   int fd_ = -1;
 };
 
-/// `a` evaluated and row-contiguous (a copy only when its layout is not already C order).
-array row_major(const array& a);
-
 /// Writes the row-major bytes of evaluated row-contiguous `a`, little-endian.
 void write_little_endian(Sink& sink, const array& a);
 

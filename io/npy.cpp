@@ -9,6 +9,7 @@
 #include <climits>
 #include <vector>
 
+#include "loom/core/copy.h"
 #include "loom/core/eval.h"
 #include "loom/io/detail.h"
 #include "loom/io/io.h"
@@ -84,7 +85,7 @@ std::string npy_header(Dtype dtype, const Shape& shape) {
 
 void write_npy(io::detail::Sink& sink, const array& a) {
   const std::string header = npy_header(a.dtype(), a.shape());  // validates the dtype first
-  array x = io::detail::row_major(a);
+  array x = kernels::evaluated_row_contiguous(a);
   sink.write(header.data(), header.size());
   io::detail::write_little_endian(sink, x);
 }

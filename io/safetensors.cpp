@@ -12,6 +12,7 @@
 #include <set>
 #include <vector>
 
+#include "loom/core/copy.h"
 #include "loom/core/eval.h"
 #include "loom/io/detail.h"
 #include "loom/io/io.h"
@@ -86,7 +87,7 @@ Prepared prepare(const std::unordered_map<std::string, array>& arrays,
   std::vector<array> lazy;
   for (const auto& n : names) lazy.push_back(arrays.at(n));
   eval(lazy);
-  for (const auto& a : lazy) p.tensors.push_back(io::detail::row_major(a));
+  for (const auto& a : lazy) p.tensors.push_back(kernels::evaluated_row_contiguous(a));
 
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) {

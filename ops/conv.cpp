@@ -451,14 +451,6 @@ void flip_taps(const T* src, T* dst, int64_t cout, int64_t kt, int64_t cg) {
   }
 }
 
-// `a` as a row-contiguous evaluated array of dtype `d` (itself when it already is one).
-array contiguous_as(const array& a, Dtype d) {
-  if (a.dtype() == d && a.flags().row_contiguous) return a;
-  array out(allocator::malloc(a.size() * d.size), a.shape(), d);
-  kernels::copy_strided(a, out.raw_data(), d, out.strides());
-  return out;
-}
-
 // ---------------------------------------------------------------------------------------------
 // The primitive.
 // ---------------------------------------------------------------------------------------------
@@ -472,7 +464,7 @@ class Convolution : public UnaryPrimitive {
 
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const Dtype ct = out.dtype() == float64 ? float64 : float32;
-    array a = contiguous_as(in[0], ct), b = contiguous_as(in[1], ct);
+    array a = kernels::row_contiguous(in[0], ct), b = kernels::row_contiguous(in[1], ct);
     const bool direct = out.dtype() == ct;
     std::optional<array> tmp;
     if (direct) out.alloc();

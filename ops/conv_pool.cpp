@@ -254,13 +254,6 @@ void avg_scatter(const T* v, T* dx, const PoolGeom& g) {
   });
 }
 
-array contiguous_as(const array& a, Dtype d) {
-  if (a.dtype() == d && a.flags().row_contiguous) return a;
-  array out(allocator::malloc(a.size() * d.size), a.shape(), d);
-  kernels::copy_strided(a, out.raw_data(), d, out.strides());
-  return out;
-}
-
 array make_pool(PoolRole role, const std::vector<array>& inputs, const PoolParams& p, Shape out_shape);
 
 class Pooling : public UnaryPrimitive {
@@ -271,7 +264,7 @@ class Pooling : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const Dtype ct = out.dtype() == float64 ? float64 : float32;
     std::vector<array> a;
-    for (auto& x : in) a.push_back(contiguous_as(x, ct));
+    for (auto& x : in) a.push_back(kernels::row_contiguous(x, ct));
     const bool direct = out.dtype() == ct;
     std::optional<array> tmp;
     if (direct) out.alloc();
