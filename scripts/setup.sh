@@ -2,7 +2,7 @@
 # Installs the Debian packages Loom needs (skipped when they are all present).
 set -euo pipefail
 packages=(
-  g++ cmake make pkg-config ccache
+  g++ clang cmake make pkg-config ccache
   libopenblas-openmp-dev libopenmpi-dev openmpi-bin
   libgtest-dev libbenchmark-dev nlohmann-json3-dev zlib1g-dev libcli11-dev
   dataset-fashion-mnist fortunes fortunes-min gnuplot-nox
