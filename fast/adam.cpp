@@ -1,7 +1,8 @@
 // The fused Adam / AdamW update of one parameter.
 //
-// Contraction of a * b + c into one fused multiply-add is turned off in this file, so that every
-// operation rounds as the separate ops (and PyTorch's float32 kernels) round it.
+// Contraction of a * b + c into one fused multiply-add is turned off in this file (here for GCC, and
+// by -ffp-contract=off in CMakeLists.txt for every compiler), so that every operation rounds as the
+// separate ops (and PyTorch's float32 kernels) round it.
 #pragma GCC optimize("fp-contract=off")
 
 #if defined(__x86_64__) || defined(__i386__)
