@@ -11,6 +11,16 @@
 #include "loom/core/array.h"
 #include "loom/core/threads.h"
 
+/// Before a loop: its iterations do not depend on one another through memory (the output may be an
+/// input's buffer, but only at the same index), so GCC may vectorize it without run-time alias
+/// checks. Clang vectorizes these loops with its own checks; its assume_safety form would insist,
+/// and warn on every loop it cannot vectorize for other reasons.
+#if defined(__clang__)
+#define LOOM_IVDEP
+#else
+#define LOOM_IVDEP _Pragma("GCC ivdep")
+#endif
+
 namespace loom::kernels {
 
 /// A kernel's view of an evaluated array's first element.

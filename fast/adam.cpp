@@ -139,7 +139,7 @@ void adam_loop(const T* p, const T* g, const T* m, const T* v, T* po, T* mo, T* 
         alignas(64) C pb[kBlock], mb[kBlock], vb[kBlock], sb[kBlock];
         for (size_t b = lo; b < hi; b += kBlock) {
           const size_t len = std::min(kBlock, hi - b);
-#pragma GCC ivdep
+          LOOM_IVDEP
           for (size_t j = 0; j < len; ++j) {
             C pc = static_cast<C>(pp[b + j]);
             C gc = static_cast<C>(gp[b + j]);
@@ -160,7 +160,7 @@ void adam_loop(const T* p, const T* g, const T* m, const T* v, T* po, T* mo, T* 
             vop[b + j] = static_cast<T>(vc);
           }
           sqrt_block(vb, sb, len);
-#pragma GCC ivdep
+          LOOM_IVDEP
           for (size_t j = 0; j < len; ++j) {
             const C denom = over_bc2(sb[j], c_bc2, c_rbc2) + c_eps;
             pop[b + j] = static_cast<T>(pb[j] + (c_step * mb[j]) / denom);

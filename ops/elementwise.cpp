@@ -43,9 +43,6 @@ namespace {
 
 using K = ElementwiseKind;
 
-template <typename T>
-constexpr bool is_int_v = std::is_integral_v<T> && !std::is_same_v<T, bool>;
-
 array zeros_grad(const array& v) { return zeros_like(v); }
 
 // ---- unary ops ----
@@ -377,7 +374,7 @@ struct MaximumOp {
   template <class T> T operator()(T a, T b) const {
     // NaN in, NaN out: a when a is NaN, else b when b is (a > b is false then). One select,
     // so that the loops vectorize (relu is maximum(x, 0)).
-    if constexpr (std::is_floating_point_v<T>) return (a > b) | (a != a) ? a : b;
+    if constexpr (std::is_floating_point_v<T>) return ((a > b) | (a != a)) ? a : b;
     else return a > b ? a : b;
   }
   static array grad(int arg, const array& a, const array& b, const array&, const array& v) {
@@ -393,7 +390,7 @@ struct MinimumOp {
   template <class T> T operator()(T a, T b) const {
     // NaN in, NaN out: a when a is NaN, else b when b is (a < b is false then). One select,
     // so that the loops vectorize (relu is maximum(x, 0)).
-    if constexpr (std::is_floating_point_v<T>) return (a < b) | (a != a) ? a : b;
+    if constexpr (std::is_floating_point_v<T>) return ((a < b) | (a != a)) ? a : b;
     else return a < b ? a : b;
   }
   static array grad(int arg, const array& a, const array& b, const array&, const array& v) {

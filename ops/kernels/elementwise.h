@@ -49,7 +49,7 @@ void unary(const array& in, array& out, F f) {
       const In* xp = x;  // locals, as in binary below
       Out* yp = y;
       const F fn = f;
-#pragma GCC ivdep
+      LOOM_IVDEP
       for (size_t i = b; i < e; ++i) yp[i] = static_cast<Out>(fn(static_cast<C>(xp[i])));
     });
     return;
@@ -91,7 +91,7 @@ void binary(const array& a, const array& b, array& out, F f) {
         Out* yp = y;
         const C xv = xv0;
         const F fn = f;
-#pragma GCC ivdep
+        LOOM_IVDEP
         for (size_t i = lo; i < hi; ++i) yp[i] = static_cast<Out>(fn(xv, static_cast<C>(zp[i])));
       });
     } else if (bs && !as) {
@@ -101,7 +101,7 @@ void binary(const array& a, const array& b, array& out, F f) {
         Out* yp = y;
         const C zv = zv0;
         const F fn = f;
-#pragma GCC ivdep
+        LOOM_IVDEP
         for (size_t i = lo; i < hi; ++i) yp[i] = static_cast<Out>(fn(static_cast<C>(xp[i]), zv));
       });
     } else {
@@ -110,7 +110,7 @@ void binary(const array& a, const array& b, array& out, F f) {
         const In* zp = z;
         Out* yp = y;
         const F fn = f;
-#pragma GCC ivdep
+        LOOM_IVDEP
         for (size_t i = lo; i < hi; ++i) yp[i] = static_cast<Out>(fn(static_cast<C>(xp[i]), static_cast<C>(zp[i])));
       });
     }
@@ -176,7 +176,7 @@ void ternary(const array& c, const array& a, const array& b, array& out, F f) {
       const T* zp = z;
       T* yp = y;
       const F fn = f;
-#pragma GCC ivdep
+      LOOM_IVDEP
       for (size_t i = lo; i < hi; ++i) yp[i] = fn(static_cast<Cond>(cq[i]), xp[i], zp[i]);
     });
     return;
