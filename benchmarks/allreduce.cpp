@@ -1,4 +1,4 @@
-// allreduce (../shared/BENCHMARKS.md), under mpirun -np 2: the time of one evaluated all_sum of
+// allreduce (docs/benchmarks.md), under mpirun -np 2: the time of one evaluated all_sum of
 // float32 arrays from 4 B to 64 MB (the slowest rank's, median over repetitions), as the raw MPI
 // peer measures MPI_Allreduce. Then overlap: an all_sum of 16 MB alone, an independent compute
 // graph alone, and both in one eval; `hidden` is the share of the shorter one that the overlap hid.

@@ -1,4 +1,4 @@
-// grad_sync (../shared/BENCHMARKS.md), under mpirun -np 2: 100 gradients of 10,000 float32 averaged
+// grad_sync (docs/benchmarks.md), under mpirun -np 2: 100 gradients of 10,000 float32 averaged
 // (a) with one all_sum each, (b) with nn::average_gradients, (c) as one all_sum of 1,000,000 floats.
 // Times are the slowest rank's, per repetition; the modes alternate.
 #include <loom/loom.h>

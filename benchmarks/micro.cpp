@@ -1,4 +1,4 @@
-// matmul_1024, matmul_2048, eltwise_chain_4m and op_overhead as ../shared/BENCHMARKS.md defines them,
+// matmul_1024, matmul_2048, eltwise_chain_4m and op_overhead as docs/benchmarks.md defines them,
 // unary_4m: one float32 math op (exp, log, tanh, sigmoid, erf, nn::gelu, nn::gelu_approx) over
 // 4M floats in [-4, 4) ([0.01, 8) for log); and fused_rows: forward + backward of rms_norm and
 // softmax, fused and written op by op.

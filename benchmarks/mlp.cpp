@@ -1,4 +1,4 @@
-// mlp_step and dp_mlp_step (../shared/BENCHMARKS.md) on Fashion-MNIST batches.
+// mlp_step and dp_mlp_step (docs/benchmarks.md) on Fashion-MNIST batches.
 //   bench_mlp                      mlp_step at 1 and 2 threads (batch 128), dp_mlp_step on 1 rank
 //   mpirun -np 2 bench_mlp         dp_mlp_step on 2 ranks x 1 thread (128 rows each), with the
 //                                  default buckets, 1 MiB buckets, and no gradient sync at all

@@ -1,4 +1,4 @@
-// transformer_step (../shared/BENCHMARKS.md): a byte-level causal transformer LM, the model of the
+// transformer_step (docs/benchmarks.md): a byte-level causal transformer LM, the model of the
 // libtorch peer (peers/libtorch/lm.cpp) layer for layer: vocab 256, context 128, d_model 128,
 // 4 heads, 4 pre-LayerNorm blocks (attention with biased q/k/v/out projections, MLP 512 with exact
 // GELU), learned positions, final LayerNorm, untied biased head; N(0, 0.02) init, zero biases.

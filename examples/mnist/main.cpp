@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// 784-512-512-10 with ReLU: the mlp_step model of ../shared/BENCHMARKS.md.
+// 784-512-512-10 with ReLU: the mlp_step model of docs/benchmarks.md.
 struct MLP : nn::Module {
   nn::Linear l1{784, 512}, l2{512, 512}, l3{512, 10};
   MLP() {
