@@ -63,10 +63,16 @@ void finish(std::vector<array>& outs) {
 // run no longer sits in the tape (run takes the tape's handle), so an input read k times by it is
 // held exactly k times when it is read by nothing else.
 void mark_donors(const std::vector<array>& inputs) {
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    long refs = 0;
-    for (const auto& other : inputs) refs += other.id() == inputs[k].id();
-    const_cast<array&>(inputs[k]).set_donatable(inputs[k].held_only_by(refs));
+  for (const auto& x : inputs) {
+    // One handle is this slot's (the common case, decided without a scan: a bucket's all_sum has a
+    // hundred inputs); more may all be this node's slots.
+    bool only = x.held_only_by(1);
+    if (!only) {
+      long refs = 0;
+      for (const auto& other : inputs) refs += other.id() == x.id();
+      only = refs > 1 && x.held_only_by(refs);
+    }
+    const_cast<array&>(x).set_donatable(only);
   }
 }
 
