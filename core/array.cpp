@@ -233,16 +233,22 @@ void array::alloc() {
   if (!is_placed()) set_data(allocator::malloc(nbytes()));
 }
 
-void array::alloc_or_donate(const array& donor) {
-  if (is_placed()) return;
-  if (donor.is_donatable() && donor.itemsize() == itemsize() && donor.size() == size()) {
-    desc_->data = donor.desc_->data;
-    desc_->data_ptr = donor.desc_->data_ptr;
+bool array::take_buffer(const array& donor, long graph_refs) {
+  const ArrayDesc& d = *donor.desc_;
+  if (!d.data || d.data.use_count() != 1 || !d.flags.contiguous || d.data_size != size() || d.dtype.size != itemsize() ||
+      !donor.held_only_by(graph_refs)) {
+    return false;
+  }
+  if (d.flags.row_contiguous) {  // this array's own row-major layout (its strides were set at construction)
+    desc_->data = d.data;
+    desc_->data_ptr = d.data_ptr;
     desc_->data_size = size();
     desc_->flags = row_major_flags(desc_->shape);
-    return;
+    return true;
   }
-  alloc();
+  if (d.shape != desc_->shape) return false;  // a permuted layout means something only for the same shape
+  copy_shared_buffer(donor, d.strides, d.flags, d.data_size);
+  return true;
 }
 
 }  // namespace loom

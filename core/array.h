@@ -151,13 +151,6 @@ class array {
   /// (the tape, the consumers' input lists) and asks whether anyone else (a caller, an eval output)
   /// holds one too. The one test behind fusion, placement and donation.
   bool held_only_by(long graph_refs) const { return desc_.use_count() == graph_refs; }
-  /// True when a kernel may write its output into this input's buffer: eval marked it (set_donatable)
-  /// as read by nothing after the node about to run, and no view shares the buffer.
-  bool is_donatable() const {
-    return desc_->donatable && desc_->data && desc_->data.use_count() == 1 && desc_->flags.contiguous;
-  }
-  void set_donatable(bool d) { desc_->donatable = d; }
-
   /// Gives the array a fresh row-contiguous buffer of nbytes() bytes.
   void set_data(allocator::Buffer buffer, void (*deleter)(allocator::Buffer) = allocator::free);
   /// Gives the array a buffer with explicit layout.
@@ -169,12 +162,16 @@ class array {
                           int64_t offset = 0);
   /// Makes this array share `other`'s buffer and layout.
   void copy_shared_buffer(const array& other);
-  /// Allocates a row-contiguous buffer, or takes `donor`'s when it is donatable and fits.
-  void alloc_or_donate(const array& donor);
-  /// Allocates a row-contiguous buffer for this array.
+  /// Allocates a row-contiguous buffer for this array, unless eval already gave it one (is_placed).
   void alloc();
+  /// Buffer plan (eval's): gives this unevaluated array `donor`'s buffer when nothing but `graph_refs`
+  /// handles (the reading node's input slots) holds the donor, no view shares its buffer, and it has
+  /// this array's size and item size and fills its elements without gaps. A row-contiguous donor's
+  /// buffer is laid out row-major in this array's shape; any other keeps its layout (same shape only).
+  /// True when it did.
+  bool take_buffer(const array& donor, long graph_refs);
   /// True when eval gave this unevaluated array its buffer ahead of its kernel (a run of a consumer's
-  /// output, see Primitive::input_offsets): alloc and alloc_or_donate keep it.
+  /// output, see Primitive::input_offsets, or an input's buffer, see Primitive::donors): alloc keeps it.
   bool is_placed() const { return desc_->data != nullptr && !desc_->evaluated; }
   void set_evaluated() { desc_->evaluated = true; }
 
@@ -191,7 +188,6 @@ class array {
     uint32_t position = 0;
     bool evaluated = false;
     bool is_tracer = false;
-    bool donatable = false;  // set by eval for the inputs of the node it runs
     std::shared_ptr<Data> data;
     void* data_ptr = nullptr;
     size_t data_size = 0;

@@ -32,6 +32,13 @@ inline bool is_view_at(const array& x, const array& owner, const void* at, const
   return true;
 }
 
+/// Writes `src` (of out's shape) into out's buffer, laid out as out: the start of a kernel that updates
+/// a copy of an input (slice_update, scatter, addmm). Nothing to do when eval gave out src's own
+/// buffer (Primitive::donors): the values are already there.
+inline void copy_into(const array& src, array& out) {
+  if (out.raw_data() != src.raw_data()) copy_strided(src, out.raw_data(), out.dtype(), out.strides());
+}
+
 /// `src` itself when row-contiguous, otherwise an evaluated row-contiguous copy.
 array row_contiguous(const array& src);
 /// `src` itself when row-contiguous and of `dtype`, otherwise a row-contiguous copy converted to it.

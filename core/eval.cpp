@@ -3,7 +3,6 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
-#include <optional>
 #include <queue>
 #include <stdexcept>
 #include <string>
@@ -58,28 +57,64 @@ void finish(std::vector<array>& outs) {
   }
 }
 
-// Marks which inputs a kernel may write its output into: those whose only holders left are these
-// input lists (every other reader has run, and nobody outside the graph holds them). A node about to
-// run no longer sits in the tape (run takes the tape's handle), so an input read k times by it is
-// held exactly k times when it is read by nothing else.
-void mark_donors(const std::vector<array>& inputs) {
-  for (const auto& x : inputs) {
-    // One handle is this slot's (the common case, decided without a scan: a bucket's all_sum has a
-    // hundred inputs); more may all be this node's slots.
-    bool only = x.held_only_by(1);
-    if (!only) {
-      long refs = 0;
-      for (const auto& other : inputs) refs += other.id() == x.id();
-      only = refs > 1 && x.held_only_by(refs);
+bool check_plan = [] {
+  const char* v = std::getenv("LOOM_CHECK_BUFFER_PLAN");
+  return v && std::string(v) == "1";
+}();
+
+// Buffer plan, donation: each output not yet placed takes the buffer of the first input its primitive
+// names (Primitive::donors) that fits it and that nothing reads after this node. A node about to run
+// no longer sits in the tape (run takes the tape's handle), so an input read k times by it is held
+// exactly k times when it is read by nothing else.
+void donate(const array& node, std::vector<array>& outs) {
+  const std::vector<array>& inputs = node.inputs();
+  for (size_t o = 0; o < outs.size(); ++o) {
+    if (outs[o].is_placed()) continue;
+    uint64_t mask = node.primitive().donors(inputs, static_cast<int>(o));
+    for (size_t k = 0; mask != 0; ++k, mask >>= 1) {
+      if (!(mask & 1)) continue;
+      // One handle is this slot's (the common case, decided without a scan); more may all be this
+      // node's slots (x * x).
+      long refs = 1;
+      if (!inputs[k].held_only_by(1)) {
+        refs = 0;
+        for (const auto& other : inputs) refs += other.id() == inputs[k].id();
+      }
+      if (outs[o].take_buffer(inputs[k], refs)) break;
     }
-    const_cast<array&>(x).set_donatable(only);
   }
 }
 
+// With the plan check on, every output that eval gave a buffer (placed in its consumer's, or donated by
+// an input) must be written there: a kernel that allocates its own instead still gives right values
+// (a consumer copies), but every step pays a copy and an allocation that nothing else would reveal.
+struct PlanCheck {
+  std::vector<const void*> planned;  // per output: the buffer eval gave it, or null
+  explicit PlanCheck(const std::vector<array>& outs) {
+    if (!check_plan) return;
+    for (const auto& o : outs) planned.push_back(o.is_placed() ? o.raw_data() : nullptr);
+  }
+  void verify(const array& node, const std::vector<array>& outs) const {
+    for (size_t o = 0; o < planned.size(); ++o) {
+      if (!planned[o] || outs[o].raw_data() == planned[o]) continue;
+      std::string how = "placed in its consumer's buffer";
+      for (size_t k = 0; k < node.inputs().size(); ++k) {
+        if (node.inputs()[k].raw_data() == planned[o]) how = "given the buffer of its input " + std::to_string(k);
+      }
+      const std::string which = outs.size() > 1 ? " output " + std::to_string(o) : "";
+      throw std::logic_error(std::string("[eval] buffer plan not honoured: ") + node.primitive().name() + which +
+                             " " + detail::shape_str(outs[o].shape()) + " was " + how +
+                             ", but its kernel wrote into a buffer of its own");
+    }
+  }
+};
+
 void run(array a) {  // takes the tape's handle: consumers' inputs are then the last holders
   std::vector<array> outs = a.outputs();
-  mark_donors(a.inputs());
+  donate(a, outs);
+  const PlanCheck check(outs);
   a.primitive().eval_cpu(a.inputs(), outs);
+  check.verify(a, outs);
   finish(outs);
 }
 
@@ -141,35 +176,15 @@ void place(std::vector<array>& tape, const Placements& placed, int i) {
   a.copy_shared_buffer(dst, a.strides(), array::layout_flags(a.shape(), a.strides()), a.size(), placed[i].offset);
 }
 
-bool check_plan = [] {
-  const char* v = std::getenv("LOOM_CHECK_BUFFER_PLAN");
-  return v && std::string(v) == "1";
-}();
-
 // Runs tape entry i: as part of its fusion group (internal members run with their root), or alone.
-// With the plan check on, a node placed in its consumer's buffer must have written there: a kernel
-// that allocates its own buffer instead still gives right values (the consumer copies), but every
-// step pays a copy that nothing else would reveal.
 void compute(std::vector<array>& tape, const detail::FusionPlan& plan, const Placements& placed, int i,
              const Index& index) {
-  std::optional<array> probe;
-  std::string name;
-  if (!placed.empty() && placed[i].consumer >= 0) {
-    place(tape, placed, i);
-    if (check_plan) probe = tape[i], name = tape[i].primitive().name();
-  }
-  const void* planned = probe ? probe->raw_data() : nullptr;
+  if (!placed.empty() && placed[i].consumer >= 0) place(tape, placed, i);
   if (!plan.internal.empty() && plan.internal[i]) return;
   if (!plan.internal.empty() && !plan.groups[i].empty()) {
     detail::run_fused(tape, plan, i, index);
   } else if (!tape[i].is_evaluated()) {
     run(std::move(tape[i]));
-  }
-  if (probe && probe->raw_data() != planned) {
-    throw std::logic_error("[eval] buffer plan not honoured: " + name + " " + detail::shape_str(probe->shape()) +
-                           " was placed in the buffer of its consumer " +
-                           tape[placed[i].consumer].primitive().name() + " at element offset " +
-                           std::to_string(placed[i].offset) + ", but its kernel wrote into a buffer of its own");
   }
 }
 
@@ -245,8 +260,10 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
         } else {
           Pending p{std::move(tape[i]), {}, nullptr};
           p.outs = p.node.outputs();
-          mark_donors(p.node.inputs());
+          donate(p.node, p.outs);
+          const PlanCheck check(p.outs);
           p.work = p.node.primitive().eval_async(p.node.inputs(), p.outs);
+          check.verify(p.node, p.outs);  // the buffers are chosen when the work starts
           if (p.work) {
             pending.emplace(i, std::move(p));
           } else {  // done as it started

@@ -197,21 +197,17 @@ void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
   // handle to it is one of the members' input slots), else a new one.
   if (!root.is_placed() && !direct_leaves.empty()) {
     std::unordered_map<std::uintptr_t, long> refs;  // leaves' slots in the group, counted when needed
-    auto only_group_holds = [&](const array* leaf) {
-      if (leaf->held_only_by(1)) return true;
+    auto group_slots = [&](const array* leaf) -> long {
+      if (leaf->held_only_by(1)) return 1;
       if (refs.empty()) {
         for (int k = 0; k < m; ++k) {
           for (const auto& in : tape[members[k]].inputs()) refs[in.id()] += in.is_evaluated();
         }
       }
-      return leaf->held_only_by(refs[leaf->id()]);
+      return refs[leaf->id()];
     };
     for (const array* leaf : direct_leaves) {
-      const_cast<array*>(leaf)->set_donatable(only_group_holds(leaf));
-      if (leaf->itemsize() == root.itemsize() && leaf->is_donatable()) {
-        root.copy_shared_buffer(*leaf);
-        break;
-      }
+      if (root.take_buffer(*leaf, group_slots(leaf))) break;
     }
   }
   root.alloc();  // keeps a placed or donated buffer

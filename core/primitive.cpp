@@ -27,4 +27,19 @@ void Primitive::consecutive_offsets(const std::vector<array>& inputs, std::vecto
   }
 }
 
+uint64_t Primitive::row_contiguous_donors(const std::vector<array>& inputs, std::initializer_list<int> ks) {
+  uint64_t mask = 0;
+  for (int k : ks) {
+    if (inputs[k].flags().row_contiguous) mask |= uint64_t(1) << k;
+  }
+  return mask;
+}
+
+bool Primitive::listed_once(const std::vector<array>& inputs, int k) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (static_cast<int>(i) != k && inputs[i].id() == inputs[k].id()) return false;
+  }
+  return true;
+}
+
 }  // namespace loom

@@ -1,6 +1,8 @@
 // The base of every operation in the graph: a forward kernel with its vjp and jvp beside it.
 #pragma once
 
+#include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <ostream>
 #include <vector>
@@ -22,7 +24,8 @@ class Primitive {
  public:
   virtual ~Primitive() = default;
 
-  /// Computes `outputs` from evaluated `inputs`; allocates (or donates) each output's buffer.
+  /// Computes `outputs` from evaluated `inputs`; asks for each output's buffer (array::alloc), which
+  /// eval may already have given it (see donors and input_offsets).
   virtual void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) = 0;
 
   /// Cotangents of the inputs listed in `argnums`, given cotangents for every output.
@@ -46,6 +49,22 @@ class Primitive {
   /// `in_dtypes`), bit for bit as eval_cpu would.
   virtual bool is_elementwise() const { return false; }
   virtual void eval_block(const Dtype* in_dtypes, const void* const* inputs, void* out, size_t n) const {}
+
+  /// Buffer plan, donation: the inputs whose buffer output `o` may take over, as a mask (bit k for
+  /// input k; inputs past the 64th never donate). Naming input k promises that the kernel can compute
+  /// the output in k's buffer, in k's layout, reading each element (or row) of k before it writes the
+  /// output's. Eval gives the output the buffer of the first named input that nothing reads after
+  /// this node and that fits (array::take_buffer); the kernel finds it there (array::is_placed). An
+  /// elementwise primitive may take any input's (the default); others name theirs.
+  virtual uint64_t donors(const std::vector<array>& inputs, int o) const {
+    return is_elementwise() && inputs.size() < 64 ? (uint64_t(1) << inputs.size()) - 1 : 0;
+  }
+  /// The inputs among `ks` that are row-contiguous, as a donors() mask: for kernels that write their
+  /// output in row-major order.
+  static uint64_t row_contiguous_donors(const std::vector<array>& inputs, std::initializer_list<int> ks);
+  /// True when input k appears once among `inputs`: a kernel that reads the other inputs anywhere but
+  /// where it writes may take input k's buffer only then (matmul(a, b) + a must not overwrite a).
+  static bool listed_once(const std::vector<array>& inputs, int k);
 
   /// Placement: when every input of this primitive fills one contiguous run of its row-contiguous output
   /// (concatenation along the leading axis, say), sets `offsets` to their element offsets and returns

@@ -119,15 +119,10 @@ class AllReduce : public Communication {
   const char* name() const override { return reduce_name(op_); }
   Run prepare(const std::vector<array>& in, array& out) override {
     std::vector<Part> parts;
-    if (flat_) {
-      out.alloc();
-    } else if (in[0].flags().row_contiguous) {
-      // Donation tests the graph's own handle: a copy of it would count as a second holder.
-      out.alloc_or_donate(in[0]);
-    } else {
-      array x = kernels::row_contiguous(in[0]);
-      out.alloc_or_donate(x);
-      add_part(parts, x, 0, out);
+    out.alloc();  // a single input's own buffer when nothing else reads it (donors)
+    if (!flat_ && !in[0].flags().row_contiguous) {
+      kernels::copy_strided(in[0], out.raw_data(), out.dtype(), out.strides());
+      parts.push_back({0, static_cast<int64_t>(out.size()), std::nullopt});  // reduced in place
       return {out, [this, out, parts = std::move(parts)]() mutable { communicate(parts, out); }};
     }
     int64_t offset = 0;
@@ -155,6 +150,9 @@ class AllReduce : public Communication {
       impl().all_reduce(src ? src + off * isz : nullptr, dst + off * isz, count, out.dtype(), reduce_op(op_));
     }
     parts.clear();  // the inputs' buffers can go
+  }
+  uint64_t donors(const std::vector<array>& in, int) const override {
+    return flat_ ? 0 : row_contiguous_donors(in, {0});
   }
   bool input_offsets(const std::vector<array>& in, const array&, std::vector<int64_t>& offsets) const override {
     consecutive_offsets(in, offsets);

@@ -218,30 +218,23 @@ class AdamUpdate : public Custom {
   explicit AdamUpdate(AdamStep hp) : Custom(reference(hp)), hp_(hp), s_(scalars_of(hp)) {}
 
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override {
-    // Dense row-major operands: the inputs themselves, or private copies of strided or broadcast ones
-    // (fresh zeros, transposed gradients). No extra handle to an input is taken, so that
-    // is_donatable() still sees the graph's reference as the only one.
-    std::optional<array> copies[4];
+    // p', m', v' take p's, m's and v's buffers when nothing else reads them (donors). An operand that
+    // is not dense row-major (fresh zeros, a transposed gradient) is first copied into its output and
+    // updated there; the gradient into a copy of its own.
     const array* in[4];
-    for (int k = 0; k < 4; ++k) {
-      if (inputs[k].flags().row_contiguous) {
-        in[k] = &inputs[k];
+    constexpr int kFrom[3] = {0, 2, 3};
+    for (int o = 0; o < 3; ++o) {
+      const array& x = inputs[kFrom[o]];
+      outputs[o].alloc();
+      if (x.flags().row_contiguous) {
+        in[kFrom[o]] = &x;
       } else {
-        copies[k] = kernels::row_contiguous(inputs[k]);
-        in[k] = &*copies[k];
+        kernels::copy_into(x, outputs[o]);
+        in[kFrom[o]] = &outputs[o];
       }
     }
-    // p', m', v' take the buffers of p, m, v when nothing else holds them (or when they are our copies).
-    auto take = [&](array& out, int k) {
-      if (copies[k] || inputs[k].is_donatable()) {
-        out.copy_shared_buffer(*in[k]);
-      } else {
-        out.alloc();
-      }
-    };
-    take(outputs[0], 0);
-    take(outputs[1], 2);
-    take(outputs[2], 3);
+    const array g = kernels::row_contiguous(inputs[1]);
+    in[1] = &g;
     const size_t n = outputs[0].size();
     if (n == 0) return;
     const bool decay = hp_.decoupled && hp_.weight_decay != 0.0;
@@ -253,6 +246,9 @@ class AdamUpdate : public Custom {
     });
   }
 
+  uint64_t donors(const std::vector<array>& in, int o) const override {
+    return row_contiguous_donors(in, {o == 0 ? 0 : o + 1});
+  }
   const char* name() const override { return "AdamUpdate"; }
   void print(std::ostream& os) const override {
     os << "AdamUpdate(lr=" << hp_.lr << ", betas=(" << hp_.beta1 << ", " << hp_.beta2 << "), eps=" << hp_.eps

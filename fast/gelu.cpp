@@ -49,9 +49,7 @@ class GeluBackward : public CustomBackward {
   GeluBackward() : CustomBackward(reference, 1, 1, {0}) {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     array& out = outs[0];
-    // Into the incoming gradient's buffer when nothing else needs it: no fresh buffer, and one that
-    // is already in cache.
-    kernels::alloc_donating(out, {&in[1], &in[0]});
+    out.alloc();
     LOOM_DISPATCH_FLOAT(out.dtype(), T, {
       using A = compute_t<T>;
       elementwise<T>({&in[0], &in[2], &in[1]}, out, [](const T* const* p, T* r, size_t b, size_t e) {
@@ -63,6 +61,8 @@ class GeluBackward : public CustomBackward {
       });
     });
   }
+  // Into x's, g's or y's buffer: each element is read before it is written.
+  uint64_t donors(const std::vector<array>& in, int) const override { return row_contiguous_donors(in, {0, 1, 2}); }
   const char* name() const override { return "GeluBackward"; }
 };
 
@@ -71,7 +71,7 @@ class Gelu : public Custom {
   Gelu() : Custom(reference) {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     array& out = outs[0];
-    kernels::alloc_donating(out, {&in[0]});
+    out.alloc();
     LOOM_DISPATCH_FLOAT(out.dtype(), T, {
       using A = compute_t<T>;
       elementwise<T>({&in[0]}, out, [](const T* const* p, T* y, size_t b, size_t e) {
@@ -90,6 +90,7 @@ class Gelu : public Custom {
       });
     });
   }
+  uint64_t donors(const std::vector<array>& in, int) const override { return row_contiguous_donors(in, {0}); }
   const char* name() const override { return "Gelu"; }
 
  protected:

@@ -102,7 +102,7 @@ class LayerNormBackward : public CustomBackward {
       : CustomBackward(reference(eps, has_w, has_b), 1 + has_w + has_b, 1, wrt), eps_(eps), has_w_(has_w), has_b_(has_b) {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     const array& gin = in[1 + has_w_ + has_b_];
-    if (!kernels::alloc_row_grads(outs, gin, in[0])) return;
+    if (!kernels::alloc_row_grads(outs)) return;
     array x = row_contiguous(in[0]), g = row_contiguous(gin);
     std::optional<array> w;
     if (has_w_) w = row_contiguous(in[1]);
@@ -112,6 +112,10 @@ class LayerNormBackward : public CustomBackward {
       T* db = has_b_ ? kernels::ptr<T>(outs.back()) : nullptr;
       backward_kernel<T>(x, w ? kernels::ptr<T>(*w) : nullptr, g, kernels::ptr<T>(outs[0]), dw, db, eps_);
     });
+  }
+  // dx in the input's or the cotangent's buffer.
+  uint64_t donors(const std::vector<array>& in, int o) const override {
+    return o == 0 ? row_contiguous_donors(in, {0, 1 + has_w_ + has_b_}) : 0;
   }
   const char* name() const override { return "LayerNormBackward"; }
 
@@ -126,7 +130,7 @@ class LayerNorm : public Custom {
   LayerNorm(double eps, bool has_w, bool has_b) : Custom(reference(eps, has_w, has_b)), eps_(eps), has_w_(has_w), has_b_(has_b) {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     array& out = outs[0];
-    kernels::alloc_donating(out, {&in[0]});
+    out.alloc();
     array x = row_contiguous(in[0]);
     if (out.size() == 0) return;
     std::optional<array> w, b;
@@ -137,6 +141,7 @@ class LayerNorm : public Custom {
       forward_kernel<T>(x, w ? kernels::ptr<T>(*w) : nullptr, b ? kernels::ptr<T>(*b) : nullptr, out, eps_);
     });
   }
+  uint64_t donors(const std::vector<array>& in, int) const override { return row_contiguous_donors(in, {0}); }
   const char* name() const override { return "LayerNorm"; }
 
  protected:

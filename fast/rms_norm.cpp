@@ -84,7 +84,7 @@ class RMSNormBackward : public CustomBackward {
   RMSNormBackward(double eps, bool has_w, const std::vector<int>& wrt)
       : CustomBackward(reference(eps, has_w), 1 + has_w, 1, wrt), eps_(eps), has_w_(has_w) {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
-    if (!kernels::alloc_row_grads(outs, in.back(), in[0])) return;
+    if (!kernels::alloc_row_grads(outs)) return;
     array x = row_contiguous(in[0]), g = row_contiguous(in.back());
     std::optional<array> w;
     if (has_w_) w = row_contiguous(in[1]);
@@ -93,6 +93,10 @@ class RMSNormBackward : public CustomBackward {
       T* dw = has_w_ ? kernels::ptr<T>(outs[1]) : nullptr;
       backward_kernel<T>(x, w ? kernels::ptr<T>(*w) : nullptr, g, kernels::ptr<T>(outs[0]), dw, eps_);
     });
+  }
+  // dx in the input's or the cotangent's buffer.
+  uint64_t donors(const std::vector<array>& in, int o) const override {
+    return o == 0 ? row_contiguous_donors(in, {0, static_cast<int>(in.size()) - 1}) : 0;
   }
   const char* name() const override { return "RMSNormBackward"; }
 
@@ -107,7 +111,7 @@ class RMSNorm : public Custom {
   RMSNorm(double eps, bool has_w) : Custom(reference(eps, has_w)), eps_(eps), has_w_(has_w) {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     array& out = outs[0];
-    kernels::alloc_donating(out, {&in[0]});
+    out.alloc();
     array x = row_contiguous(in[0]);
     if (out.size() == 0) return;
     std::optional<array> w;
@@ -117,6 +121,7 @@ class RMSNorm : public Custom {
       forward_kernel<T>(x, w ? kernels::ptr<T>(*w) : nullptr, out, eps_);
     });
   }
+  uint64_t donors(const std::vector<array>& in, int) const override { return row_contiguous_donors(in, {0}); }
   const char* name() const override { return "RMSNorm"; }
 
  protected:

@@ -21,12 +21,14 @@ class SoftmaxBackward : public CustomBackward {
  public:
   explicit SoftmaxBackward(bool take_log) : CustomBackward(reference(take_log), 1, 1, {0}), log_(take_log) {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
-    kernels::alloc_donating(outs[0], {&in[1], &in[2]});  // elements are read before they are written
+    outs[0].alloc();
     array y = kernels::row_contiguous(in[2]), g = kernels::row_contiguous(in[1]);
     if (outs[0].size() == 0) return;
     kernels::dispatch_real(y.dtype(),
                            [&](auto tag) { kernels::softmax_backward_rows<decltype(tag)>(y, g, outs[0], log_); });
   }
+  // Into g's or y's buffer: a row of each is read before dx's is written.
+  uint64_t donors(const std::vector<array>& in, int) const override { return row_contiguous_donors(in, {1, 2}); }
   const char* name() const override { return log_ ? "LogSoftmaxBackward" : "SoftmaxBackward"; }
 
  private:
@@ -37,11 +39,12 @@ class Softmax : public Custom {
  public:
   explicit Softmax(bool take_log) : Custom(reference(take_log)), log_(take_log) {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
-    kernels::alloc_donating(outs[0], {&in[0]});
+    outs[0].alloc();
     array x = kernels::row_contiguous(in[0]);
     if (outs[0].size() == 0) return;
     kernels::dispatch_real(x.dtype(), [&](auto tag) { kernels::softmax_rows<decltype(tag)>(x, outs[0], log_); });
   }
+  uint64_t donors(const std::vector<array>& in, int) const override { return row_contiguous_donors(in, {0}); }
   const char* name() const override { return log_ ? "FastLogSoftmax" : "FastSoftmax"; }
 
  protected:

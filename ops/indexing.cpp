@@ -275,6 +275,10 @@ class ScatterAxis : public UnaryPrimitive {
     array tv = detail::tangent_or_zeros(p, t, argnums, 2);
     return {mode_ == ScatterMode::put ? put_along_axis(ta, p[1], tv, axis_) : scatter_add_axis(ta, p[1], tv, axis_)};
   }
+  // The updates are written over a copy of the input: its own buffer when nothing else reads it.
+  uint64_t donors(const std::vector<array>& in, int) const override {
+    return listed_once(in, 0) ? row_contiguous_donors(in, {0}) : 0;
+  }
   const char* name() const override { return mode_ == ScatterMode::put ? "PutAlongAxis" : "ScatterAddAxis"; }
 
  private:
@@ -341,6 +345,10 @@ class ScatterAdd : public UnaryPrimitive {
     array ta = detail::tangent_or_zeros(p, t, argnums, 0);
     if (!detail::has_arg(argnums, 2)) return {ta};
     return {scatter_add(ta, p[1], detail::tangent_or_zeros(p, t, argnums, 2), axis_)};
+  }
+  // The updates are written over a copy of the input: its own buffer when nothing else reads it.
+  uint64_t donors(const std::vector<array>& in, int) const override {
+    return listed_once(in, 0) ? row_contiguous_donors(in, {0}) : 0;
   }
   const char* name() const override { return "ScatterAdd"; }
 

@@ -70,15 +70,11 @@ inline std::vector<int64_t> load_indices(const array& indices, int n, int axis, 
   return v;
 }
 
-/// Gives `out` (of a's shape and dtype) a row-contiguous copy of `a`, reusing a's buffer when nothing
-/// else holds it and eval has not placed `out` in its consumer's buffer.
+/// Gives `out` (of a's shape and dtype) a row-contiguous copy of `a`: a's own buffer when eval donated it
+/// (see the scatters' donors).
 inline void copy_or_donate(const array& a, array& out) {
-  if (!out.is_placed() && a.is_donatable() && a.flags().row_contiguous && a.size() == out.size()) {
-    out.copy_shared_buffer(a);
-    return;
-  }
   out.alloc();
-  kernels::copy_strided(a, out.raw_data(), out.dtype(), out.strides());
+  kernels::copy_into(a, out);
 }
 
 /// Runs f(p0, p1, q0, q1) over the P x Q grid of independent (outer, inner) positions, split across

@@ -34,14 +34,10 @@ MatLayout mat_layout(const array& a) {
 // no zeroing of out by BLAS and no separate pass to add c.
 template <typename T>
 void matmul_impl(const array& a_in, const array& b_in, const array* c_in, array& out, T alpha, T beta) {
-  if (c_in && c_in->flags().row_contiguous) {
-    out.alloc_or_donate(*c_in);
-  } else {
-    out.alloc();
-  }
+  out.alloc();  // c's own buffer when nothing else reads it (Matmul::donors)
   if (out.size() == 0) return;
   T* c = kernels::ptr<T>(out);
-  if (c_in && c != kernels::ptr<T>(*c_in)) kernels::copy_strided(*c_in, c, out.dtype(), out.strides());
+  if (c_in) kernels::copy_into(*c_in, out);
   if (!c_in) beta = T(0);
   int nd = static_cast<int>(out.ndim());
   int M = out.shape()[nd - 2], N = out.shape()[nd - 1], K = a_in.shape()[nd - 1];
@@ -108,6 +104,10 @@ class Matmul : public UnaryPrimitive {
       acc = acc ? add(*acc, term) : term;
     }
     return {*acc};
+  }
+  // The product accumulates onto c, in c's own buffer when nothing else reads it (and it is not a or b).
+  uint64_t donors(const std::vector<array>& in, int) const override {
+    return in.size() > 2 && listed_once(in, 2) ? row_contiguous_donors(in, {2}) : 0;
   }
   const char* name() const override { return "Matmul"; }
 

@@ -198,12 +198,8 @@ class SliceUpdate : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array& src = in[0];
     const array& upd = in[1];
-    if (!out.is_placed() && src.is_donatable() && src.flags().row_contiguous) {
-      out.copy_shared_buffer(src);  // write the update in place
-    } else {
-      out.alloc();
-      kernels::copy_strided(src, out.raw_data(), out.dtype(), out.strides());
-    }
+    out.alloc();  // src's own buffer when nothing else reads it: the update is then written in place
+    kernels::copy_into(src, out);
     Strides st(out.ndim());
     int64_t offset = 0;
     for (size_t i = 0; i < out.ndim(); ++i) {
@@ -227,6 +223,10 @@ class SliceUpdate : public UnaryPrimitive {
                          const std::vector<int>& argnums) override {
     auto tt = tangents_or_zeros(p, t, argnums);
     return {slice_update(tt[0], tt[1], start_, stop_, strides_)};
+  }
+  // The updates are written over a copy of the input: its own buffer when nothing else reads it.
+  uint64_t donors(const std::vector<array>& in, int) const override {
+    return listed_once(in, 0) ? row_contiguous_donors(in, {0}) : 0;
   }
   const char* name() const override { return "SliceUpdate"; }
 

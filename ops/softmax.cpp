@@ -17,7 +17,7 @@ class Softmax : public UnaryPrimitive {
  public:
   explicit Softmax(bool take_log) : log_(take_log) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
-    kernels::alloc_donating(out, {&in[0]});
+    out.alloc();
     array x = kernels::row_contiguous(in[0]);
     if (out.size() == 0) return;
     kernels::dispatch_real(x.dtype(), [&](auto tag) { kernels::softmax_rows<decltype(tag)>(x, out, log_); });
@@ -37,6 +37,7 @@ class Softmax : public UnaryPrimitive {
     if (log_) return {subtract(t, sum(multiply(exp(y), t), -1, true))};
     return {multiply(y, subtract(t, sum(multiply(t, y), -1, true)))};
   }
+  uint64_t donors(const std::vector<array>& in, int) const override { return row_contiguous_donors(in, {0}); }
   const char* name() const override { return log_ ? "LogSoftmax" : "Softmax"; }
 
  private:

@@ -9,40 +9,23 @@
 
 namespace loom::kernels {
 
-/// Gives `out` the layout of contiguous `like` (reusing a donatable input's buffer when it can), so
-/// that element i of `like`'s data goes to element i of `out`'s. False when eval has already placed
-/// `out` (row-contiguous) and `like` is laid out differently: the caller then takes its strided path.
+/// Gives `out` the layout of contiguous `like`, so that element i of `like`'s data goes to element i
+/// of `out`'s: a fresh buffer, or the one eval gave it (a donated input's, laid out as that input).
+/// False when eval's buffer is laid out differently: the caller then takes its strided path.
 template <typename Out>
-bool alloc_like(array& out, const array& like, std::initializer_list<const array*> donors) {
-  if (out.is_placed()) return like.flags().row_contiguous && like.data_size() == out.size();
-  for (const array* d : donors) {
-    if (d->itemsize() == sizeof(Out) && d->data_size() == out.size() && d->is_donatable() &&
-        d->strides() == like.strides()) {
-      out.copy_shared_buffer(*d);
-      return true;
-    }
+bool alloc_like(array& out, const array& like) {
+  if (out.is_placed()) {
+    return like.data_size() == out.data_size() &&
+           ((like.flags().row_contiguous && out.flags().row_contiguous) || like.strides() == out.strides());
   }
   out.set_data(allocator::malloc(like.data_size() * sizeof(Out)), like.data_size(), like.strides(), like.flags());
   return true;
 }
 
-/// Gives row-contiguous `out` the buffer of the first of `donors` that is row-contiguous, of out's
-/// size and item size, and needed by nothing else; a fresh buffer otherwise. For kernels that read
-/// each element (or row) of an input before writing that of the output.
-inline void alloc_donating(array& out, std::initializer_list<const array*> donors) {
-  for (const array* d : donors) {
-    if (d->flags().row_contiguous && d->itemsize() == out.itemsize() && d->size() == out.size() && d->is_donatable()) {
-      out.alloc_or_donate(*d);
-      return;
-    }
-  }
-  out.alloc();
-}
-
 template <typename In, typename Out, typename F>
 void unary(const array& in, array& out, F f) {
   using C = compute_t<In>;
-  if (in.flags().contiguous && alloc_like<Out>(out, in, {&in})) {
+  if (in.flags().contiguous && alloc_like<Out>(out, in)) {
     const In* x = ptr<In>(in);
     Out* y = ptr<Out>(out);
     parallel_for(in.data_size(), [&](size_t b, size_t e) {
@@ -77,7 +60,7 @@ void binary(const array& a, const array& b, array& out, F f) {
   const array& like = (as && !bs) ? b : a;
   if (out.size() == 1) out.alloc();
   if (out.size() == 1 ||
-      (((ac && bc && a.strides() == b.strides()) || (as && bc) || (bs && ac)) && alloc_like<Out>(out, like, {&a, &b}))) {
+      (((ac && bc && a.strides() == b.strides()) || (as && bc) || (bs && ac)) && alloc_like<Out>(out, like))) {
     Out* y = ptr<Out>(out);
     size_t n = out.size() == 1 ? 1 : like.data_size();
     // The loops read their operands from locals: a store through y could otherwise alias a
@@ -166,7 +149,7 @@ void ternary(const array& c, const array& a, const array& b, array& out, F f) {
   const T* x = ptr<T>(a);
   const T* z = ptr<T>(b);
   if (a.flags().contiguous && b.flags().contiguous && c.flags().contiguous && a.strides() == b.strides() &&
-      a.strides() == c.strides() && alloc_like<T>(out, a, {&a, &b})) {
+      a.strides() == c.strides() && alloc_like<T>(out, a)) {
     T* y = ptr<T>(out);
     parallel_for(a.data_size(), [&](size_t lo, size_t hi) {
       // Locals, as in binary above; a bool condition is read as bytes (GCC vectorizes no bool loads).

@@ -62,11 +62,11 @@ std::vector<T> parallel_rows_summing(size_t rows, int n, size_t width, Body body
   return total;
 }
 
-/// The outputs of a row kernel's backward: dx first, written into the cotangent's or the input's
-/// buffer when nothing else needs it (a row is read before it is written), then per-feature sums
-/// (a weight's or a bias's gradient). False when there are no rows: the sums are then zero.
-inline bool alloc_row_grads(std::vector<array>& outs, const array& g, const array& x) {
-  alloc_donating(outs[0], {&g, &x});
+/// The outputs of a row kernel's backward: dx first (which may take the cotangent's or the input's
+/// buffer: a row is read before it is written), then per-feature sums (a weight's or a bias's
+/// gradient). False when there are no rows: the sums are then zero.
+inline bool alloc_row_grads(std::vector<array>& outs) {
+  outs[0].alloc();
   for (size_t i = 1; i < outs.size(); ++i) outs[i].alloc();
   if (outs[0].size() > 0) return true;
   for (size_t i = 1; i < outs.size(); ++i) std::fill_n(static_cast<char*>(outs[i].raw_data()), outs[i].nbytes(), 0);

@@ -144,8 +144,8 @@ TEST(BufferPlan, ACheckCatchesAKernelThatIgnoresItsPlacement) {
   detail::set_check_buffer_plan(true);
   array d = build();
   EXPECT_THROW_MSG(eval(d), std::logic_error,
-                   "[eval] buffer plan not honoured: OwnBuffer (262144) was placed in the buffer of its consumer "
-                   "Concatenate at element offset 0, but its kernel wrote into a buffer of its own");
+                   "[eval] buffer plan not honoured: OwnBuffer (262144) was placed in its consumer's buffer, but its "
+                   "kernel wrote into a buffer of its own");
   // Kernels that honour it pass.
   array e = concatenate({x * 2.0f, y * 1.0f}, 0);
   EXPECT_NO_THROW(eval(e));
@@ -165,4 +165,107 @@ TEST(BufferPlan, AnInputReadTwiceByItsLastReaderIsDonated) {
   detail::set_fusion(true);
   EXPECT_LE(peak, 4096u);  // b took a's buffer: nothing new the size of a part
   EXPECT_EQ(b.to_vector<float>()[7], 1.0f);
+}
+
+namespace {
+// A doubling that names its input as a donor and then allocates a buffer of its own all the same.
+class IgnoresDonor : public UnaryPrimitive {
+ public:
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    out.set_data(allocator::malloc(out.nbytes()));
+    const float* x = static_cast<const float*>(in[0].raw_data());
+    float* y = static_cast<float*>(out.raw_data());
+    for (size_t i = 0; i < out.size(); ++i) y[i] = 2 * x[i];
+  }
+  uint64_t donors(const std::vector<array>&, int) const override { return 1; }
+  const char* name() const override { return "IgnoresDonor"; }
+};
+}  // namespace
+
+TEST(BufferPlan, ACheckCatchesAKernelThatIgnoresADonatedBuffer) {
+  array x = leaf(0);
+  auto build = [&] { return array(x.shape(), x.dtype(), std::make_shared<IgnoresDonor>(), {x * 1.0f}); };
+  detail::set_check_buffer_plan(false);
+  array a = build();
+  eval(a);
+  EXPECT_EQ(a.to_vector<float>()[5], 10.0f);
+  detail::set_check_buffer_plan(true);
+  array b = build();
+  EXPECT_THROW_MSG(eval(b), std::logic_error,
+                   "[eval] buffer plan not honoured: IgnoresDonor (262144) was given the buffer of its input 0, but "
+                   "its kernel wrote into a buffer of its own");
+  detail::set_check_buffer_plan(false);
+}
+
+// Every kind of kernel that may take an input's buffer does, when nothing else reads the input (one
+// buffer the size of the output during the eval: the input's), and leaves it alone when a caller
+// still holds it (two), with the same values either way.
+TEST(BufferPlan, KernelsTakeTheBufferEvalDonates) {
+  const size_t bytes = kN * sizeof(float);
+  array x = leaf(0);
+  array w = ones({512}, float32);
+  array small = reshape(arange(0.0, 512.0, 1.0, float32), {512, 1});
+  array row = reshape(arange(0.0, 512.0, 1.0, float32), {1, 512});
+  eval({w, small, row});
+  struct Case {
+    const char* name;
+    std::function<array(const array&)> op;  // of a (512, 512) float32 intermediate
+  };
+  std::vector<Case> cases = {
+      {"exp", [](const array& t) { return exp(t); }},
+      {"where", [](const array& t) { return where(greater(t, array(1.0f)), t, array(0.0f)); }},
+      {"layer_norm", [&](const array& t) { return fast::layer_norm(t, w, std::nullopt, 1e-5); }},
+      {"softmax", [](const array& t) { return softmax(t, -1); }},
+      {"gelu", [](const array& t) { return fast::gelu(t); }},
+      {"slice_update", [&](const array& t) { return slice_update(t, row, {3, 0}, {4, 512}); }},
+      {"put_along_axis", [&](const array& t) {
+         return put_along_axis(t, zeros({1, 512}, int32), row, 0);
+       }},
+      {"addmm", [&](const array& t) { return addmm(t, small, row); }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    array held = reshape(x * 0.001f, {512, 512});
+    eval(held);
+    array want = c.op(held);
+    eval(want);
+    detail::set_check_buffer_plan(true);
+    // Donated: the intermediate is read by the op alone.
+    array t = reshape(x * 0.001f, {512, 512});
+    array y = c.op(t);
+    t = array(0.0f);
+    EXPECT_LE(peak_during_eval({y}), bytes + 8192);
+    // Not donated: the caller still holds the intermediate, which keeps its values.
+    array u = reshape(x * 0.001f, {512, 512});
+    eval(u);
+    array z = c.op(u);
+    eval(z);
+    detail::set_check_buffer_plan(false);
+    EXPECT_EQ(u.to_vector<float>(), held.to_vector<float>());
+    EXPECT_EQ(y.to_vector<float>(), want.to_vector<float>());
+    EXPECT_EQ(z.to_vector<float>(), want.to_vector<float>());
+  }
+}
+
+// A kernel that reads its other inputs anywhere but where it writes never takes the buffer of an input
+// it also reads as one of them: addmm(a, a, a) must not overwrite a while the product reads it, nor
+// put_along_axis(a, idx, a) while it gathers the values.
+TEST(BufferPlan, AnInputReadTwiceByAGemmOrAScatterIsNotOverwritten) {
+  const int n = 512;
+  array base = reshape(arange(0.0, double(n) * n, 1.0, float32), {n, n}) * (1.0f / (n * n));
+  eval(base);
+  array a = base * 1.0f;
+  array got = addmm(a, a, a);
+  a = array(0.0f);
+  array want = add(matmul(base, base), base);
+  auto gv = got.to_vector<float>(), wv = want.to_vector<float>();
+  for (size_t i = 0; i < gv.size(); i += 997) EXPECT_NEAR(gv[i], wv[i], 1e-3f * std::abs(wv[i]) + 1e-5f) << i;
+
+  array v = arange(0.0, 1000.0, 1.0, float32);
+  array rev = arange(999.0, -1.0, -1.0, int32);
+  array t = v * 1.0f;
+  array flipped = put_along_axis(t, rev, t, 0);
+  t = array(0.0f);
+  auto fv = flipped.to_vector<float>();
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(fv[i], 999 - i) << i;
 }

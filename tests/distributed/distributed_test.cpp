@@ -165,6 +165,17 @@ TEST(Distributed, AllMeanDividesBySizeAndRejectsIntegers) {
   EXPECT_FLOAT_EQ(held.to_vector<float>()[10], 10.0f * (g.rank() + 1));
   EXPECT_FLOAT_EQ(m1.to_vector<float>()[10], float(10 * (n + 1) / 2));
   EXPECT_FLOAT_EQ(m2.to_vector<float>()[10], float(10 * (n + 1) / 2));
+  // The result takes the buffer of an input that nothing else reads (no second buffer while the
+  // reduction runs); a transposed input is copied into the result and divided there.
+  array m3 = dist::all_mean(held * 1.0f);
+  const size_t base = get_active_memory();
+  reset_peak_memory();
+  eval(m3);
+  if (g.size() > 1) EXPECT_LE(get_peak_memory() - base, 1000 * sizeof(float) + 256);
+  EXPECT_FLOAT_EQ(m3.to_vector<float>()[999], float(999 * (n + 1) / 2));
+  array t = dist::all_mean(transpose(reshape(held, {10, 100})));
+  EXPECT_FLOAT_EQ(t.to_vector<float>()[1], float(100 * (n + 1) / 2));  // t[0][1] = held[100]
+  EXPECT_FLOAT_EQ(t.to_vector<float>()[999], float(999 * (n + 1) / 2));
   // d/dx of sum_r sum(w * all_mean(x)) is all_mean(w) = w.
   array w({1.0f, -2.0f});
   auto gx = grad([&](const array& x) { return sum(w * dist::all_mean(x)); })(array({0.5f, 0.25f}));
