@@ -4,6 +4,10 @@
 #   LOOM_SANITIZE=ON scripts/test.sh  AddressSanitizer + UBSan build in build-asan/
 #   LOOM_WITH_MPI=OFF scripts/test.sh Release build without MPI in build-nompi/ (every process a group of
 #                                     size 1; the tests that need more ranks are not registered)
+#   LOOM_ISA_VARIANTS=OFF / LOOM_NATIVE=ON  one copy of the library, for the baseline / for this CPU
+# A default x86-64 build has three copies of the library (baseline, x86-64-v3, x86-64-v4; see
+# README.md): the suite runs once on the copy the loader picks for this CPU, then once more on each
+# lower copy, with the CPU features that select the higher ones hidden from the loader.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/setup.sh"
@@ -20,9 +24,15 @@ if [ "$sanitize" = "ON" ]; then
   export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/scripts/lsan.supp}"
   # eval checks that every node it placed in its consumer's buffer wrote there (docs/architecture.md)
   export LOOM_CHECK_BUFFER_PLAN="${LOOM_CHECK_BUFFER_PLAN:-1}"
+  # One copy, compiled for this CPU: the sanitizers check the AVX-512 paths (the other copies are
+  # the Release pass's).
+  native="${LOOM_NATIVE:-ON}"
+  variants="${LOOM_ISA_VARIANTS:-OFF}"
 else
   build="${BUILD_DIR:-$root/build}"
   type=Release
+  native="${LOOM_NATIVE:-OFF}"
+  variants="${LOOM_ISA_VARIANTS:-ON}"
   extra=()
   if [ "$with_mpi" = "OFF" ]; then
     build="${BUILD_DIR:-$root/build-nompi}"
@@ -34,7 +44,20 @@ if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros}"  # lets ccache cache the tests' PCH
 fi
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=$type -DLOOM_SANITIZE=$sanitize -DLOOM_WITH_MPI=$with_mpi "${extra[@]}" "${launcher[@]}" >/dev/null
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=$type -DLOOM_SANITIZE=$sanitize -DLOOM_WITH_MPI=$with_mpi \
+  -DLOOM_NATIVE=$native -DLOOM_ISA_VARIANTS=$variants "${extra[@]}" "${launcher[@]}" >/dev/null
 cmake --build "$build" -j "$(nproc)"
 # Kernels use up to 2 threads; the tests themselves run one at a time.
 cd "$build" && ctest --output-on-failure --timeout 600
+if [ -d "$build/glibc-hwcaps" ]; then
+  # The lower copies, as a CPU without AVX-512 (x86-64-v3) and without AVX2 (the baseline) loads them.
+  # KernelIsa checks that the loader did.
+  for level in "x86-64-v3:-AVX512F" "x86-64:-AVX2"; do
+    isa="${level%%:*}" mask="${level#*:}"
+    if [ "$isa" = "x86-64-v3" ] && ! /lib64/ld-linux-x86-64.so.2 --help 2>/dev/null | grep -q "x86-64-v3 (supported"; then
+      continue  # this CPU cannot run the x86-64-v3 copy
+    fi
+    echo "== the same tests on the $isa copy of the library"
+    GLIBC_TUNABLES="glibc.cpu.hwcaps=$mask" LOOM_EXPECT_ISA="$isa" ctest --output-on-failure --timeout 600
+  done
+fi
