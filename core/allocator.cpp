@@ -16,6 +16,7 @@ namespace {
 // then quarter steps between powers of two (at most 25% waste). The cache is keyed by size class.
 size_t size_class(size_t n) {
   if (n <= 4096) return ((n + 63) / 64) * 64;
+  if (n > (size_t(1) << 62)) throw out_of_memory("[malloc] cannot allocate " + std::to_string(n) + " bytes");
   size_t p = 4096;
   while (p * 2 < n) p *= 2;
   size_t step = p / 4;
@@ -70,7 +71,7 @@ struct Allocator {
     } else {
       if (limit && active + cached + cls > limit) release_cache_locked(0);
       if (limit && active + cls > limit) {
-        throw std::runtime_error("[malloc] allocating " + std::to_string(size) +
+        throw out_of_memory("[malloc] allocating " + std::to_string(size) +
                                  " bytes would exceed the memory limit of " + std::to_string(limit) +
                                  " bytes (" + std::to_string(active) + " bytes active)");
       }
@@ -79,7 +80,10 @@ struct Allocator {
         release_cache_locked(0);
         p = system_alloc(cls);
       }
-      if (!p) throw std::bad_alloc();
+      if (!p) {
+        throw out_of_memory("[malloc] the system cannot provide " + std::to_string(size) + " bytes (" +
+                            std::to_string(active) + " bytes in use by arrays)");
+      }
     }
     active += cls;
     if (active > peak) peak = active;

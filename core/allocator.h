@@ -2,8 +2,16 @@
 #pragma once
 
 #include <cstddef>
+#include <stdexcept>
 
 namespace loom {
+
+/// Thrown when memory runs out or the memory limit would be exceeded. Its message says how many
+/// bytes were asked for and, when eval was running a kernel, by which op for which shape and dtype.
+class out_of_memory : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 namespace allocator {
 
@@ -12,8 +20,8 @@ struct Buffer {
   size_t size = 0;  // bytes requested (the block may be larger)
 };
 
-/// Returns a 64-byte aligned block from the cache or the system. Throws std::runtime_error when the
-/// memory limit would be exceeded even after the cache is emptied.
+/// Returns a 64-byte aligned block from the cache or the system. Throws out_of_memory when the system
+/// has no block that large or the memory limit would be exceeded even after the cache is emptied.
 Buffer malloc(size_t size);
 /// Returns a block to the cache.
 void free(Buffer buf);

@@ -60,8 +60,24 @@ array::Flags row_major_flags(const Shape& shape) {
 }
 }  // namespace
 
-array::ArrayDesc::ArrayDesc(Shape s, Dtype d) : shape(std::move(s)), dtype(d) {
-  size = shape_size(shape);
+// `who` names the op in errors: the primitive that makes the array.
+array::ArrayDesc::ArrayDesc(Shape s, Dtype d, const char* who) : shape(std::move(s)), dtype(d) {
+  // The byte count, and every row-major stride (which steps over empty axes as over axes of 1),
+  // must fit in an int64_t: the product of the axes (empty ones as 1) times the item size.
+  uint64_t span = 1;
+  bool empty = false;
+  for (int n : shape) {
+    if (n < 0) {
+      throw std::invalid_argument(std::string("[") + who + "] negative dimension in shape " + detail::shape_str(shape));
+    }
+    empty |= n == 0;
+    if (__builtin_mul_overflow(span, static_cast<uint64_t>(std::max(n, 1)), &span) ||
+        span > static_cast<uint64_t>(INT64_MAX) / d.size) {
+      throw std::overflow_error(std::string("[") + who + "] an array of shape " + detail::shape_str(shape) + " and " +
+                                to_string(d) + " would take more than 2^63 bytes");
+    }
+  }
+  size = empty ? 0 : span;
   strides.resize(shape.size());
   int64_t st = 1;
   for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
@@ -77,7 +93,7 @@ array::array(allocator::Buffer buffer, Shape shape, Dtype dtype, void (*deleter)
 }
 
 array::array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive, std::vector<array> inputs)
-    : desc_(std::make_shared<ArrayDesc>(std::move(shape), dtype)) {
+    : desc_(std::make_shared<ArrayDesc>(std::move(shape), dtype, primitive->name())) {
   auto node = std::make_shared<detail::Node>();
   node->primitive = std::move(primitive);
   bool tracer = false;
@@ -101,7 +117,7 @@ std::vector<array> array::make_arrays(std::vector<Shape> shapes, const std::vect
   outs.reserve(shapes.size());
   node->outputs.reserve(shapes.size());
   for (size_t i = 0; i < shapes.size(); ++i) {
-    auto d = std::make_shared<ArrayDesc>(shapes[i], dtypes[i]);
+    auto d = std::make_shared<ArrayDesc>(shapes[i], dtypes[i], node->primitive->name());
     d->node = node;
     d->position = static_cast<uint32_t>(i);
     d->is_tracer = tracer;

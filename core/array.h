@@ -192,7 +192,7 @@ class array {
     void* data_ptr = nullptr;
     size_t data_size = 0;
     Flags flags;
-    ArrayDesc(Shape s, Dtype d);
+    ArrayDesc(Shape s, Dtype d, const char* who = "array");
   };
   std::shared_ptr<ArrayDesc> desc_;
 

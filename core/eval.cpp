@@ -109,11 +109,33 @@ struct PlanCheck {
   }
 };
 
+// Runs f, a node's kernel; an allocation that fails in it is rethrown as out_of_memory naming the
+// node's primitive and its results' shapes, dtypes and sizes (a bare std::bad_alloc says none).
+template <typename F>
+void naming_failed_allocations(const array& node, const std::vector<array>& outs, F f) {
+  auto fail = [&](const char* what) {
+    std::string results;
+    for (const auto& o : outs) {
+      results += (results.empty() ? "" : ", ") + to_string(o.dtype()) + " " + detail::shape_str(o.shape()) + " (" +
+                 std::to_string(o.nbytes()) + " bytes)";
+    }
+    throw out_of_memory(std::string("[eval] ") + node.primitive().name() + " could not allocate memory for " +
+                        results + ": " + what);
+  };
+  try {
+    f();
+  } catch (const out_of_memory& e) {
+    fail(e.what());
+  } catch (const std::bad_alloc& e) {
+    fail(e.what());
+  }
+}
+
 void run(array a) {  // takes the tape's handle: consumers' inputs are then the last holders
   std::vector<array> outs = a.outputs();
   donate(a, outs);
   const PlanCheck check(outs);
-  a.primitive().eval_cpu(a.inputs(), outs);
+  naming_failed_allocations(a, outs, [&] { a.primitive().eval_cpu(a.inputs(), outs); });
   check.verify(a, outs);
   finish(outs);
 }
@@ -182,7 +204,8 @@ void compute(std::vector<array>& tape, const detail::FusionPlan& plan, const Pla
   if (!placed.empty() && placed[i].consumer >= 0) place(tape, placed, i);
   if (!plan.internal.empty() && plan.internal[i]) return;
   if (!plan.internal.empty() && !plan.groups[i].empty()) {
-    detail::run_fused(tape, plan, i, index);
+    const array root = tape[plan.groups[i].back()];
+    naming_failed_allocations(root, {root}, [&] { detail::run_fused(tape, plan, i, index); });
   } else if (!tape[i].is_evaluated()) {
     run(std::move(tape[i]));
   }

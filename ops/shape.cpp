@@ -637,7 +637,7 @@ array concatenate(const std::vector<array>& arrays, int axis) {
                                       ", which does not match ", shape_str(arrays[0].shape()),
                                       " outside axis ", ax));
     }
-    shape[ax] += s[ax];
+    shape[ax] = detail::axis_length(int64_t(shape[ax]) + s[ax], "concatenate", ax);
     d = promote_types(d, arrays[i].dtype());
   }
   if (arrays.size() == 1) return arrays[0];
@@ -739,7 +739,7 @@ array pad(const array& a, const std::vector<int>& axes, const Shape& low, const 
     if (low[i] < 0 || high[i] < 0) {
       throw std::invalid_argument(msg("[pad] negative padding (", low[i], ", ", high[i], ") on axis ", k));
     }
-    shape[k] += low[i] + high[i];
+    shape[k] = detail::axis_length(int64_t(shape[k]) + low[i] + high[i], "pad", k);
     ax.push_back(k);
   }
   array v = astype(reshape(value, {}), a.dtype());
@@ -779,7 +779,7 @@ array tile(const array& a, std::vector<int> reps) {
     expanded.push_back(ashape[i]);
     bshape.push_back(reps[i]);
     bshape.push_back(ashape[i]);
-    final_shape.push_back(reps[i] * ashape[i]);
+    final_shape.push_back(detail::axis_length(int64_t(reps[i]) * ashape[i], "tile", static_cast<int>(i)));
   }
   return reshape(broadcast_to(reshape(a, expanded), bshape), final_shape);
 }
@@ -792,7 +792,7 @@ array repeat(const array& a, int repeats, int axis) {
   Shape b = ex;
   b[ax + 1] = repeats;
   Shape out = a.shape();
-  out[ax] *= repeats;
+  out[ax] = detail::axis_length(int64_t(out[ax]) * repeats, "repeat", ax);
   return reshape(broadcast_to(reshape(a, ex), b), out);
 }
 array repeat(const array& a, int repeats) { return repeat(flatten(a), repeats, 0); }

@@ -1,6 +1,7 @@
 // Argument checking shared by the op functions (internal).
 #pragma once
 
+#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -18,6 +19,16 @@ inline int normalize_axis(int axis, int ndim, const char* op) {
                             " is out of range for an array of " + std::to_string(ndim) + " dimensions");
   }
   return ax;
+}
+
+/// `n` as the length of axis `axis` of an op's result; throws std::overflow_error naming `op` when an
+/// axis cannot hold it (at most 2^31 - 1 elements, as in MLX).
+inline int axis_length(int64_t n, const char* op, int axis) {
+  if (n > INT32_MAX) {
+    throw std::overflow_error(std::string("[") + op + "] axis " + std::to_string(axis) + " would have " +
+                              std::to_string(n) + " elements; an axis holds at most 2147483647");
+  }
+  return static_cast<int>(n);
 }
 
 /// True when `from` broadcasts to exactly `to`.
