@@ -52,7 +52,7 @@ struct NegativeOp {
   static constexpr const char* name = "Negative";
   static constexpr K kind = K::numeric;
   template <class T> T operator()(T x) const {
-    if constexpr (std::is_unsigned_v<T>) return static_cast<T>(0u - x);
+    if constexpr (std::is_integral_v<T>) return kernels::wrapping_sub(T(0), x);  // -INT_MIN is INT_MIN
     else return -x;
   }
   static array grad(const array&, const array&, const array& v) { return negative(v); }
@@ -62,6 +62,7 @@ struct AbsOp {
   static constexpr K kind = K::any;
   template <class T> T operator()(T x) const {
     if constexpr (std::is_unsigned_v<T>) return x;
+    else if constexpr (std::is_integral_v<T>) return x < T(0) ? kernels::wrapping_sub(T(0), x) : x;  // |INT_MIN| wraps
     else return x < T(0) ? -x : x;
   }
   static array grad(const array& x, const array&, const array& v) { return multiply(v, sign(x)); }
@@ -80,7 +81,7 @@ struct SignOp {
 struct SquareOp {
   static constexpr const char* name = "Square";
   static constexpr K kind = K::numeric;
-  template <class T> T operator()(T x) const { return x * x; }
+  template <class T> T operator()(T x) const { return kernels::wrapping_mul(x, x); }
   static array grad(const array& x, const array&, const array& v) { return multiply(v, x * 2.0); }
 };
 struct SqrtOp {
@@ -262,14 +263,14 @@ struct AddOp {
   static constexpr K kind = K::any;
   template <class T> T operator()(T a, T b) const {
     if constexpr (std::is_same_v<T, bool>) return a || b;
-    else return a + b;
+    else return kernels::wrapping_add(a, b);
   }
   static array grad(int, const array&, const array&, const array&, const array& v) { return v; }
 };
 struct SubtractOp {
   static constexpr const char* name = "Subtract";
   static constexpr K kind = K::numeric;
-  template <class T> T operator()(T a, T b) const { return static_cast<T>(a - b); }
+  template <class T> T operator()(T a, T b) const { return kernels::wrapping_sub(a, b); }
   static array grad(int arg, const array&, const array&, const array&, const array& v) {
     return arg == 0 ? v : negative(v);
   }
@@ -279,7 +280,7 @@ struct MultiplyOp {
   static constexpr K kind = K::any;
   template <class T> T operator()(T a, T b) const {
     if constexpr (std::is_same_v<T, bool>) return a && b;
-    else return static_cast<T>(a * b);
+    else return kernels::wrapping_mul(a, b);
   }
   static array grad(int arg, const array& a, const array& b, const array&, const array& v) {
     return multiply(v, arg == 0 ? b : a);

@@ -164,7 +164,7 @@ A scan_combine(bool is_sum, A a, A b) {
   if constexpr (std::is_same_v<A, bool>) {
     return is_sum ? (a || b) : (a && b);
   } else {
-    return is_sum ? A(a + b) : A(a * b);
+    return is_sum ? kernels::wrapping_add(a, b) : kernels::wrapping_mul(a, b);
   }
 }
 
@@ -203,12 +203,12 @@ class Reduce : public UnaryPrimitive {
         using A = std::conditional_t<is_half_v<T>, float, std::conditional_t<std::is_same_v<T, uint8_t>, int32_t, T>>;
         switch (type_) {
           case ReduceType::sum:
-            if (out.dtype() == int32) reduce_kernel<T, int32_t, int32_t>(x, out, axes_, 0, std::plus<int32_t>());
-            else reduce_kernel<T, T, A>(x, out, axes_, A(0), [](A a, A b) { return a + b; });
+            if (out.dtype() == int32) reduce_kernel<T, int32_t, int32_t>(x, out, axes_, 0, [](int32_t a, int32_t b) { return kernels::wrapping_add(a, b); });
+            else reduce_kernel<T, T, A>(x, out, axes_, A(0), [](A a, A b) { return kernels::wrapping_add(a, b); });
             break;
           case ReduceType::prod:
-            if (out.dtype() == int32) reduce_kernel<T, int32_t, int32_t>(x, out, axes_, 1, std::multiplies<int32_t>());
-            else reduce_kernel<T, T, A>(x, out, axes_, A(1), [](A a, A b) { return a * b; });
+            if (out.dtype() == int32) reduce_kernel<T, int32_t, int32_t>(x, out, axes_, 1, [](int32_t a, int32_t b) { return kernels::wrapping_mul(a, b); });
+            else reduce_kernel<T, T, A>(x, out, axes_, A(1), [](A a, A b) { return kernels::wrapping_mul(a, b); });
             break;
           case ReduceType::max:
             reduce_kernel<T, T, A>(x, out, axes_, lowest<A>(), [](A a, A b) {
@@ -233,10 +233,10 @@ class Reduce : public UnaryPrimitive {
         // bool: sum and prod count in int32; max/min are any/all.
         switch (type_) {
           case ReduceType::sum:
-            reduce_kernel<bool, int32_t, int32_t>(x, out, axes_, 0, std::plus<int32_t>());
+            reduce_kernel<bool, int32_t, int32_t>(x, out, axes_, 0, [](int32_t a, int32_t b) { return kernels::wrapping_add(a, b); });
             break;
           case ReduceType::prod:
-            reduce_kernel<bool, int32_t, int32_t>(x, out, axes_, 1, std::multiplies<int32_t>());
+            reduce_kernel<bool, int32_t, int32_t>(x, out, axes_, 1, [](int32_t a, int32_t b) { return kernels::wrapping_mul(a, b); });
             break;
           case ReduceType::max:
             reduce_kernel<bool, bool, bool>(x, out, axes_, false, [](bool a, bool b) { return a || b; });

@@ -3,11 +3,38 @@
 // flat loop and keep that layout; everything else walks rows of collapsed dimensions.
 #pragma once
 
+#include <type_traits>
+
 #include "loom/core/dispatch.h"
 #include "loom/core/copy.h"
 #include "loom/core/loops.h"
 
 namespace loom::kernels {
+
+/// a + b, a - b and a * b that wrap around at a signed integer type's limits, as numpy's do: signed
+/// overflow is undefined behaviour in C++, and the unsigned type's arithmetic is the same
+/// instructions. Other types compute as usual.
+template <class T, class F>
+T wrapping(T a, T b, F f) {
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(f(static_cast<U>(a), static_cast<U>(b)));
+  } else {
+    return static_cast<T>(f(a, b));
+  }
+}
+template <class T>
+T wrapping_add(T a, T b) {
+  return wrapping(a, b, [](auto x, auto y) { return x + y; });
+}
+template <class T>
+T wrapping_sub(T a, T b) {
+  return wrapping(a, b, [](auto x, auto y) { return x - y; });
+}
+template <class T>
+T wrapping_mul(T a, T b) {
+  return wrapping(a, b, [](auto x, auto y) { return x * y; });
+}
 
 /// Gives `out` the layout of contiguous `like`, so that element i of `like`'s data goes to element i
 /// of `out`'s: a fresh buffer, or the one eval gave it (a donated input's, laid out as that input).
