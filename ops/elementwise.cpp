@@ -639,10 +639,13 @@ class Select : public UnaryPrimitive {
   void eval_block(const Dtype* in_dtypes, const void* const* in, void* out, size_t n) const override {
     LOOM_DISPATCH_ALL(in_dtypes[1], T, {
       using U = Bits<T>;
-      const uint8_t* __restrict c = static_cast<const uint8_t*>(in[0]);
-      const U* __restrict x = static_cast<const U*>(in[1]);
-      const U* __restrict y = static_cast<const U*>(in[2]);
-      U* __restrict o = static_cast<U*>(out);
+      // `out` may be x's or y's own block (a fused group's result takes a leaf's buffer), so no
+      // __restrict: only element i is read before element i is written, which is what ivdep says.
+      const uint8_t* c = static_cast<const uint8_t*>(in[0]);
+      const U* x = static_cast<const U*>(in[1]);
+      const U* y = static_cast<const U*>(in[2]);
+      U* o = static_cast<U*>(out);
+      LOOM_IVDEP
       for (size_t i = 0; i < n; ++i) o[i] = blend<U>(c[i], x[i], y[i]);
     });
   }
