@@ -297,6 +297,7 @@ struct IdxImpl {
 
   // Decodes `elems` consecutive values starting at `src` into `dst` (of `dtype`).
   void decode(const uint8_t* src, size_t elems, uint8_t* dst) const {
+    if (elems == 0) return;  // zero-width rows: dst may be null, and memcpy from or to null is undefined
     const bool swap = detail::host_is_little_endian();
     switch (type->code) {
       case 0x08:

@@ -333,3 +333,17 @@ TEST_F(IdxFiles, IdxRowsOutOfRange) {
 }
 
 }  // namespace
+
+// Rows of zero values (found by fuzzing): reading them copies nothing, where it used to memcpy from or
+// to a null pointer (undefined behaviour, which UBSan stops on).
+TEST_F(IdxFiles, ZeroWidthRowsReadAsEmptyArrays) {
+  for (int code : {0x08, 0x0D}) {
+    SCOPED_TRACE(code);
+    const std::string p = path("empty" + std::to_string(code));
+    write_bytes(p, idx_header(code, {3, 0}));
+    auto f = io::IdxFile::open(p, cache());
+    EXPECT_EQ(f.shape(), (Shape{3, 0}));
+    expect_array(f.read_all(), {3, 0}, {});
+    expect_array(f.read_rows({2, 0}), {2, 0}, {});
+  }
+}
