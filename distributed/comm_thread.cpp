@@ -2,12 +2,10 @@
 
 #include <omp.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
 #include "loom/core/threads.h"
-#include "loom/distributed/detail/fault_watch.h"
 
 namespace loom::distributed::detail {
 
@@ -35,25 +33,14 @@ std::shared_ptr<CommThread::Job> CommThread::submit(std::function<void()> fn) {
 
 void CommThread::wait(const std::shared_ptr<Job>& job) {
   std::unique_lock<std::mutex> lock(mu_);
-  while (!job->done) {
-    if (!done_cv_.wait_for(lock, std::chrono::milliseconds(20), [&] { return job->done; })) {
-      lock.unlock();
-      fault_watch().check();
-      lock.lock();
-    }
-  }
+  done_cv_.wait(lock, [&] { return job->done; });  // the fault watch ends the job if a peer never comes
   if (job->error) std::rethrow_exception(job->error);
 }
 
 void CommThread::loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    if (!cv_.wait_for(lock, std::chrono::milliseconds(20), [&] { return stop_ || !queue_.empty(); })) {
-      lock.unlock();
-      fault_watch().check();  // eval may be in a blocking collective of its own
-      lock.lock();
-      continue;
-    }
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stop_
     auto job = queue_.front();
     queue_.pop_front();

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "loom/distributed/detail/comm_thread.h"
+#include "loom/distributed/detail/fault_watch.h"
 #include "loom/distributed/detail/group_impl.h"
 #include "loom/distributed/detail/primitives.h"
 #include "loom/ops/ops.h"
@@ -63,6 +64,9 @@ Group init(bool strict) {
   }
   return Group(world_impl);
 }
+
+void set_peer_timeout(double seconds) { detail::fault_watch().set_peer_timeout(seconds); }
+void set_collective_timeout(double seconds) { detail::fault_watch().set_collective_timeout(seconds); }
 
 namespace detail {
 

@@ -38,6 +38,19 @@ bool is_available();
 /// world; MPI is finalized at exit.
 Group init(bool strict = false);
 
+/// How long a rank waits for a peer that has stopped answering (a stopped or killed process, a lost
+/// connection between hosts), in a collective or at exit, before it ends the job naming that peer.
+/// Ranks send each other heartbeats every second from a thread of their own, so a rank busy computing
+/// still answers. Default 10 s, or LOOM_PEER_TIMEOUT (seconds). Per process; throws
+/// std::invalid_argument unless positive.
+void set_peer_timeout(double seconds);
+/// How long a rank waits in one collective for peers that answer but do not reach it (stuck in
+/// compute or I/O, or in another collective) before it ends the job. Default 1800 s (PyTorch's
+/// process-group default), or LOOM_COLLECTIVE_TIMEOUT (seconds). Set it longer than the longest
+/// stretch one rank computes alone (a test-set evaluation, a checkpoint). Per process; throws
+/// std::invalid_argument unless positive.
+void set_collective_timeout(double seconds);
+
 /// Sum of `x` over every process of the group (every process gets the result).
 array all_sum(const array& x, std::optional<Group> group = std::nullopt);
 /// Mean of floating-point `x` over every process of the group: the sum, divided by the group size by

@@ -29,6 +29,7 @@ class SingleProcess : public GroupImpl {
   void recv(void*, size_t, Dtype, int src) override {
     throw std::invalid_argument("[recv] a group of size 1 has no other rank");
   }
+  bool agree(uint64_t) override { return true; }
   [[noreturn]] void abort() override { std::abort(); }
 
  private:

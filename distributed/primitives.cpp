@@ -12,10 +12,10 @@
 #include "loom/core/dispatch.h"
 #include "loom/core/primitive.h"
 #include "loom/distributed/detail/comm_thread.h"
-#include "loom/distributed/detail/debug.h"
 #include "loom/distributed/detail/fault_watch.h"
 #include "loom/distributed/detail/group_impl.h"
 #include "loom/distributed/detail/primitives.h"
+#include "loom/distributed/detail/signature.h"
 #include "loom/ops/graph.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
@@ -36,7 +36,8 @@ ReduceOp reduce_op(ReduceKind k) {
 // node early, or on eval's thread when nothing else could run. The primitive keeps nothing of a run.
 class Communication : public UnaryPrimitive {
  public:
-  Communication(int kind, Group g) : kind_(kind), group_(std::move(g)) {}
+  Communication(int kind, Group g, std::optional<uint64_t> layout = std::nullopt)
+      : kind_(kind), group_(std::move(g)), layout_(layout) {}
 
   struct Run {
     array x;                             // this rank's part: named in errors, compared in debug mode
@@ -61,12 +62,15 @@ class Communication : public UnaryPrimitive {
 
  protected:
   virtual Run prepare(const std::vector<array>& in, array& out) = 0;
-  // LOOM_DISTRIBUTED_DEBUG: collectives compare signatures across the group (send/recv override).
-  virtual void check_agreement(const array& x) { detail::check_agreement(impl(), name(), kind_, x); }
+  // Collectives compare signatures across the group before data moves (send/recv override).
+  virtual void check_agreement(const array& x) {
+    detail::check_agreement(impl(), name(), kind_, x, layout_ ? *layout_ : layout_hash({x.shape()}));
+  }
   GroupImpl& impl() const { return *group_.impl(); }
 
   int kind_;
   Group group_;
+  std::optional<uint64_t> layout_;  // a flat reduction's parts; otherwise the shape of x
 
  private:
   // A run started on the communication thread; eval owns it until it waits.
@@ -95,7 +99,7 @@ class Communication : public UnaryPrimitive {
         if (watch.on()) watch.leave();
       }
     } leave{watch};
-    if (debug_checks()) check_agreement(run.x);
+    check_agreement(run.x);
     run.communicate();
   }
 };
@@ -114,8 +118,10 @@ class AllReduce : public Communication {
   };
 
  public:
-  AllReduce(ReduceKind k, Group g, bool flat = false)
-      : Communication(static_cast<int>(k), std::move(g)), op_(k), flat_(flat) {}
+  AllReduce(ReduceKind k, Group g) : Communication(static_cast<int>(k), std::move(g)), op_(k), flat_(false) {}
+  // Flat: `layout` is the hash of the parts' shapes.
+  AllReduce(ReduceKind k, Group g, uint64_t layout)
+      : Communication(static_cast<int>(k), std::move(g), layout), op_(k), flat_(true) {}
   const char* name() const override { return reduce_name(op_); }
   Run prepare(const std::vector<array>& in, array& out) override {
     std::vector<Part> parts;
@@ -298,8 +304,12 @@ array all_reduce_node(const array& x, ReduceKind k, const Group& g) {
 
 array all_reduce_flat_node(const std::vector<array>& xs, ReduceKind k, const Group& g) {
   int64_t total = 0;
-  for (const array& x : xs) total += static_cast<int64_t>(x.size());
-  return array({static_cast<int>(total)}, xs[0].dtype(), std::make_shared<AllReduce>(k, g, true), xs);
+  std::vector<Shape> shapes;
+  for (const array& x : xs) {
+    total += static_cast<int64_t>(x.size());
+    shapes.push_back(x.shape());
+  }
+  return array({static_cast<int>(total)}, xs[0].dtype(), std::make_shared<AllReduce>(k, g, layout_hash(shapes)), xs);
 }
 
 array all_gather_node(const array& x, const Group& g) {

@@ -24,7 +24,7 @@ class CommThread {
   ~CommThread();
 
   std::shared_ptr<Job> submit(std::function<void()> fn);
-  /// Blocks until `job` is done (checking the fault watch meanwhile); rethrows its error.
+  /// Blocks until `job` is done; rethrows its error.
   void wait(const std::shared_ptr<Job>& job);
 
  private:

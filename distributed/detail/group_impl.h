@@ -3,7 +3,9 @@
 // (primitives.cpp) talk to it only through this interface.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -34,8 +36,18 @@ class GroupImpl {
   /// Messages between two members arrive in the order they were sent.
   virtual void send(const void* in, size_t count, Dtype dtype, int dst) = 0;
   virtual void recv(void* out, size_t count, Dtype dtype, int src) = 0;
+  /// Whether every member passed the same `value` (a collective's signature). Blocks until all have;
+  /// a member that waits long backs off (sleeps between polls) instead of spinning a core.
+  virtual bool agree(uint64_t value) = 0;
   /// Ends every process of the job, now.
   [[noreturn]] virtual void abort() = 0;
+
+  /// Numbers the group's collectives in the order this process runs them, which is the same on
+  /// every member (signatures carry it).
+  uint64_t next_sequence() { return sequence_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> sequence_{0};
 };
 
 /// The world as a backend joined it.

@@ -220,29 +220,52 @@ TEST(Distributed, ManyIndependentCollectivesInOneEval) {
   for (int i = 0; i < 50; ++i) EXPECT_FLOAT_EQ(outs[i].to_vector<float>()[i], float(i * g.size()));
 }
 
-TEST(Distributed, DebugModeNamesTheRanksThatDisagree) {
-  // Runs under LOOM_DISTRIBUTED_DEBUG=1 (the distributed_debug_np2 CTest entry).
+TEST(Distributed, RanksThatDisagreeOnACollectiveAllThrowNamingEachRanksCollective) {
+  // Always checked, before any data moves: every rank throws the same error, and the group is still
+  // in step afterwards.
   auto g = dist::init();
-  const char* debug = std::getenv("LOOM_DISTRIBUTED_DEBUG");
-  if (g.size() < 2 || !debug || std::string(debug) != "1") GTEST_SKIP() << "needs LOOM_DISTRIBUTED_DEBUG=1 and 2+ ranks";
-  // Rank r sends r + 1 elements: every rank throws, listing each rank's shape.
+  if (g.size() < 2) GTEST_SKIP() << "needs 2+ ranks";
+  // Rank r sends r + 1 elements.
   array x = ones({g.rank() + 1});
   EXPECT_THROW_MSG(eval(dist::all_sum(x)), std::runtime_error,
-                   "[all_sum] LOOM_DISTRIBUTED_DEBUG: the ranks disagree on this collective: rank 0: all_sum "
-                   "float32 (1); rank 1: all_sum float32 (2)");
-  // A different collective kind is a disagreement too.
+                   "the ranks disagree on collective #");
+  EXPECT_THROW_MSG(eval(dist::all_sum(x)), std::runtime_error,
+                   "(did they take different paths, run different numbers of steps, or build different models?): "
+                   "rank 0: all_sum float32 (1); rank 1: all_sum float32 (2)");
+  // A different collective kind.
   array y = ones({4});
   array r = g.rank() == 0 ? dist::all_max(y) : dist::all_sum(y);
   EXPECT_THROW_MSG(eval(r), std::runtime_error, "rank 0: all_max float32 (4); rank 1: all_sum float32 (4)");
+  // The same length in another dtype: MPI would have summed int32 bits as floats.
+  array z = g.rank() == 0 ? ones({4}) : ones({4}, int32);
+  EXPECT_THROW_MSG(eval(dist::all_sum(z)), std::runtime_error, "rank 0: all_sum float32 (4); rank 1: all_sum int32 (4)");
+  // all_gather of rows of different widths would overrun the result.
+  EXPECT_THROW_MSG(eval(dist::all_gather(ones({1, g.rank() + 2}))), std::runtime_error,
+                   "rank 0: all_gather float32 (1,2); rank 1: all_gather float32 (1,3)");
+  // Buckets of the same size laid out differently (two models whose gradients add up to as many
+  // elements): the flat all_sum of (2,3) and (4) on rank 0 against (4) and (2,3) elsewhere.
+  std::vector<array> parts = g.rank() == 0 ? std::vector<array>{ones({2, 3}), ones({4})}
+                                           : std::vector<array>{ones({4}), ones({2, 3})};
+  EXPECT_THROW_MSG(eval(dist::all_sum_flat(parts)), std::runtime_error,
+                   "split into parts of different shapes: different models?): rank 0: all_sum float32 (10) in parts laid out as ");
+  // The same through nn::average_gradients: gradient trees of one total size, different layouts.
+  nn::ParamTree grads;
+  grads.insert("a", ones({g.rank() == 0 ? 6 : 4}));
+  grads.insert("b", ones({g.rank() == 0 ? 4 : 6}));
+  auto avg = nn::average_gradients(grads);
+  EXPECT_THROW_MSG(eval(avg.at("a")), std::runtime_error, "[all_mean] the ranks disagree");
   // recv expecting another dtype than was sent: the receiver names both.
   if (g.rank() == 0) {
     eval(dist::send(zeros({3}, int32), 1));
   } else if (g.rank() == 1) {
     EXPECT_THROW_MSG(eval(dist::recv({3}, float32, 0)), std::runtime_error,
-                     "[recv] LOOM_DISTRIBUTED_DEBUG: rank 1 expects float32 (3) from rank 0, which sends int32 (3)");
+                     "[recv] rank 1 expects float32 (3) from rank 0, which sends int32 (3)");
   }
-  // Agreeing collectives still work in debug mode.
+  // Agreeing collectives still work, with the same values.
   EXPECT_FLOAT_EQ(dist::all_sum(ones({2})).to_vector<float>()[0], float(g.size()));
+  expect_array(dist::all_sum_flat({full({2, 3}, array(1.0f)), full({4}, array(2.0f))}), {10},
+               {1.0 * g.size(), 1.0 * g.size(), 1.0 * g.size(), 1.0 * g.size(), 1.0 * g.size(), 1.0 * g.size(),
+                2.0 * g.size(), 2.0 * g.size(), 2.0 * g.size(), 2.0 * g.size()});
 }
 
 TEST(Distributed, MaxMinGatherSendRecvEveryDtype) {

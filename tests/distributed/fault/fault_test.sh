@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Usage: fault_test.sh MPIEXEC "MPI_FLAGS" FAULT_HELPER
-# Ends rank 1 of a 2-process job mid-training (uncaught exception, SIGKILL, early return) and checks
-# that mpirun then returns non-zero within seconds, says which rank failed, and leaves no process.
+# Ends, stops, stalls or desynchronizes rank 1 of a 2-process job mid-training (uncaught exception,
+# SIGKILL, early return, SIGSTOP, a stall past the collective timeout, fewer steps than rank 0) and
+# checks that mpirun then returns non-zero within seconds, says which rank failed and how, and leaves
+# no process; and that a rank that only computes alone for longer than the peer timeout is no fault.
 set -u
 mpiexec=$1
 read -r -a flags <<<"$2"
@@ -11,10 +13,14 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 fail=0
 
-run() {  # mode, expected exit (zero|nonzero), text expected in the output
+run() {  # mode, expected exit (zero|nonzero), text expected in the output, [mpirun arguments...] -- [helper arguments]
   local mode=$1 want=$2 text=$3 start rc elapsed
+  shift 3
+  local extra=() args=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do extra+=("$1"); shift; done
+  [ $# -gt 0 ] && shift && args=("$@")
   start=$(date +%s)
-  timeout 120 "$mpiexec" -np 2 "${flags[@]}" "$helper" "$mode" >"$log" 2>&1
+  timeout 120 "$mpiexec" -np 2 "${flags[@]}" "${extra[@]}" "$helper" "$mode" "${args[@]}" >"$log" 2>&1
   rc=$?
   elapsed=$(( $(date +%s) - start ))
   if [ "$want" = zero ] && [ $rc -ne 0 ]; then
@@ -41,4 +47,10 @@ run ok zero "finished 200 steps"
 run throw nonzero "[loom rank 1] uncaught exception: boom at step 20"
 run kill nonzero "signal 9"
 run exit nonzero "[loom rank 0] rank 1 has left the job while rank 0 waits for it in all_sum"
+run stop nonzero "[loom rank 0] rank 1 has not answered for 3 s while rank 0 waits for it in all_sum of float32 (64,64)" \
+  -x LOOM_PEER_TIMEOUT=3
+run sleep nonzero "[loom rank 0] rank 0 has waited 3 s in all_sum of float32 (64,64) for ranks that answer but have not reached it" \
+  -x LOOM_COLLECTIVE_TIMEOUT=3 -- 60
+run sleep zero "finished 200 steps" -x LOOM_PEER_TIMEOUT=2 -- 5
+run uneven nonzero "uncaught exception: [all_sum] the ranks disagree on collective #" 
 exit $fail

@@ -1,7 +1,7 @@
 // Run by the distributed_mixed_ranks CTest entry as two ranks that take different paths through
 // eval: rank 0 with 1 thread and LOOM_ASYNC_COLLECTIVES=0, rank 1 with 2 threads and
-// LOOM_ASYNC_COLLECTIVES=1, both with LOOM_DISTRIBUTED_DEBUG=1 (every collective's kind, dtype and
-// shape is compared across the ranks before it runs). One eval holds many independent collectives of
+// LOOM_ASYNC_COLLECTIVES=1 (every collective's kind, dtype and shape is compared across the ranks
+// before it runs, always). One eval holds many independent collectives of
 // different kinds, sizes and dtypes with compute between them, some fed by the result of another:
 // the ranks must issue them in one order, and then agree on every result, which must be the exact
 // (or, for the model's gradients, the locally recomputed) value.
