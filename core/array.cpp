@@ -1,6 +1,7 @@
 #include "loom/core/array.h"
 
 #include <algorithm>
+#include <atomic>
 #include <sstream>
 
 #include "loom/core/eval.h"
@@ -92,8 +93,13 @@ array::array(allocator::Buffer buffer, Shape shape, Dtype dtype, void (*deleter)
   desc_->evaluated = true;
 }
 
+namespace detail {
+extern std::atomic<PrimitiveHook> primitive_hook;  // primitive.cpp
+}
+
 array::array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive, std::vector<array> inputs)
     : desc_(std::make_shared<ArrayDesc>(std::move(shape), dtype, primitive->name())) {
+  if (auto hook = detail::primitive_hook.load(std::memory_order_relaxed)) hook(*primitive);
   auto node = std::make_shared<detail::Node>();
   node->primitive = std::move(primitive);
   bool tracer = false;
@@ -108,6 +114,7 @@ array::array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive, std
 
 std::vector<array> array::make_arrays(std::vector<Shape> shapes, const std::vector<Dtype>& dtypes,
                                       std::shared_ptr<Primitive> primitive, std::vector<array> inputs) {
+  if (auto hook = detail::primitive_hook.load(std::memory_order_relaxed)) hook(*primitive);
   auto node = std::make_shared<detail::Node>();
   node->primitive = std::move(primitive);
   bool tracer = false;

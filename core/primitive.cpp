@@ -1,9 +1,16 @@
 #include "loom/core/primitive.h"
 
+#include <atomic>
 #include <sstream>
 #include <stdexcept>
 
 namespace loom {
+
+namespace detail {
+// Read by array's node constructors (array.cpp): one relaxed load per node when unset.
+std::atomic<PrimitiveHook> primitive_hook{nullptr};
+void set_primitive_hook(PrimitiveHook hook) { primitive_hook.store(hook, std::memory_order_relaxed); }
+}  // namespace detail
 
 std::vector<array> Primitive::vjp(const std::vector<array>&, const std::vector<array>&, const std::vector<int>&,
                                   const std::vector<array>&) {

@@ -98,6 +98,13 @@ class Primitive {
   }
 };
 
+namespace detail {
+/// Called with the primitive of every node made from now on, when set (null: none). The test suite
+/// sets one that checks each primitive against its registry of gradient checks; nothing else should.
+using PrimitiveHook = void (*)(const Primitive&);
+void set_primitive_hook(PrimitiveHook hook);
+}  // namespace detail
+
 /// A primitive with one output.
 class UnaryPrimitive : public Primitive {
  public:

@@ -8,8 +8,12 @@
 #include <vector>
 
 #include "loom/loom.h"
+#include "registry.h"
 
 namespace loom::testing {
+
+// Every node a test makes is checked against the registry of primitives (registry.h).
+inline const bool kRegistryHookInstalled = (detail::set_primitive_hook(&check_registered), true);
 
 /// Asserts shape and values (row-major) within an absolute + relative tolerance; NaNs must match.
 inline void expect_array(const array& a_in, const Shape& shape, const std::vector<double>& expected,
