@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Usage: multihost_test.sh MPIEXEC MNIST
+# Two "hosts" on one machine: network namespaces joined by a veth pair, with OpenMPI's launcher
+# reaching the second through `ip netns exec` (its rsh agent) and the ranks talking over TCP only.
+#  1. The mnist example trained across the two hosts gives the same losses and accuracy as on one
+#     host (shared memory).
+#  2. The link goes down mid-run: every rank must end within the peer timeout, with the fault watch's
+#     message naming the silent rank. (OpenMPI's mpirun then waits for the unreachable host's
+#     daemon, which it cannot reach to confirm the kill; the test interrupts it, as a user would.)
+# Exits 77 (skipped) where the machine does not allow network namespaces (not root, no CAP_NET_ADMIN).
+set -u
+mpiexec=$1
+mnist=$2
+tag="loom$$"
+h1="${tag}a" h2="${tag}b" v1="${tag}x" v2="${tag}y"
+net=10.231.$(( $$ % 250 + 1 ))
+dir=$(mktemp -d)
+cleanup() {
+  pkill -f "$dir/agent.sh" 2>/dev/null
+  for h in "$h1" "$h2"; do
+    # Whatever still runs in a namespace (an orphaned OpenMPI daemon) goes with it.
+    for pid in $(ip netns pids "$h" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
+    ip netns del "$h" 2>/dev/null
+  done
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+if ! ip netns add "$h1" 2>/dev/null; then
+  echo "SKIPPED: this machine does not allow network namespaces (needs root / CAP_NET_ADMIN and iproute2)"
+  exit 77
+fi
+ip netns add "$h2"
+ip link add "$v1" type veth peer name "$v2"
+ip link set "$v1" netns "$h1"
+ip link set "$v2" netns "$h2"
+ip netns exec "$h1" ip addr add "$net.1/24" dev "$v1"
+ip netns exec "$h2" ip addr add "$net.2/24" dev "$v2"
+for pair in "$h1:$v1" "$h2:$v2"; do
+  ip netns exec "${pair%%:*}" ip link set lo up
+  ip netns exec "${pair%%:*}" ip link set "${pair#*:}" up
+done
+
+# OpenMPI runs "agent HOST COMMAND..." to start its daemon on HOST: here, in HOST's namespace.
+cat >"$dir/agent.sh" <<EOF
+#!/bin/sh
+host=\$1; shift
+case "\$host" in
+  $net.1) ns=$h1 ;;
+  $net.2) ns=$h2 ;;
+  *) echo "agent.sh: unknown host \$host" >&2; exit 1 ;;
+esac
+exec ip netns exec "\$ns" sh -c "\$*"
+EOF
+chmod +x "$dir/agent.sh"
+printf '%s slots=1\n%s slots=1\n' "$net.1" "$net.2" >"$dir/hosts"
+root=()
+[ "$(id -u)" = 0 ] && root=(--allow-run-as-root)
+# mpirun, started on the first host, with one rank on each
+two_hosts=(ip netns exec "$h1" "$mpiexec" "${root[@]}" -np 2 --hostfile "$dir/hosts" --map-by node --bind-to none
+  --mca plm_rsh_agent "$dir/agent.sh" --mca oob_tcp_if_include "$net.0/24"
+  --mca btl tcp,self --mca btl_tcp_if_include "$net.0/24")
+fail=0
+args=(--steps 20 --epochs 1 --threads 1 --test-limit 500)
+
+# 1. The same training on one host and across two.
+timeout 120 "$mpiexec" "${root[@]}" -np 2 --oversubscribe --bind-to none "$mnist" "${args[@]}" \
+  --out-dir "$dir/one" >"$dir/one.log" 2>&1
+timeout 120 "${two_hosts[@]}" "$mnist" "${args[@]}" --out-dir "$dir/two" >"$dir/two.log" 2>&1
+rc=$?
+one=$(grep -o "epoch 1: train loss [0-9.]*, test loss [0-9.]*, test accuracy [0-9.]*%" "$dir/one.log")
+two=$(grep -o "epoch 1: train loss [0-9.]*, test loss [0-9.]*, test accuracy [0-9.]*%" "$dir/two.log")
+echo "one host:  $one"
+echo "two hosts: $two (exit $rc)"
+if [ $rc -ne 0 ] || [ -z "$one" ] || [ "$one" != "$two" ]; then
+  echo "FAIL: training across two hosts differs from one host's"; sed 's/^/    /' "$dir/two.log" | head -20; fail=1
+fi
+
+# 2. The link goes down while the ranks train.
+timeout 120 "${two_hosts[@]}" -x LOOM_PEER_TIMEOUT=5 "$mnist" --epochs 5 --threads 1 --out-dir "$dir/down" \
+  >"$dir/down.log" 2>&1 &
+launcher=$!
+sleep 4
+ip netns exec "$h2" ip link set "$v2" down
+down=$(date +%s)
+ended=""
+while [ $(( $(date +%s) - down )) -lt 30 ]; do
+  if ! pgrep -x "$(basename "$mnist")" >/dev/null; then ended=$(( $(date +%s) - down )); break; fi
+  sleep 0.5
+done
+if [ -z "$ended" ]; then
+  echo "FAIL: the ranks still run 30 s after the link went down"; fail=1
+else
+  echo "the ranks ended ${ended}s after the link went down"
+fi
+want="has not answered for 5 s while rank"
+if ! grep -q "$want" "$dir/down.log"; then
+  echo "FAIL: the output lacks '$want'"; fail=1
+fi
+sed 's/^/    /' "$dir/down.log" | grep "loom rank" | head -4
+for _ in 1 2 3 4 5 6; do kill -0 $launcher 2>/dev/null || break; sleep 1; done
+if kill -0 $launcher 2>/dev/null; then
+  echo "(mpirun waits for the unreachable host's daemon: interrupting it)"
+  pkill -INT -f "$dir/hosts"; sleep 1; pkill -INT -f "$dir/hosts"; sleep 1; pkill -9 -f "$dir/hosts"
+fi
+wait $launcher 2>/dev/null
+exit $fail
