@@ -3,7 +3,9 @@
 // Contraction of a * b + c into one fused multiply-add is turned off in this file (here for GCC, and
 // by -ffp-contract=off in CMakeLists.txt for every compiler), so that every operation rounds as the
 // separate ops (and PyTorch's float32 kernels) round it.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("fp-contract=off")
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -59,7 +61,9 @@ AdamScalars scalars_of(const AdamStep& hp) {
 // GCC 12 warns inside its own AVX-512 headers that the "undefined" pass-through operand of the
 // sqrt intrinsics may be uninitialized (GCC bug 105593).
 #pragma GCC diagnostic push
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 // sqrt of n values. std::sqrt must set errno for negative inputs, which keeps GCC from vectorizing
 // it unless the whole build uses -fno-math-errno; the intrinsics give the same correctly rounded

@@ -5,6 +5,7 @@
 #   LOOM_WITH_MPI=OFF scripts/test.sh Release build without MPI in build-nompi/ (every process a group of
 #                                     size 1; the tests that need more ranks are not registered)
 #   LOOM_ISA_VARIANTS=OFF / LOOM_NATIVE=ON  one copy of the library, for the baseline / for this CPU
+#   LOOM_WERROR=ON                  warnings in the library's code are errors (CI sets it)
 # A default x86-64 build has three copies of the library (baseline, x86-64-v3, x86-64-v4; see
 # README.md): the suite runs once on the copy the loader picks for this CPU, then once more on each
 # lower copy, with the CPU features that select the higher ones hidden from the loader.
@@ -45,6 +46,7 @@ if command -v ccache >/dev/null; then
   export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros}"  # lets ccache cache the tests' PCH
 fi
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=$type -DLOOM_SANITIZE=$sanitize -DLOOM_WITH_MPI=$with_mpi \
+  -DLOOM_WERROR="${LOOM_WERROR:-OFF}" \
   -DLOOM_NATIVE=$native -DLOOM_ISA_VARIANTS=$variants "${extra[@]}" "${launcher[@]}" >/dev/null
 cmake --build "$build" -j "$(nproc)"
 # Kernels use up to 2 threads; the tests themselves run one at a time.
