@@ -90,7 +90,7 @@ void Reader::read_exact(void* dst, size_t n, const std::string& what) {
   if (size_known_) remaining_ -= n;
 }
 
-allocator::Buffer Reader::read_buffer(uint64_t n, const std::string& what) {
+void Reader::check_claim(uint64_t n, const std::string& what) const {
   if (size_known_ && n > remaining_) {
     fail("truncated file: " + what + " needs " + std::to_string(n) + " bytes but only " + std::to_string(remaining_) +
          " remain");
@@ -98,20 +98,17 @@ allocator::Buffer Reader::read_buffer(uint64_t n, const std::string& what) {
   if (n > static_cast<uint64_t>(std::numeric_limits<std::streamsize>::max()) || n > SIZE_MAX) {
     fail(what + " is too large (" + std::to_string(n) + " bytes)");
   }
-  if (size_known_ || n <= kChunk) {
-    BufferGuard buf(allocator::malloc(static_cast<size_t>(n)));
-    read_exact(buf.get().ptr, static_cast<size_t>(n), what);
-    return buf.release();
-  }
-  // Unknown length and a large claim: only grow as far as the stream really goes.
-  std::vector<char> staged;
-  while (staged.size() < n) {
-    const size_t old = staged.size();
+}
+
+void Reader::read_growing(std::string& out, uint64_t n, const std::string& what) {
+  out.clear();
+  while (out.size() < n) {
+    const size_t old = out.size();
     // Grow geometrically (1 MiB, 1 MiB, 2 MiB, ... up to kChunk) so that a short stream costs little.
     const uint64_t step = std::min<uint64_t>(std::max<uint64_t>(old, uint64_t(1) << 20), kChunk);
     const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n - old, step));
-    staged.resize(old + chunk);
-    in_.read(staged.data() + old, static_cast<std::streamsize>(chunk));
+    out.resize(old + chunk);
+    in_.read(out.data() + old, static_cast<std::streamsize>(chunk));
     const auto got = static_cast<size_t>(in_.gcount());
     if (got != chunk) {
       fail("truncated file: " + what + " needs " + std::to_string(n) + " bytes but only " + std::to_string(old + got) +
@@ -119,9 +116,33 @@ allocator::Buffer Reader::read_buffer(uint64_t n, const std::string& what) {
     }
   }
   consumed_ += n;
+}
+
+allocator::Buffer Reader::read_buffer(uint64_t n, const std::string& what) {
+  check_claim(n, what);
+  if (size_known_ || n <= kChunk) {
+    BufferGuard buf(allocator::malloc(static_cast<size_t>(n)));
+    read_exact(buf.get().ptr, static_cast<size_t>(n), what);
+    return buf.release();
+  }
+  // Unknown length and a large claim: only grow as far as the stream really goes.
+  std::string staged;
+  read_growing(staged, n, what);
   BufferGuard buf(allocator::malloc(static_cast<size_t>(n)));
   std::memcpy(buf.get().ptr, staged.data(), static_cast<size_t>(n));
   return buf.release();
+}
+
+std::string Reader::read_string(uint64_t n, const std::string& what) {
+  check_claim(n, what);
+  std::string out;
+  if (size_known_) {
+    out.resize(static_cast<size_t>(n));
+    read_exact(out.data(), out.size(), what);
+  } else {
+    read_growing(out, n, what);  // a pipe claiming a 100 MB header costs what it really holds
+  }
+  return out;
 }
 
 // ---- sinks ----

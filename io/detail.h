@@ -79,8 +79,14 @@ class Reader {
   /// Reads n bytes into a new allocator buffer. When the size is unknown, large reads go through
   /// bounded chunks so that a lying header cannot make us allocate more than the stream holds.
   allocator::Buffer read_buffer(uint64_t n, const std::string& what);
+  /// Reads n bytes into a string, growing it as read_buffer does when the size is unknown.
+  std::string read_string(uint64_t n, const std::string& what);
 
  private:
+  // Fails when n bytes cannot be there (more than remain) or cannot be held.
+  void check_claim(uint64_t n, const std::string& what) const;
+  // Reads n bytes into `out` in growing chunks, for streams of unknown length.
+  void read_growing(std::string& out, uint64_t n, const std::string& what);
   std::istream& in_;
   std::string op_, label_;
   bool size_known_ = false;

@@ -224,8 +224,7 @@ SafetensorsLoad read_safetensors(Reader& r, bool exact) {
     r.fail("the header length " + std::to_string(hlen) + " exceeds the limit of " + std::to_string(kMaxHeaderLen) +
            " bytes");
   }
-  std::string text(static_cast<size_t>(hlen), '\0');
-  r.read_exact(text.data(), text.size(), "the header");
+  const std::string text = r.read_string(hlen, "the header");
   if (text.empty() || text[0] != '{') r.fail("the header is not a JSON object (it must start with '{')");
 
   // Duplicate tensor names would silently replace each other: spot them while parsing.

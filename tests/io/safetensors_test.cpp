@@ -1,6 +1,7 @@
 #include <limits>
 
 #include "io_test_helpers.h"
+#include "largest_allocation.h"
 
 using namespace loom;
 using loom::iotest::bytes;
@@ -228,6 +229,25 @@ TEST_F(Safetensors, StreamsAndPipes) {
   loom::iotest::PipeBuf big_pipe(le(uint64_t(1) << 62, 8) + "{}");
   std::istream in3(&big_pipe);
   EXPECT_THROW_MSG(load_safetensors(in3), std::runtime_error, "exceeds the limit of 100000000 bytes");
+}
+
+TEST_F(Safetensors, APipeClaimingAHugeHeaderCostsWhatItHolds) {
+  // Just under the 100,000,000-byte limit, with 16 bytes behind it: the header is read in growing
+  // chunks (1 MiB first), not into one buffer of the claimed size.
+  loom::iotest::PipeBuf pipe(le(99999992, 8) + "{\"a\":12345678901");
+  std::istream in(&pipe);
+  EXPECT_THROW_MSG(load_safetensors(in), std::runtime_error,
+                   "[load_safetensors] '<stream>': truncated file: the header needs 99999992 bytes but only 16 could "
+                   "be read");
+  const size_t largest = loom::iotest::largest_allocation([&] {
+    loom::iotest::PipeBuf again(le(99999992, 8) + "{\"a\":12345678901");
+    std::istream in2(&again);
+    try {
+      load_safetensors(in2);
+    } catch (const std::runtime_error&) {
+    }
+  });
+  EXPECT_LE(largest, size_t(2) << 20);
 }
 
 TEST_F(Safetensors, RejectsTruncatedAndOversizedHeaders) {
