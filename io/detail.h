@@ -131,6 +131,11 @@ class AtomicFileSink : public Sink {
 /// Writes the row-major bytes of evaluated row-contiguous `a`, little-endian.
 void write_little_endian(Sink& sink, const array& a);
 
+/// zlib's CRC-32 of n bytes (crc32_z: any length, beyond 4 GiB too).
+uint32_t crc32(const void* data, uint64_t n);
+/// The CRC-32 of the bytes write_little_endian writes for evaluated row-contiguous `a`.
+uint32_t crc32_little_endian(const array& a);
+
 /// Opens `path` for reading; throws "[op] cannot open 'path': reason".
 class InputFile {
  public:

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <regex>
 
 #include "../io/io_test_helpers.h"
 #include "loom/core/eval.h"
@@ -252,4 +253,61 @@ TEST_F(Checkpoint, FailedWritesLeaveThePreviousCheckpointIntact) {
   EXPECT_EQ(listing(), (std::vector<std::string>{"c.safetensors"}));
   EXPECT_EQ(optim::load_checkpoint(ckpt, fresh, opt2).at("epoch"), "2");
   EXPECT_EQ(opt2.step(), 2);
+}
+
+TEST_F(Checkpoint, DamagedDataIsRefusedNamingTheTensorAndChangesNothing) {
+  const std::string ckpt = path("c.safetensors");
+  random::seed(6);
+  MLP model;
+  optim::AdamW opt;
+  train_step(model, opt);
+  optim::save_checkpoint(ckpt, model, opt, {{"epoch", "1"}});
+  const std::string good = read_bytes(ckpt);
+
+  // Flip one bit inside l2.weight's data, found through its data_offsets in the header.
+  uint64_t hlen = 0;
+  for (int b = 7; b >= 0; --b) hlen = (hlen << 8) | static_cast<unsigned char>(good[b]);
+  std::smatch m;
+  const std::string header = good.substr(8, hlen);
+  ASSERT_TRUE(std::regex_search(header, m, std::regex("\"model\\.l2\\.weight\":\\{[^}]*\"data_offsets\":\\[([0-9]+),")));
+  const size_t at = 8 + hlen + std::stoul(m[1].str()) + 4 * 13 + 2;  // the 14th value's third byte
+  std::string bad = good;
+  bad[at] = static_cast<char>(bad[at] ^ 0x10);
+  loom::iotest::write_bytes(ckpt, bad);
+
+  random::seed(7);
+  MLP target;
+  optim::AdamW opt2;
+  const auto before = target.parameters();
+  const auto key_before = bits<int32_t>(random::get_state());
+  EXPECT_THROW_MSG(optim::load_checkpoint(ckpt, target, opt2), std::runtime_error,
+                   "[load_safetensors] '" + ckpt + "': tensor 'model.l2.weight': checksum mismatch, the file is damaged");
+  expect_same_bits(target.parameters(), before);
+  EXPECT_EQ(bits<int32_t>(random::get_state()), key_before);
+  EXPECT_EQ(opt2.step(), 0);
+}
+
+TEST_F(Checkpoint, CheckpointsWithoutChecksumsStillLoad) {
+  // As written before checkpoints carried checksums, or rewritten by a tool that drops them.
+  const std::string ckpt = path("c.safetensors");
+  random::seed(8);
+  MLP model;
+  optim::AdamW opt;
+  train_step(model, opt);
+  train_step(model, opt);
+  optim::save_checkpoint(ckpt, model, opt, {{"epoch", "2"}});
+  const std::string with = read_bytes(ckpt);
+  ASSERT_NE(with.find("\"loom.crc32.model.l1.weight\":\""), std::string::npos);
+  ASSERT_NE(with.find("\"loom.crc32.optimizer.step\":\""), std::string::npos);
+  const std::string plain = loom::iotest::strip_checksums(with);
+  ASSERT_EQ(plain.find("loom.crc32"), std::string::npos);
+  loom::iotest::write_bytes(ckpt, plain);
+
+  random::seed(9);
+  MLP resumed;
+  optim::AdamW opt2;
+  EXPECT_EQ(optim::load_checkpoint(ckpt, resumed, opt2), (optim::Metadata{{"epoch", "2"}}));
+  EXPECT_EQ(opt2.step(), 2);
+  expect_same_bits(model.parameters(), resumed.parameters());
+  expect_same_bits(opt.state(), opt2.state());
 }
