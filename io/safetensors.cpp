@@ -31,6 +31,10 @@ namespace {
 
 // The reference implementation's limit on the header size.
 constexpr uint64_t kMaxHeaderLen = 100000000;
+// A header nests 3 levels (the object, a tensor's entry, its shape); more than this is no header,
+// and deeper values would overflow the stack of the recursive serializer that quotes them in
+// errors (a 100,000-deep shape did).
+constexpr int kMaxDepth = 64;
 constexpr const char* kMetadataKey = "__metadata__";
 constexpr const char* kChecksumPrefix = "loom.crc32.";
 
@@ -275,9 +279,13 @@ SafetensorsLoad read_safetensors(Reader& r, bool exact) {
   // Duplicate tensor names would silently replace each other: spot them while parsing.
   std::set<std::string> seen;
   std::string duplicate;
+  struct TooDeep {};
   json j;
   try {
     j = json::parse(text, [&](int depth, json::parse_event_t ev, json& parsed) {
+      if ((ev == json::parse_event_t::object_start || ev == json::parse_event_t::array_start) && depth >= kMaxDepth) {
+        throw TooDeep{};
+      }
       if (ev == json::parse_event_t::key && depth == 1 && duplicate.empty()) {
         const std::string& k = parsed.get_ref<const std::string&>();
         if (!seen.insert(k).second) duplicate = k;
@@ -286,6 +294,8 @@ SafetensorsLoad read_safetensors(Reader& r, bool exact) {
     });
   } catch (const json::exception& e) {
     r.fail("the header is not valid JSON: " + clip(e.what(), 300));
+  } catch (const TooDeep&) {
+    r.fail("the header nests JSON deeper than " + std::to_string(kMaxDepth) + " levels (a safetensors header needs 3)");
   }
   if (!j.is_object()) r.fail("the header is not a JSON object");
   if (!duplicate.empty()) r.fail("the header lists the name '" + clip(duplicate) + "' twice");

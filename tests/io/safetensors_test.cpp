@@ -413,6 +413,15 @@ TEST_F(Safetensors, RejectsMalformedHeaders) {
     SCOPED_TRACE(c.header);
     expect_bad(st_file(c.header, c.data), c.needle);
   }
+  // Deep nesting where a value is quoted in the error (it overflowed the stack of the JSON
+  // serializer), and where it is not; 64 levels are taken, 65 are not.
+  const std::string deep(100000, '['), undeep(100000, ']');
+  expect_bad(st_file("{" + entry("a", "[" + deep + undeep + "]", 0, 0) + "}", ""),
+             "the header nests JSON deeper than 64 levels (a safetensors header needs 3)");
+  expect_bad(st_file("{\"__metadata__\":{\"k\":" + deep + undeep + "}}", ""), "nests JSON deeper than 64 levels");
+  expect_bad(st_file("{\"x\":" + std::string(63, '[') + std::string(63, ']') + "}", ""),
+             "tensor 'x': the header entry is not a JSON object");
+  expect_bad(st_file("{\"x\":" + std::string(64, '[') + std::string(64, ']') + "}", ""), "deeper than 64 levels");
 }
 
 TEST_F(Safetensors, HostileSizesAllocateNothing) {
