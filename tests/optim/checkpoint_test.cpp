@@ -311,3 +311,66 @@ TEST_F(Checkpoint, CheckpointsWithoutChecksumsStillLoad) {
   expect_same_bits(model.parameters(), resumed.parameters());
   expect_same_bits(opt.state(), opt2.state());
 }
+
+TEST_F(Checkpoint, OptimizerStateTheOptimizerRefusesNamesTheFile) {
+  // Found by fuzz_checkpoint: set_state's error named neither load_checkpoint nor the file.
+  const std::string ckpt = path("c.safetensors");
+  random::seed(10);
+  MLP model;
+  optim::AdamW opt;
+  train_step(model, opt);
+  optim::save_checkpoint(ckpt, model, opt);
+  auto [tensors, meta] = load_safetensors(ckpt);
+  tensors.emplace("optimizer.l1.bias.o", zeros({8}));
+  const std::string bad = path("bad.safetensors");
+  save_safetensors(bad, tensors, meta);
+
+  MLP target;
+  optim::AdamW opt2;
+  const auto before = target.parameters();
+  EXPECT_THROW_MSG(optim::load_checkpoint(bad, target, opt2), std::invalid_argument,
+                   "[load_checkpoint] '" + bad +
+                       "' holds optimizer state that AdamW refuses: [AdamW::check_state] state that does not fit the "
+                       "parameters: l1.bias.o (no AdamW slot)");
+  // And what set_state itself refuses.
+  tensors.erase("optimizer.l1.bias.o");
+  tensors.at("optimizer.step") = array(1.0f);
+  save_safetensors(bad, tensors, meta);
+  EXPECT_THROW_MSG(optim::load_checkpoint(bad, target, opt2), std::invalid_argument,
+                   "[load_checkpoint] '" + bad +
+                       "' holds optimizer state that AdamW refuses: [AdamW::set_state] 'step' must be an integer scalar");
+  expect_same_bits(target.parameters(), before);
+  EXPECT_EQ(opt2.step(), 0);
+}
+
+TEST_F(Checkpoint, OptimizerSlotsMustMatchTheModelsParameters) {
+  // A slot of the wrong shape, or of no parameter, loaded quietly into a fresh optimizer, and the
+  // next update failed far from the file (or kept the stray slot forever).
+  const std::string ckpt = path("c.safetensors");
+  random::seed(11);
+  MLP model;
+  optim::AdamW opt;
+  train_step(model, opt);
+  optim::save_checkpoint(ckpt, model, opt);
+  auto [tensors, meta] = load_safetensors(ckpt);
+  auto wrong = tensors;
+  wrong.at("optimizer.l2.weight.m") = zeros({8, 7});
+  wrong.emplace("optimizer.head.weight.v", zeros({2}));
+  const std::string bad = path("bad.safetensors");
+  save_safetensors(bad, wrong, meta);
+
+  MLP target;
+  optim::AdamW opt2;
+  const auto before = target.parameters();
+  EXPECT_THROW_MSG(optim::load_checkpoint(bad, target, opt2), std::invalid_argument,
+                   "[load_checkpoint] '" + bad +
+                       "' holds optimizer state that AdamW refuses: [AdamW::check_state] state that does not fit the "
+                       "parameters: l2.weight.m (shape (8,7), parameter l2.weight of shape (8,8) needs (8,8)), "
+                       "head.weight.v (no parameter head.weight)");
+  expect_same_bits(target.parameters(), before);
+  EXPECT_EQ(opt2.step(), 0);
+  // The good file trains on.
+  optim::load_checkpoint(ckpt, target, opt2);
+  train_step(target, opt2);
+  EXPECT_EQ(opt2.step(), 2);
+}
