@@ -11,17 +11,33 @@ std::atomic<bool> watching{false};
 std::atomic<size_t> largest{0};
 }  // namespace
 
-void* operator new(size_t n) {
+namespace {
+void* allocate(size_t n) noexcept {
   if (watching.load(std::memory_order_relaxed)) {
     size_t cur = largest.load(std::memory_order_relaxed);
     while (n > cur && !largest.compare_exchange_weak(cur, n)) {
     }
   }
-  if (void* p = std::malloc(n ? n : 1)) return p;
+  return std::malloc(n ? n : 1);
+}
+void* allocate_or_throw(size_t n) {
+  if (void* p = allocate(n)) return p;
   throw std::bad_alloc();
 }
+}  // namespace
+
+// Every form that pairs with free (the library's std::get_temporary_buffer uses the nothrow one);
+// the aligned forms are left to the runtime, whose deletes match them.
+void* operator new(size_t n) { return allocate_or_throw(n); }
+void* operator new[](size_t n) { return allocate_or_throw(n); }
+void* operator new(size_t n, const std::nothrow_t&) noexcept { return allocate(n); }
+void* operator new[](size_t n, const std::nothrow_t&) noexcept { return allocate(n); }
 void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace loom::iotest {
 
