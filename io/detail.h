@@ -79,8 +79,14 @@ class Reader {
   /// Reads n bytes into a new allocator buffer. When the size is unknown, large reads go through
   /// bounded chunks so that a lying header cannot make us allocate more than the stream holds.
   allocator::Buffer read_buffer(uint64_t n, const std::string& what);
+  /// Reads n bytes into a string, growing it as read_buffer does when the size is unknown.
+  std::string read_string(uint64_t n, const std::string& what);
 
  private:
+  // Fails when n bytes cannot be there (more than remain) or cannot be held.
+  void check_claim(uint64_t n, const std::string& what) const;
+  // Reads n bytes into `out` in growing chunks, for streams of unknown length.
+  void read_growing(std::string& out, uint64_t n, const std::string& what);
   std::istream& in_;
   std::string op_, label_;
   bool size_known_ = false;
@@ -124,6 +130,11 @@ class AtomicFileSink : public Sink {
 
 /// Writes the row-major bytes of evaluated row-contiguous `a`, little-endian.
 void write_little_endian(Sink& sink, const array& a);
+
+/// zlib's CRC-32 of n bytes (crc32_z: any length, beyond 4 GiB too).
+uint32_t crc32(const void* data, uint64_t n);
+/// The CRC-32 of the bytes write_little_endian writes for evaluated row-contiguous `a`.
+uint32_t crc32_little_endian(const array& a);
 
 /// Opens `path` for reading; throws "[op] cannot open 'path': reason".
 class InputFile {

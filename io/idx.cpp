@@ -297,7 +297,9 @@ struct IdxImpl {
 
   // Decodes `elems` consecutive values starting at `src` into `dst` (of `dtype`).
   void decode(const uint8_t* src, size_t elems, uint8_t* dst) const {
-    if (elems == 0) return;  // zero-width rows: dst may be null, and memcpy from or to null is undefined
+    // Rows of a shape with a 0 in it hold nothing, and their buffers are null: memcpy must not see
+    // a null pointer even for 0 bytes (UBSan's nonnull check, which the fuzzer hit).
+    if (elems == 0) return;
     const bool swap = detail::host_is_little_endian();
     switch (type->code) {
       case 0x08:
@@ -438,6 +440,13 @@ array IdxFile::read_rows(const int64_t* rows, size_t count) const {
   }
   Shape shape = f.shape;
   shape[0] = static_cast<int>(count);
+  if (!detail::strides_fit(shape)) {
+    // More rows than the file has (repeats) can take a shape past what Loom describes, when a 0
+    // in it makes the file itself small (found by fuzz_idx: 2 rows of (1, 0, 23551, 982784, ...)).
+    throw std::invalid_argument("[IdxFile::read_rows] " + std::to_string(count) + " rows of '" + f.path +
+                                "' make shape " + loom::detail::shape_str(shape) +
+                                ", too large for Loom (its strides overflow int64)");
+  }
   const size_t in_row = f.row_elems * f.type->size, out_row = f.row_elems * f.dtype.size;
   detail::BufferGuard buf(allocator::malloc(count * out_row));
   auto* out = static_cast<uint8_t*>(buf.get().ptr);

@@ -46,7 +46,8 @@ class IdxFile {
   const std::string& mapped_path() const;
 
   /// The given rows in the given order (repeats allowed), shape [rows.size(), shape()[1:]...].
-  /// A row outside [0, rows()) throws std::out_of_range.
+  /// A row outside [0, rows()) throws std::out_of_range; a result shape Loom cannot describe (more
+  /// than INT_MAX rows, or strides beyond int64) throws std::invalid_argument.
   array read_rows(const std::vector<int64_t>& rows) const;
   array read_rows(const int64_t* rows, size_t count) const;
   /// The rows converted to `dtype` (e.g. uint8 labels to int32) by a plain loop, with no graph.

@@ -42,8 +42,11 @@ using SafetensorsLoad = std::pair<std::unordered_map<std::string, array>, std::u
 /// Saves named arrays (evaluated first; any layout) and optional string metadata in the
 /// safetensors format. Tensors are laid out sorted by name and the header is padded with spaces
 /// to a multiple of 8 bytes, so equal inputs give identical files. dtypes map to BOOL, U8, I32,
-/// I64, F16, BF16, F32, F64. The name "__metadata__" is reserved (std::invalid_argument). The file
-/// is written at exactly `path` (nothing is appended).
+/// I64, F16, BF16, F32, F64. Each tensor's checksum goes into the metadata as
+/// "loom.crc32.<name>" = the CRC-32 of its data bytes, 8 lowercase hex digits (plain metadata to
+/// other safetensors readers). The name "__metadata__" and metadata keys starting with
+/// "loom.crc32." are reserved (std::invalid_argument). The file is written at exactly `path`
+/// (nothing is appended).
 void save_safetensors(const std::string& path, const std::unordered_map<std::string, array>& arrays,
                       const std::unordered_map<std::string, std::string>& metadata = {});
 void save_safetensors(std::ostream& os, const std::unordered_map<std::string, array>& arrays,
@@ -52,7 +55,10 @@ void save_safetensors(std::ostream& os, const std::unordered_map<std::string, ar
 /// Loads every tensor of a safetensors file and its `__metadata__` map (empty when absent). The
 /// header and offsets are validated as the reference implementation does: known dtypes, shapes that
 /// agree with the byte ranges, ranges that tile the data buffer with no overlap, gap or trailing
-/// bytes.
+/// bytes. Every "loom.crc32.<name>" checksum present is verified: a tensor whose bytes do not match
+/// throws std::runtime_error "[load_safetensors] '<path>': tensor '<name>': checksum mismatch, the
+/// file is damaged (...)". Files without checksums (written by other tools) load unchecked. The
+/// returned metadata leaves the "loom.crc32." entries out: it holds what the writer passed.
 SafetensorsLoad load_safetensors(const std::string& path);
 /// Reads one safetensors blob from `is`, leaving the stream just after the last tensor's bytes.
 SafetensorsLoad load_safetensors(std::istream& is);

@@ -400,8 +400,7 @@ array read_npy(Reader& r, bool exact) {
     r.fail("the header length " + std::to_string(hlen) + " exceeds the limit of " + std::to_string(kMaxHeaderLen) +
            " bytes");
   }
-  std::string text(static_cast<size_t>(hlen), '\0');
-  r.read_exact(text.data(), text.size(), "the header");
+  const std::string text = r.read_string(hlen, "the header");
   NpyHeader h = parse_header(text, r);
 
   if (r.size_known()) {

@@ -6,6 +6,11 @@
 //          reference writer pads with spaces to a multiple of 8 bytes.
 // The rest: the data buffer. Offsets are relative to its start; the tensors must tile it exactly
 //          (no overlap, no gap, nothing after the last one). Data is little-endian, row-major.
+//
+// Loom adds one metadata entry per tensor, "loom.crc32.<name>": the CRC-32 (zlib's) of the
+// tensor's data bytes as 8 lowercase hex digits. Metadata is a plain string map to every other
+// reader, so they still open the file; Loom's reader checks each checksum present, so that a
+// damaged file is refused instead of loading wrong numbers.
 #include <algorithm>
 #include <climits>
 #include <nlohmann/json.hpp>
@@ -26,7 +31,42 @@ namespace {
 
 // The reference implementation's limit on the header size.
 constexpr uint64_t kMaxHeaderLen = 100000000;
+// A header nests 3 levels (the object, a tensor's entry, its shape); more than this is no header,
+// and deeper values would overflow the stack of the recursive serializer that quotes them in
+// errors (a 100,000-deep shape did).
+constexpr int kMaxDepth = 64;
 constexpr const char* kMetadataKey = "__metadata__";
+constexpr const char* kChecksumPrefix = "loom.crc32.";
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+
+std::string hex32(uint32_t v) {
+  static const char* d = "0123456789abcdef";
+  std::string s(8, '0');
+  for (int i = 7; i >= 0; --i, v >>= 4) s[i] = d[v & 15];
+  return s;
+}
+
+// Exactly 8 hex digits (either case), as hex32 writes them.
+bool parse_hex32(const std::string& s, uint32_t* out) {
+  if (s.size() != 8) return false;
+  uint32_t v = 0;
+  for (char c : s) {
+    int x;
+    if (c >= '0' && c <= '9') {
+      x = c - '0';
+    } else if (c >= 'a' && c <= 'f') {
+      x = c - 'a' + 10;
+    } else if (c >= 'A' && c <= 'F') {
+      x = c - 'A' + 10;
+    } else {
+      return false;
+    }
+    v = v << 4 | static_cast<uint32_t>(x);
+  }
+  *out = v;
+  return true;
+}
 
 const char* st_dtype_name(Dtype t) {
   switch (t.val) {
@@ -82,6 +122,12 @@ Prepared prepare(const std::unordered_map<std::string, array>& arrays,
     names.push_back(kv.first);
   }
   std::sort(names.begin(), names.end());
+  for (const auto& kv : metadata) {
+    if (starts_with(kv.first, kChecksumPrefix)) {
+      throw std::invalid_argument("[save_safetensors] metadata key '" + kv.first + "' uses the prefix '" +
+                                  kChecksumPrefix + "', reserved for the tensors' checksums");
+    }
+  }
 
   Prepared p;
   std::vector<array> lazy;
@@ -90,8 +136,11 @@ Prepared prepare(const std::unordered_map<std::string, array>& arrays,
   for (const auto& a : lazy) p.tensors.push_back(kernels::evaluated_row_contiguous(a));
 
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) {
-    std::vector<std::pair<std::string, std::string>> meta(metadata.begin(), metadata.end());
+  std::vector<std::pair<std::string, std::string>> meta(metadata.begin(), metadata.end());
+  for (size_t i = 0; i < names.size(); ++i) {
+    meta.emplace_back(kChecksumPrefix + names[i], hex32(io::detail::crc32_little_endian(p.tensors[i])));
+  }
+  if (!meta.empty()) {
     std::sort(meta.begin(), meta.end());
     nlohmann::ordered_json m = nlohmann::ordered_json::object();
     for (const auto& [k, v] : meta) m[k] = v;
@@ -224,16 +273,19 @@ SafetensorsLoad read_safetensors(Reader& r, bool exact) {
     r.fail("the header length " + std::to_string(hlen) + " exceeds the limit of " + std::to_string(kMaxHeaderLen) +
            " bytes");
   }
-  std::string text(static_cast<size_t>(hlen), '\0');
-  r.read_exact(text.data(), text.size(), "the header");
+  const std::string text = r.read_string(hlen, "the header");
   if (text.empty() || text[0] != '{') r.fail("the header is not a JSON object (it must start with '{')");
 
   // Duplicate tensor names would silently replace each other: spot them while parsing.
   std::set<std::string> seen;
   std::string duplicate;
+  struct TooDeep {};
   json j;
   try {
     j = json::parse(text, [&](int depth, json::parse_event_t ev, json& parsed) {
+      if ((ev == json::parse_event_t::object_start || ev == json::parse_event_t::array_start) && depth >= kMaxDepth) {
+        throw TooDeep{};
+      }
       if (ev == json::parse_event_t::key && depth == 1 && duplicate.empty()) {
         const std::string& k = parsed.get_ref<const std::string&>();
         if (!seen.insert(k).second) duplicate = k;
@@ -242,6 +294,8 @@ SafetensorsLoad read_safetensors(Reader& r, bool exact) {
     });
   } catch (const json::exception& e) {
     r.fail("the header is not valid JSON: " + clip(e.what(), 300));
+  } catch (const TooDeep&) {
+    r.fail("the header nests JSON deeper than " + std::to_string(kMaxDepth) + " levels (a safetensors header needs 3)");
   }
   if (!j.is_object()) r.fail("the header is not a JSON object");
   if (!duplicate.empty()) r.fail("the header lists the name '" + clip(duplicate) + "' twice");
@@ -249,6 +303,7 @@ SafetensorsLoad read_safetensors(Reader& r, bool exact) {
   const bool known = r.size_known();
   const uint64_t buffer_size = known ? r.remaining() : 0;
   std::unordered_map<std::string, std::string> metadata;
+  std::unordered_map<std::string, uint32_t> checksums;  // tensor name -> CRC-32 of its bytes
   std::vector<Entry> entries;
   for (const auto& [key, val] : j.items()) {
     if (key == kMetadataKey) {
@@ -257,11 +312,26 @@ SafetensorsLoad read_safetensors(Reader& r, bool exact) {
       for (const auto& [mk, mv] : val.items()) {
         if (!mv.is_string())
           r.fail("\"__metadata__\" value for key '" + clip(mk) + "' is not a string: " + short_dump(mv));
-        metadata.emplace(mk, mv.get<std::string>());
+        if (starts_with(mk, kChecksumPrefix)) {
+          uint32_t crc = 0;
+          if (!parse_hex32(mv.get_ref<const std::string&>(), &crc)) {
+            r.fail("\"__metadata__\" key '" + clip(mk) + "' is not a CRC-32 (8 hex digits): " + short_dump(mv));
+          }
+          checksums.emplace(mk.substr(std::string(kChecksumPrefix).size()), crc);
+        } else {
+          metadata.emplace(mk, mv.get<std::string>());
+        }
       }
       continue;
     }
     entries.push_back(parse_entry(key, val, r, known, buffer_size));
+  }
+  std::set<std::string> held;
+  for (const Entry& e : entries) held.insert(e.name);
+  for (const auto& kv : checksums) {
+    if (!held.count(kv.first)) {
+      r.fail("\"__metadata__\" has a checksum for tensor '" + clip(kv.first) + "', which the file does not hold");
+    }
   }
 
   // The tensors must tile the data buffer in offset order.
@@ -292,6 +362,14 @@ SafetensorsLoad read_safetensors(Reader& r, bool exact) {
   const bool swap = !io::detail::host_is_little_endian();
   for (const Entry& e : entries) {
     array a(r.read_buffer(e.end - e.begin, "tensor '" + clip(e.name) + "'"), e.shape, e.dtype);
+    auto crc = checksums.find(e.name);
+    if (crc != checksums.end()) {
+      const uint32_t got = io::detail::crc32(a.raw_data(), e.end - e.begin);  // the bytes as stored
+      if (got != crc->second) {
+        r.fail("tensor '" + clip(e.name) + "': checksum mismatch, the file is damaged (its data has CRC-32 " +
+               hex32(got) + ", the header records " + hex32(crc->second) + ")");
+      }
+    }
     if (swap) io::detail::byteswap_inplace(a.raw_data(), a.size(), a.itemsize());
     if (e.dtype == bool_) io::detail::normalize_bools(a.raw_data(), a.size());
     out.first.emplace(e.name, std::move(a));

@@ -134,8 +134,16 @@ Metadata load_checkpoint(const std::string& path, nn::Module& model, optim::Opti
                                     rs->second.dtype(), " (a random key is int32 of shape (2))"));
   }
 
-  // Checked: now change things. set_state validates and throws before changing the optimizer.
-  optimizer.set_state(opt_state);
+  // The optimizer state against the model's parameters (a fresh optimizer's set_state would leave
+  // that to the next update, after the model had changed). Then change things: set_state validates
+  // and throws before changing the optimizer. Their errors get the file's name (found by
+  // fuzz_checkpoint: a slot name no optimizer has).
+  try {
+    optimizer.check_state(opt_state, current);
+    optimizer.set_state(opt_state);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(who + " holds optimizer state that " + optimizer.name() + " refuses: " + e.what());
+  }
   eval(weights);
   model.update(weights);
   random::set_state(rs->second);

@@ -8,7 +8,9 @@
 // "loom.step" = the step in decimal, and the caller's own keys (which must not start with "loom.").
 //
 // The file is written to "<path>.tmp", synced and renamed over `path` (see loom/io/io.h), so an error, a
-// crash or a kill during save leaves the previous checkpoint at `path` whole. Loading it into a
+// crash or a kill during save leaves the previous checkpoint at `path` whole. Every tensor's CRC-32
+// is stored with it (see save_safetensors), so a file damaged later (a flipped bit on disk, a bad
+// copy) is refused naming the tensor instead of resuming from wrong numbers. Loading it into a
 // freshly built model and optimizer of the same kind restores the exact bits: a run resumed from a
 // checkpoint continues exactly as the run that wrote it.
 #pragma once
@@ -33,7 +35,7 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const opt
 /// the kind that wrote it) and sets the global random state; returns the caller's metadata (the
 /// "loom." keys removed). The model must have exactly the saved names and shapes (arrays are cast
 /// to the parameter's dtype). Everything is checked before anything changes: on an error
-/// (std::runtime_error for an unreadable or non-checkpoint file, std::invalid_argument for a
+/// (std::runtime_error for an unreadable, damaged or non-checkpoint file, std::invalid_argument for a
 /// mismatch, listing the differences) the model, optimizer and random state are left as they were.
 Metadata load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& optimizer);
 

@@ -115,6 +115,39 @@ nn::ParamTree Optimizer::state() const {
   return out;
 }
 
+void Optimizer::check_state(const nn::ParamTree& state, const nn::ParamTree& params) const {
+  const std::vector<std::string> known = slot_names();
+  std::vector<std::string> bad;
+  for (const auto& [k, a] : state) {
+    if (k == kStep) continue;
+    std::string problem = msg(k, " (no ", name(), " slot)");
+    for (const auto& s : known) {
+      if (k.size() <= s.size() + 1 || k.compare(k.size() - s.size() - 1, s.size() + 1, "." + s) != 0) continue;
+      const std::string pname = k.substr(0, k.size() - s.size() - 1);
+      if (!params.contains(pname)) {
+        problem = msg(k, " (no parameter ", pname, ")");
+        break;
+      }
+      const Shape& ps = params.at(pname).shape();
+      const std::optional<Shape> want = slot_shape(s, params.at(pname));
+      if (!want) {
+        problem = msg(k, " (parameter ", pname, " of shape ", shape_str(ps), " keeps no '", s, "')");
+      } else if (a.shape() != *want) {
+        problem = msg(k, " (shape ", shape_str(a.shape()), ", parameter ", pname, " of shape ", shape_str(ps), " needs ",
+                      shape_str(*want), ")");
+      } else {
+        problem.clear();
+      }
+      break;
+    }
+    if (!problem.empty()) bad.push_back(problem);
+  }
+  if (!bad.empty()) {
+    throw std::invalid_argument(msg("[", name(), "::check_state] state that does not fit the parameters: ",
+                                    join_names(bad)));
+  }
+}
+
 void Optimizer::set_state(const nn::ParamTree& state) {
   const std::string who = msg("[", name(), "::set_state] ");
   if (!state.contains(kStep)) throw std::invalid_argument(who + "the state has no 'step' entry");

@@ -61,6 +61,10 @@ class Optimizer {
   /// are checked against the parameters at the next update. Arrays are kept as given (lazy ones
   /// included); on an error nothing changes.
   void set_state(const nn::ParamTree& state);
+  /// Checks a state (as set_state takes it) against the parameters it will update, as the next
+  /// update would: every "<parameter>.<slot>" must name one of `params` and have the shape this
+  /// optimizer keeps for that slot. Throws std::invalid_argument listing every difference.
+  void check_state(const nn::ParamTree& state, const nn::ParamTree& params) const;
 
   /// "SGD", "Adam", ... (used in error messages and checkpoints).
   virtual const char* name() const = 0;

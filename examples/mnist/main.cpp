@@ -161,6 +161,24 @@ std::string latest_checkpoint(const std::string& dir) {
   return best;
 }
 
+// Keeps the metrics rows of epochs 1..last_epoch only: the checkpoint being resumed covers those.
+// Rows of later epochs come from a run that went on past it (one stopped after writing an epoch's
+// row but before its checkpoint was in place, or a resume from an older checkpoint); those epochs
+// run again now and write their rows again, so each epoch's row appears once.
+void keep_metrics_until(const std::string& metrics, int last_epoch) {
+  std::ifstream in(metrics);
+  if (!in) return;
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    int epoch = 0;
+    if (std::sscanf(line.c_str(), "{\"epoch\":%d,", &epoch) == 1 && epoch <= last_epoch) kept += line + "\n";
+  }
+  in.close();
+  const std::string tmp = metrics + ".tmp";
+  std::ofstream(tmp, std::ios::trunc) << kept;
+  fs::rename(tmp, metrics);  // a crash now leaves the old file or the new one, whole
+}
+
 template <typename Model>
 int train(Model& model, const Options& opt, const distributed::Group& world) {
   const bool lead = world.rank() == 0;
@@ -186,7 +204,11 @@ int train(Model& model, const Options& opt, const distributed::Group& world) {
   if (lead) {
     fs::create_directories(opt.checkpoint_dir);
     fs::create_directories(fs::path(opt.metrics).parent_path());
-    if (first_epoch == 1) std::ofstream(opt.metrics, std::ios::trunc);
+    if (first_epoch == 1) {
+      std::ofstream(opt.metrics, std::ios::trunc);
+    } else {
+      keep_metrics_until(opt.metrics, first_epoch - 1);
+    }
   }
 
   const int64_t steps = opt.steps > 0 ? std::min(opt.steps, loader.num_batches()) : loader.num_batches();

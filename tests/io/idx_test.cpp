@@ -323,6 +323,31 @@ TEST_F(IdxFiles, EveryTruncationAndBitFlipIsAnErrorOrAWholeFile) {
   EXPECT_GT(opened, 0);  // flips in the data bytes of a raw file are still whole files
 }
 
+TEST_F(IdxFiles, RowsOfNothingReadAsEmpty) {
+  // Found by fuzz_idx: a shape with a 0 after the rows gives rows of no bytes, and reading them
+  // passed a null buffer to memcpy (undefined, reported by UBSan in the sanitizer build).
+  write_bytes(path("z"), idx_header(0x08, {7168, 0, 28}));
+  auto f = io::IdxFile::open(path("z"), cache());
+  EXPECT_EQ(f.rows(), 7168);
+  EXPECT_EQ(f.read_rows({0, 7167}).shape(), (Shape{2, 0, 28}));
+  EXPECT_EQ(f.read_rows({3}, int32).shape(), (Shape{1, 0, 28}));
+  EXPECT_EQ(f.read_range(1, 4).shape(), (Shape{3, 0, 28}));
+  write_bytes(path("z16"), idx_header(0x0B, {2, 0}));
+  EXPECT_EQ(io::IdxFile::open(path("z16"), cache()).read_rows({1, 0}).shape(), (Shape{2, 0}));
+}
+
+TEST_F(IdxFiles, RepeatedRowsPastLoomsShapeLimit) {
+  // Found by fuzz_idx: one row of shape (0, 23551, 982784, 236453888) is a valid empty file, but
+  // two of them make a shape whose strides overflow int64.
+  write_bytes(path("w"), idx_header(0x0C, {1, 0, 23551, 982784, 236453888}));
+  auto f = io::IdxFile::open(path("w"), cache());
+  EXPECT_EQ(f.read_rows({0}).shape(), (Shape{1, 0, 23551, 982784, 236453888}));
+  EXPECT_THROW_MSG(f.read_rows({0, 0}), std::invalid_argument,
+                   "[IdxFile::read_rows] 2 rows of '" + path("w") +
+                       "' make shape (2,0,23551,982784,236453888), too large for Loom (its strides overflow int64)");
+  EXPECT_THROW_MSG(f.read_rows({0, 0}, float32), std::invalid_argument, "too large for Loom");
+}
+
 TEST_F(IdxFiles, IdxRowsOutOfRange) {
   write_bytes(path("a"), kIdx2x3);
   auto f = io::IdxFile::open(path("a"), cache());

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <streambuf>
 #include <string>
@@ -69,6 +70,20 @@ inline std::string le(uint64_t v, int n) {
   std::string s;
   for (int i = 0; i < n; ++i) s += static_cast<char>((v >> (8 * i)) & 0xff);
   return s;
+}
+
+/// A safetensors file's bytes without Loom's "loom.crc32.*" metadata entries, as a writer that
+/// adds no checksums makes it: the entries are cut out of the JSON and the header padded with as
+/// many spaces at its end, so its length and the data offsets stay as they were.
+inline std::string strip_checksums(const std::string& file) {
+  uint64_t n = 0;
+  for (int b = 7; b >= 0; --b) n = (n << 8) | static_cast<unsigned char>(file[b]);
+  std::string header = file.substr(8, n);
+  const std::regex with_comma("\"loom\\.crc32\\.[^\"]*\":\"[0-9a-fA-F]{8}\",");
+  const std::regex last(",?\"loom\\.crc32\\.[^\"]*\":\"[0-9a-fA-F]{8}\"");
+  header = std::regex_replace(std::regex_replace(header, with_comma, ""), last, "");
+  header.append(n - header.size(), ' ');
+  return file.substr(0, 8) + header + file.substr(8 + n);
 }
 
 /// A stream buffer over a string that cannot seek (like a pipe): sizes are unknown in advance.

@@ -1,6 +1,8 @@
 #include <limits>
 
+#include "dataset_test_helpers.h"
 #include "io_test_helpers.h"
+#include "largest_allocation.h"
 
 using namespace loom;
 using loom::iotest::bytes;
@@ -42,45 +44,56 @@ class Safetensors : public loom::iotest::TempDirTest {
 };
 
 TEST_F(Safetensors, MatchesTheReferenceWritersBytes) {
-  // The byte sequences asserted by the reference Rust implementation's own serialization tests.
+  // The byte sequences asserted by the reference Rust implementation's own serialization tests (files
+  // without checksums, as other writers make them), which the reader takes as they are.
   // "attn.0": the header is exactly 64 bytes, so no padding.
-  save_safetensors(path("a.safetensors"), {{"attn.0", reshape(arange(6.0, float32), {1, 2, 3})}});
   const std::string h1 = "{\"attn.0\":{\"dtype\":\"F32\",\"shape\":[1,2,3],\"data_offsets\":[0,24]}}";
   ASSERT_EQ(h1.size(), 64u);
-  EXPECT_EQ(read_bytes(path("a.safetensors")), bytes({64, 0, 0, 0, 0, 0, 0, 0}) + h1 + kF32Arange6);
-
+  write_bytes(path("a.safetensors"), bytes({64, 0, 0, 0, 0, 0, 0, 0}) + h1 + kF32Arange6);
   // "attn0" with shape [1,1,2,3]: 65 bytes padded with 7 spaces to 72.
-  save_safetensors(path("b.safetensors"), {{"attn0", reshape(arange(6.0, float32), {1, 1, 2, 3})}});
   const std::string h2 = "{\"attn0\":{\"dtype\":\"F32\",\"shape\":[1,1,2,3],\"data_offsets\":[0,24]}}";
   ASSERT_EQ(h2.size(), 65u);
-  EXPECT_EQ(read_bytes(path("b.safetensors")), bytes({72, 0, 0, 0, 0, 0, 0, 0}) + h2 + "       " + kF32Arange6);
-
-  // No tensors at all.
-  save_safetensors(path("e.safetensors"), {});
-  EXPECT_EQ(read_bytes(path("e.safetensors")), bytes({8, 0, 0, 0, 0, 0, 0, 0, '{', '}', 32, 32, 32, 32, 32, 32}));
-
-  // And the reader takes them back.
-  write_bytes(path("r.safetensors"), bytes({72, 0, 0, 0, 0, 0, 0, 0}) + h2 + "       " + kF32Arange6);
-  auto [t, meta] = load_safetensors(path("r.safetensors"));
+  write_bytes(path("b.safetensors"), bytes({72, 0, 0, 0, 0, 0, 0, 0}) + h2 + "       " + kF32Arange6);
+  auto [t1, meta1] = load_safetensors(path("a.safetensors"));
+  EXPECT_TRUE(meta1.empty());
+  expect_array(t1.at("attn.0"), {1, 2, 3}, {0, 1, 2, 3, 4, 5}, 0.0);
+  auto [t, meta] = load_safetensors(path("b.safetensors"));
   ASSERT_EQ(t.size(), 1u);
   EXPECT_TRUE(meta.empty());
   EXPECT_EQ(t.at("attn0").dtype(), float32);
   expect_array(t.at("attn0"), {1, 1, 2, 3}, {0, 1, 2, 3, 4, 5}, 0.0);
+
+  // Loom's writer adds each tensor's CRC-32 as metadata, and writes what the reference writer
+  // writes given that metadata: 112 bytes of JSON, no padding. 0x91e79017 is zlib.crc32 of the
+  // 24 data bytes (and datatest::crc32's, an independent bitwise CRC).
+  ASSERT_EQ(loom::datatest::crc32(kF32Arange6), 0x91e79017u);
+  save_safetensors(path("w.safetensors"), {{"attn.0", reshape(arange(6.0, float32), {1, 2, 3})}});
+  const std::string h3 =
+      "{\"__metadata__\":{\"loom.crc32.attn.0\":\"91e79017\"},"
+      "\"attn.0\":{\"dtype\":\"F32\",\"shape\":[1,2,3],\"data_offsets\":[0,24]}}";
+  ASSERT_EQ(h3.size(), 112u);
+  EXPECT_EQ(read_bytes(path("w.safetensors")), bytes({112, 0, 0, 0, 0, 0, 0, 0}) + h3 + kF32Arange6);
+
+  // No tensors at all: no metadata either.
+  save_safetensors(path("e.safetensors"), {});
+  EXPECT_EQ(read_bytes(path("e.safetensors")), bytes({8, 0, 0, 0, 0, 0, 0, 0, '{', '}', 32, 32, 32, 32, 32, 32}));
   auto empty = load_safetensors(path("e.safetensors"));
   EXPECT_TRUE(empty.first.empty());
   EXPECT_TRUE(empty.second.empty());
 }
 
 TEST_F(Safetensors, MetadataFirstThenTensorsSortedByName) {
-  // Hand-counted: the JSON is 151 bytes, padded with one space to 152 = 0x98.
+  // Hand-counted: the JSON is 203 bytes, padded with five spaces to 208 = 0xd0. The checksums are
+  // zlib.crc32 of each tensor's bytes; the caller's metadata comes back without them.
   save_safetensors(path("m.safetensors"), {{"b", array(int64_t(7))}, {"a", array({1.0f, -2.0f})}},
                    {{"format", "pt"}, {"author", "x"}});
   const std::string json =
-      "{\"__metadata__\":{\"author\":\"x\",\"format\":\"pt\"},"
+      "{\"__metadata__\":{\"author\":\"x\",\"format\":\"pt\",\"loom.crc32.a\":\"c3872656\","
+      "\"loom.crc32.b\":\"6fe7d670\"},"
       "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
       "\"b\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[8,16]}}";
-  ASSERT_EQ(json.size(), 151u);
-  EXPECT_EQ(read_bytes(path("m.safetensors")), bytes({0x98, 0, 0, 0, 0, 0, 0, 0}) + json + " " +
+  ASSERT_EQ(json.size(), 203u);
+  EXPECT_EQ(read_bytes(path("m.safetensors")), bytes({0xd0, 0, 0, 0, 0, 0, 0, 0}) + json + "     " +
                                                    bytes({0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0}) +
                                                    bytes({7, 0, 0, 0, 0, 0, 0, 0}));
   auto [t, meta] = load_safetensors(path("m.safetensors"));
@@ -89,17 +102,18 @@ TEST_F(Safetensors, MetadataFirstThenTensorsSortedByName) {
   EXPECT_EQ(t.at("b").ndim(), 0u);
   EXPECT_EQ(t.at("b").item<int64_t>(), 7);
 
-  // Mixed sizes: offsets follow name order; 161 bytes of JSON padded with 7 spaces to 168.
+  // Mixed sizes: offsets follow name order; 256 bytes of JSON, no padding.
   save_safetensors(path("o.safetensors"),
                    {{"w", array({0.5, -1.0})}, {"b", array({1, 2, 3}, {3}, uint8)}, {"a", array({true})}});
   const std::string json2 =
-      "{\"a\":{\"dtype\":\"BOOL\",\"shape\":[1],\"data_offsets\":[0,1]},"
+      "{\"__metadata__\":{\"loom.crc32.a\":\"a505df1b\",\"loom.crc32.b\":\"55bc801d\",\"loom.crc32.w\":\"65b30687\"},"
+      "\"a\":{\"dtype\":\"BOOL\",\"shape\":[1],\"data_offsets\":[0,1]},"
       "\"b\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[1,4]},"
       "\"w\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[4,20]}}";
-  ASSERT_EQ(json2.size(), 161u);
-  EXPECT_EQ(read_bytes(path("o.safetensors")), bytes({168, 0, 0, 0, 0, 0, 0, 0}) + json2 + "       " +
-                                                   bytes({1, 1, 2, 3}) +
+  ASSERT_EQ(json2.size(), 256u);
+  EXPECT_EQ(read_bytes(path("o.safetensors")), bytes({0, 1, 0, 0, 0, 0, 0, 0}) + json2 + bytes({1, 1, 2, 3}) +
                                                    bytes({0, 0, 0, 0, 0, 0, 0xe0, 0x3f, 0, 0, 0, 0, 0, 0, 0xf0, 0xbf}));
+  EXPECT_TRUE(load_safetensors(path("o.safetensors")).second.empty());
 }
 
 TEST_F(Safetensors, RoundTripsEveryDtypeAndLayout) {
@@ -177,6 +191,81 @@ TEST_F(Safetensors, RejectsBadNamesBeforeWriting) {
   EXPECT_TRUE(listing().empty());
 }
 
+TEST_F(Safetensors, ChecksumsReservedInTheMetadata) {
+  EXPECT_THROW_MSG(save_safetensors(path("x.st"), {{"w", array({1})}}, {{"loom.crc32.w", "00000000"}}),
+                   std::invalid_argument,
+                   "[save_safetensors] metadata key 'loom.crc32.w' uses the prefix 'loom.crc32.', reserved for the "
+                   "tensors' checksums");
+  EXPECT_TRUE(listing().empty());
+  // Other "loom." keys are the caller's (checkpoints use them).
+  save_safetensors(path("k.st"), {{"w", array({1})}}, {{"loom.step", "3"}, {"loom.crc32", "x"}});
+  EXPECT_EQ(load_safetensors(path("k.st")).second,
+            (std::unordered_map<std::string, std::string>{{"loom.step", "3"}, {"loom.crc32", "x"}}));
+}
+
+TEST_F(Safetensors, DamagedDataIsRefusedNamingTheTensor) {
+  const std::unordered_map<std::string, array> in = {{"l1.weight", reshape(arange(12.0, float32), {3, 4})},
+                                                     {"l1.bias", array({0.5f, -0.5f, 1.5f})},
+                                                     {"step", array(int64_t(9))}};
+  save_safetensors(path("good.st"), in, {{"epoch", "2"}});
+  const std::string good = read_bytes(path("good.st"));
+  uint64_t hlen = 0;
+  for (int b = 7; b >= 0; --b) hlen = (hlen << 8) | static_cast<unsigned char>(good[b]);
+  // The data buffer: l1.bias [0, 12), l1.weight [12, 60), step [60, 68).
+  const size_t data = 8 + hlen;
+  ASSERT_EQ(good.size(), data + 68);
+  struct Case {
+    size_t offset;
+    std::string tensor;
+  };
+  for (const Case& c : std::vector<Case>{{data + 0, "l1.bias"}, {data + 12 + 17, "l1.weight"}, {data + 67, "step"}}) {
+    SCOPED_TRACE(c.tensor);
+    std::string bad = good;
+    bad[c.offset] = static_cast<char>(bad[c.offset] ^ 0x01);  // one bit: a value still, just a wrong one
+    expect_bad(bad, "tensor '" + c.tensor + "': checksum mismatch, the file is damaged (its data has CRC-32 ");
+    std::istringstream is(bad);
+    EXPECT_THROW_MSG(load_safetensors(is), std::runtime_error,
+                     "[load_safetensors] '<stream>': tensor '" + c.tensor + "': checksum mismatch");
+    loom::iotest::PipeBuf pipe(bad);
+    std::istream ps(&pipe);
+    EXPECT_THROW_MSG(load_safetensors(ps), std::runtime_error, "tensor '" + c.tensor + "': checksum mismatch");
+  }
+  // A damaged checksum is a damaged file too.
+  std::string bad = good;
+  const size_t at = bad.find("\"loom.crc32.step\":\"") + std::string("\"loom.crc32.step\":\"").size();
+  bad[at] = bad[at] == '0' ? '1' : '0';
+  expect_bad(bad, "tensor 'step': checksum mismatch, the file is damaged");
+  // The undamaged file loads, its checksums left out of the metadata.
+  auto [t, meta] = load_safetensors(path("good.st"));
+  EXPECT_EQ(meta, (std::unordered_map<std::string, std::string>{{"epoch", "2"}}));
+  expect_array(t.at("l1.bias"), {3}, {0.5, -0.5, 1.5}, 0.0);
+}
+
+TEST_F(Safetensors, FilesWithoutChecksumsLoadUnchecked) {
+  save_safetensors(path("c.st"), {{"a", array({1.0f, 2.0f})}, {"b", array({3}, {1}, int32)}}, {{"k", "v"}});
+  const std::string with = read_bytes(path("c.st"));
+  ASSERT_NE(with.find("\"loom.crc32.a\":\""), std::string::npos);
+  const std::string plain = loom::iotest::strip_checksums(with);
+  ASSERT_EQ(plain.find("loom.crc32"), std::string::npos);
+  write_bytes(path("plain.st"), plain);
+  auto [t, meta] = load_safetensors(path("plain.st"));
+  expect_array(t.at("a"), {2}, {1, 2}, 0.0);
+  EXPECT_EQ(t.at("b").to_vector<int32_t>(), std::vector<int32_t>{3});
+  EXPECT_EQ(meta, (std::unordered_map<std::string, std::string>{{"k", "v"}}));
+  // Unchecked: a changed byte loads as a changed value.
+  std::string changed = plain;
+  changed[changed.size() - 6] = static_cast<char>(0x40);  // a[1]: 2.0f (0x40000000) becomes 3.0f (0x40400000)
+  write_bytes(path("changed.st"), changed);
+  expect_array(load_safetensors(path("changed.st")).first.at("a"), {2}, {1, 3}, 0.0);
+  // Only some tensors checked (upper-case hex is read too): the others load unchecked.
+  const std::string h = "{\"__metadata__\":{\"loom.crc32.a\":\"C3872656\"}," + entry("a", "[2]", 0, 8) + "," +
+                        entry("z", "[1]", 8, 12) + "}";
+  write_bytes(path("some.st"), st_file(h, bytes({0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0, 0, 0, 0, 0})));
+  auto some = load_safetensors(path("some.st"));
+  expect_array(some.first.at("a"), {2}, {1, -2}, 0.0);
+  EXPECT_TRUE(some.second.empty());
+}
+
 TEST_F(Safetensors, ReadsOffsetsInAnyNameOrderAndEmptyTensors) {
   // "z" comes first in the buffer, "a" second; "e" (empty) sits at offset 4; an unknown field is ignored.
   const std::string h = "{" + entry("a", "[2]", 4, 12) + "," + entry("z", "[1]", 0, 4, "I32") + "," +
@@ -228,6 +317,25 @@ TEST_F(Safetensors, StreamsAndPipes) {
   loom::iotest::PipeBuf big_pipe(le(uint64_t(1) << 62, 8) + "{}");
   std::istream in3(&big_pipe);
   EXPECT_THROW_MSG(load_safetensors(in3), std::runtime_error, "exceeds the limit of 100000000 bytes");
+}
+
+TEST_F(Safetensors, APipeClaimingAHugeHeaderCostsWhatItHolds) {
+  // Just under the 100,000,000-byte limit, with 16 bytes behind it: the header is read in growing
+  // chunks (1 MiB first), not into one buffer of the claimed size.
+  loom::iotest::PipeBuf pipe(le(99999992, 8) + "{\"a\":12345678901");
+  std::istream in(&pipe);
+  EXPECT_THROW_MSG(load_safetensors(in), std::runtime_error,
+                   "[load_safetensors] '<stream>': truncated file: the header needs 99999992 bytes but only 16 could "
+                   "be read");
+  const size_t largest = loom::iotest::largest_allocation([&] {
+    loom::iotest::PipeBuf again(le(99999992, 8) + "{\"a\":12345678901");
+    std::istream in2(&again);
+    try {
+      load_safetensors(in2);
+    } catch (const std::runtime_error&) {
+    }
+  });
+  EXPECT_LE(largest, size_t(2) << 20);
 }
 
 TEST_F(Safetensors, RejectsTruncatedAndOversizedHeaders) {
@@ -294,11 +402,26 @@ TEST_F(Safetensors, RejectsMalformedHeaders) {
       {"{\"__metadata__\":[\"x\"]}", "", "\"__metadata__\" must be an object mapping strings to strings"},
       {"{\"__metadata__\":{\"k\":1}}", "", "\"__metadata__\" value for key 'k' is not a string: 1"},
       {"{" + entry("a", "[1]", 0, 4) + "," + entry("a", "[1]", 4, 8) + "}", d8, "lists the name 'a' twice"},
+      {"{\"__metadata__\":{\"loom.crc32.a\":\"1234567\"}," + entry("a", "[1]", 0, 4) + "}", std::string(4, '\0'),
+       "\"__metadata__\" key 'loom.crc32.a' is not a CRC-32 (8 hex digits): \"1234567\""},
+      {"{\"__metadata__\":{\"loom.crc32.a\":\"0x345678\"}," + entry("a", "[1]", 0, 4) + "}", std::string(4, '\0'),
+       "is not a CRC-32 (8 hex digits)"},
+      {"{\"__metadata__\":{\"loom.crc32.b\":\"00000000\"}," + entry("a", "[1]", 0, 4) + "}", std::string(4, '\0'),
+       "\"__metadata__\" has a checksum for tensor 'b', which the file does not hold"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.header);
     expect_bad(st_file(c.header, c.data), c.needle);
   }
+  // Deep nesting where a value is quoted in the error (it overflowed the stack of the JSON
+  // serializer), and where it is not; 64 levels are taken, 65 are not.
+  const std::string deep(100000, '['), undeep(100000, ']');
+  expect_bad(st_file("{" + entry("a", "[" + deep + undeep + "]", 0, 0) + "}", ""),
+             "the header nests JSON deeper than 64 levels (a safetensors header needs 3)");
+  expect_bad(st_file("{\"__metadata__\":{\"k\":" + deep + undeep + "}}", ""), "nests JSON deeper than 64 levels");
+  expect_bad(st_file("{\"x\":" + std::string(63, '[') + std::string(63, ']') + "}", ""),
+             "tensor 'x': the header entry is not a JSON object");
+  expect_bad(st_file("{\"x\":" + std::string(64, '[') + std::string(64, ']') + "}", ""), "deeper than 64 levels");
 }
 
 TEST_F(Safetensors, HostileSizesAllocateNothing) {

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <regex>
 
 #include "../io/io_test_helpers.h"
 #include "loom/core/eval.h"
@@ -251,5 +252,125 @@ TEST_F(Checkpoint, FailedWritesLeaveThePreviousCheckpointIntact) {
   optim::save_checkpoint(ckpt, model, opt, {{"epoch", "2"}});
   EXPECT_EQ(listing(), (std::vector<std::string>{"c.safetensors"}));
   EXPECT_EQ(optim::load_checkpoint(ckpt, fresh, opt2).at("epoch"), "2");
+  EXPECT_EQ(opt2.step(), 2);
+}
+
+TEST_F(Checkpoint, DamagedDataIsRefusedNamingTheTensorAndChangesNothing) {
+  const std::string ckpt = path("c.safetensors");
+  random::seed(6);
+  MLP model;
+  optim::AdamW opt;
+  train_step(model, opt);
+  optim::save_checkpoint(ckpt, model, opt, {{"epoch", "1"}});
+  const std::string good = read_bytes(ckpt);
+
+  // Flip one bit inside l2.weight's data, found through its data_offsets in the header.
+  uint64_t hlen = 0;
+  for (int b = 7; b >= 0; --b) hlen = (hlen << 8) | static_cast<unsigned char>(good[b]);
+  std::smatch m;
+  const std::string header = good.substr(8, hlen);
+  ASSERT_TRUE(std::regex_search(header, m, std::regex("\"model\\.l2\\.weight\":\\{[^}]*\"data_offsets\":\\[([0-9]+),")));
+  const size_t at = 8 + hlen + std::stoul(m[1].str()) + 4 * 13 + 2;  // the 14th value's third byte
+  std::string bad = good;
+  bad[at] = static_cast<char>(bad[at] ^ 0x10);
+  loom::iotest::write_bytes(ckpt, bad);
+
+  random::seed(7);
+  MLP target;
+  optim::AdamW opt2;
+  const auto before = target.parameters();
+  const auto key_before = bits<int32_t>(random::get_state());
+  EXPECT_THROW_MSG(optim::load_checkpoint(ckpt, target, opt2), std::runtime_error,
+                   "[load_safetensors] '" + ckpt + "': tensor 'model.l2.weight': checksum mismatch, the file is damaged");
+  expect_same_bits(target.parameters(), before);
+  EXPECT_EQ(bits<int32_t>(random::get_state()), key_before);
+  EXPECT_EQ(opt2.step(), 0);
+}
+
+TEST_F(Checkpoint, CheckpointsWithoutChecksumsStillLoad) {
+  // As written before checkpoints carried checksums, or rewritten by a tool that drops them.
+  const std::string ckpt = path("c.safetensors");
+  random::seed(8);
+  MLP model;
+  optim::AdamW opt;
+  train_step(model, opt);
+  train_step(model, opt);
+  optim::save_checkpoint(ckpt, model, opt, {{"epoch", "2"}});
+  const std::string with = read_bytes(ckpt);
+  ASSERT_NE(with.find("\"loom.crc32.model.l1.weight\":\""), std::string::npos);
+  ASSERT_NE(with.find("\"loom.crc32.optimizer.step\":\""), std::string::npos);
+  const std::string plain = loom::iotest::strip_checksums(with);
+  ASSERT_EQ(plain.find("loom.crc32"), std::string::npos);
+  loom::iotest::write_bytes(ckpt, plain);
+
+  random::seed(9);
+  MLP resumed;
+  optim::AdamW opt2;
+  EXPECT_EQ(optim::load_checkpoint(ckpt, resumed, opt2), (optim::Metadata{{"epoch", "2"}}));
+  EXPECT_EQ(opt2.step(), 2);
+  expect_same_bits(model.parameters(), resumed.parameters());
+  expect_same_bits(opt.state(), opt2.state());
+}
+
+TEST_F(Checkpoint, OptimizerStateTheOptimizerRefusesNamesTheFile) {
+  // Found by fuzz_checkpoint: set_state's error named neither load_checkpoint nor the file.
+  const std::string ckpt = path("c.safetensors");
+  random::seed(10);
+  MLP model;
+  optim::AdamW opt;
+  train_step(model, opt);
+  optim::save_checkpoint(ckpt, model, opt);
+  auto [tensors, meta] = load_safetensors(ckpt);
+  tensors.emplace("optimizer.l1.bias.o", zeros({8}));
+  const std::string bad = path("bad.safetensors");
+  save_safetensors(bad, tensors, meta);
+
+  MLP target;
+  optim::AdamW opt2;
+  const auto before = target.parameters();
+  EXPECT_THROW_MSG(optim::load_checkpoint(bad, target, opt2), std::invalid_argument,
+                   "[load_checkpoint] '" + bad +
+                       "' holds optimizer state that AdamW refuses: [AdamW::check_state] state that does not fit the "
+                       "parameters: l1.bias.o (no AdamW slot)");
+  // And what set_state itself refuses.
+  tensors.erase("optimizer.l1.bias.o");
+  tensors.at("optimizer.step") = array(1.0f);
+  save_safetensors(bad, tensors, meta);
+  EXPECT_THROW_MSG(optim::load_checkpoint(bad, target, opt2), std::invalid_argument,
+                   "[load_checkpoint] '" + bad +
+                       "' holds optimizer state that AdamW refuses: [AdamW::set_state] 'step' must be an integer scalar");
+  expect_same_bits(target.parameters(), before);
+  EXPECT_EQ(opt2.step(), 0);
+}
+
+TEST_F(Checkpoint, OptimizerSlotsMustMatchTheModelsParameters) {
+  // A slot of the wrong shape, or of no parameter, loaded quietly into a fresh optimizer, and the
+  // next update failed far from the file (or kept the stray slot forever).
+  const std::string ckpt = path("c.safetensors");
+  random::seed(11);
+  MLP model;
+  optim::AdamW opt;
+  train_step(model, opt);
+  optim::save_checkpoint(ckpt, model, opt);
+  auto [tensors, meta] = load_safetensors(ckpt);
+  auto wrong = tensors;
+  wrong.at("optimizer.l2.weight.m") = zeros({8, 7});
+  wrong.emplace("optimizer.head.weight.v", zeros({2}));
+  const std::string bad = path("bad.safetensors");
+  save_safetensors(bad, wrong, meta);
+
+  MLP target;
+  optim::AdamW opt2;
+  const auto before = target.parameters();
+  EXPECT_THROW_MSG(optim::load_checkpoint(bad, target, opt2), std::invalid_argument,
+                   "[load_checkpoint] '" + bad +
+                       "' holds optimizer state that AdamW refuses: [AdamW::check_state] state that does not fit the "
+                       "parameters: l2.weight.m (shape (8,7), parameter l2.weight of shape (8,8) needs (8,8)), "
+                       "head.weight.v (no parameter head.weight)");
+  expect_same_bits(target.parameters(), before);
+  EXPECT_EQ(opt2.step(), 0);
+  // The good file trains on.
+  optim::load_checkpoint(ckpt, target, opt2);
+  train_step(target, opt2);
   EXPECT_EQ(opt2.step(), 2);
 }

@@ -424,6 +424,29 @@ TEST(Optimizer, SetStateRestoresAndContinuesIdentically) {
   EXPECT_EQ(a.state()["w.v"].to_vector<float>(), b.state()["w.v"].to_vector<float>());
 }
 
+TEST(Optimizer, CheckStateAgainstTheParameters) {
+  nn::ParamTree params{{"w", zeros({2, 3})}, {"b", zeros({3})}};
+  AdamW adam;
+  adam.check_state({{"step", array(int64_t(4))}, {"w.m", zeros({2, 3})}, {"b.v", zeros({3})}}, params);
+  EXPECT_THROW_MSG(adam.check_state({{"step", array(int64_t(4))}, {"w.m", zeros({3, 2})}, {"c.v", zeros({3})},
+                                     {"b.x", zeros({3})}},
+                                    params),
+                   std::invalid_argument,
+                   "[AdamW::check_state] state that does not fit the parameters: w.m (shape (3,2), parameter w of shape "
+                   "(2,3) needs (2,3)), c.v (no parameter c), b.x (no AdamW slot)");
+  // Adafactor keeps factored moments for matrices and a full one for vectors.
+  Adafactor ada;
+  ada.check_state({{"step", array(int64_t(1))}, {"w.exp_avg_sq_row", zeros({2})}, {"w.exp_avg_sq_col", zeros({3})},
+                   {"b.exp_avg_sq", zeros({3})}},
+                  params);
+  EXPECT_THROW_MSG(ada.check_state({{"step", array(int64_t(1))}, {"w.exp_avg_sq_row", zeros({3})},
+                                    {"w.exp_avg_sq", zeros({2, 3})}},
+                                   params),
+                   std::invalid_argument,
+                   "w.exp_avg_sq_row (shape (3), parameter w of shape (2,3) needs (2)), w.exp_avg_sq (parameter w of "
+                   "shape (2,3) keeps no 'exp_avg_sq')");
+}
+
 TEST(Optimizer, SetStateErrors) {
   AdamW opt;
   EXPECT_THROW_MSG(opt.set_state({{"w.m", zeros({2})}}), std::invalid_argument,
