@@ -19,7 +19,10 @@ if ! dpkg-query -W -f='${Status}' libclang-rt-dev 2>/dev/null | grep -q "install
 fi
 build="${BUILD_DIR:-$root/build-fuzz}"
 launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+if command -v ccache >/dev/null; then  # cache entries shared between checkouts, as in scripts/test.sh
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-true}"
+fi
 # -O1 -g1 as the sanitizer pass of scripts/test.sh: fast to compile, symbolized reports. Only the
 # library and the harnesses are built.
 cmake -S "$root" -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \

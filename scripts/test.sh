@@ -44,6 +44,9 @@ launcher=()
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros}"  # lets ccache cache the tests' PCH
+  # Paths relative to the checkout, so that another checkout (CI's fresh clone) hits the same cache
+  # entries; NOHASHDIR for the -g1 builds, whose debug info would otherwise name the directory.
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-true}"
 fi
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=$type -DLOOM_SANITIZE=$sanitize -DLOOM_WITH_MPI=$with_mpi \
   -DLOOM_WERROR="${LOOM_WERROR:-OFF}" \
