@@ -63,9 +63,10 @@ array::Flags row_major_flags(const Shape& shape) {
 
 // `who` names the op in errors: the primitive that makes the array.
 array::ArrayDesc::ArrayDesc(Shape s, Dtype d, const char* who) : shape(std::move(s)), dtype(d) {
-  // The byte count, and every row-major stride (which steps over empty axes as over axes of 1),
-  // must fit in an int64_t: the product of the axes (empty ones as 1) times the item size.
-  uint64_t span = 1;
+  // Every row-major stride (which steps over empty axes as over axes of 1) must fit in an int64_t,
+  // and so must a non-empty array's byte count. An empty array allocates nothing, so its item size
+  // does not count (an IDX file may hold rows of shape (0, 23551, 982784, 236453888)).
+  uint64_t span = 1;  // the product of the axes, empty ones as 1
   bool empty = false;
   for (int n : shape) {
     if (n < 0) {
@@ -73,10 +74,14 @@ array::ArrayDesc::ArrayDesc(Shape s, Dtype d, const char* who) : shape(std::move
     }
     empty |= n == 0;
     if (__builtin_mul_overflow(span, static_cast<uint64_t>(std::max(n, 1)), &span) ||
-        span > static_cast<uint64_t>(INT64_MAX) / d.size) {
-      throw std::overflow_error(std::string("[") + who + "] an array of shape " + detail::shape_str(shape) + " and " +
-                                to_string(d) + " would take more than 2^63 bytes");
+        span > static_cast<uint64_t>(INT64_MAX)) {
+      throw std::overflow_error(std::string("[") + who + "] an array of shape " + detail::shape_str(shape) +
+                                " would have strides past 2^63 elements (empty axes count as 1)");
     }
+  }
+  if (!empty && span > static_cast<uint64_t>(INT64_MAX) / d.size) {
+    throw std::overflow_error(std::string("[") + who + "] an array of shape " + detail::shape_str(shape) + " and " +
+                              to_string(d) + " would take more than 2^63 bytes");
   }
   size = empty ? 0 : span;
   strides.resize(shape.size());
