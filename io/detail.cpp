@@ -217,12 +217,16 @@ void AtomicFileSink::commit() {
 
 // ---- arrays ----
 
-void write_little_endian(Sink& sink, const array& a) {
+namespace {
+// Calls f(bytes, n) on the little-endian bytes of evaluated row-contiguous `a`, in order: its own
+// buffer on a little-endian host, byte-swapped copies of 1 MiB at a time elsewhere.
+template <typename F>
+void little_endian_pieces(const array& a, F f) {
   const size_t nbytes = a.nbytes();
   if (nbytes == 0) return;
   const char* src = static_cast<const char*>(a.raw_data());
   if (host_is_little_endian() || a.itemsize() == 1) {
-    sink.write(src, nbytes);
+    f(src, nbytes);
     return;
   }
   std::vector<char> chunk;
@@ -231,8 +235,13 @@ void write_little_endian(Sink& sink, const array& a) {
     const size_t n = std::min(step, nbytes - off);
     chunk.assign(src + off, src + off + n);
     byteswap_inplace(chunk.data(), n / a.itemsize(), a.itemsize());
-    sink.write(chunk.data(), n);
+    f(chunk.data(), n);
   }
+}
+}  // namespace
+
+void write_little_endian(Sink& sink, const array& a) {
+  little_endian_pieces(a, [&](const char* p, size_t n) { sink.write(p, n); });
 }
 
 uint32_t crc32(const void* data, uint64_t n) {
@@ -255,19 +264,13 @@ uint32_t crc32(const void* data, uint64_t n) {
 }
 
 uint32_t crc32_little_endian(const array& a) {
-  const size_t nbytes = a.nbytes();
-  const char* src = static_cast<const char*>(a.raw_data());
-  if (nbytes == 0) return 0;
-  if (host_is_little_endian() || a.itemsize() == 1) return crc32(src, nbytes);
+  // One piece on a little-endian host: the threaded crc32 above.
   uLong crc = 0;
-  std::vector<char> chunk;
-  const size_t step = (size_t(1) << 20) / 8 * 8;
-  for (size_t off = 0; off < nbytes; off += step) {
-    const size_t n = std::min(step, nbytes - off);
-    chunk.assign(src + off, src + off + n);
-    byteswap_inplace(chunk.data(), n / a.itemsize(), a.itemsize());
-    crc = ::crc32_z(crc, reinterpret_cast<const Bytef*>(chunk.data()), n);
-  }
+  bool first = true;
+  little_endian_pieces(a, [&](const char* p, size_t n) {
+    crc = first ? crc32(p, n) : ::crc32_z(crc, reinterpret_cast<const Bytef*>(p), static_cast<z_size_t>(n));
+    first = false;
+  });
   return static_cast<uint32_t>(crc);
 }
 
