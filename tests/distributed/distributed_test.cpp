@@ -268,6 +268,17 @@ TEST(Distributed, RanksThatDisagreeOnACollectiveAllThrowNamingEachRanksCollectiv
                 2.0 * g.size(), 2.0 * g.size(), 2.0 * g.size(), 2.0 * g.size()});
 }
 
+TEST(Distributed, TimeoutsMustBePositive) {
+  EXPECT_THROW_MSG(dist::set_peer_timeout(0), std::invalid_argument,
+                   "[set_peer_timeout] the timeout must be a positive number of seconds, got 0");
+  EXPECT_THROW_MSG(dist::set_collective_timeout(-1), std::invalid_argument,
+                   "[set_collective_timeout] the timeout must be a positive number of seconds, got -1");
+  EXPECT_THROW_MSG(dist::set_peer_timeout(std::nan("")), std::invalid_argument, "[set_peer_timeout]");
+  // The defaults again (the README's), which other tests in this process rely on.
+  dist::set_peer_timeout(10);
+  dist::set_collective_timeout(1800);
+}
+
 TEST(Distributed, MaxMinGatherSendRecvEveryDtype) {
   auto g = dist::init();
   const int n = g.size(), r = g.rank();
