@@ -212,9 +212,10 @@ void compute(std::vector<array>& tape, const detail::FusionPlan& plan, const Pla
 }
 
 // A graph with communication runs as a list schedule over the tape. An async node (a collective)
-// starts as soon as its inputs are done; a node that reads an async result waits until nothing else
-// can run; everything else keeps tape order. Every choice depends on tape positions only, never on
-// timing, so all ranks start their collectives in the same order.
+// starts as soon as its inputs are done (of several ready at once, the first by start_key, then by
+// tape position); a node that reads an async result waits until nothing else can run; everything
+// else keeps tape order. Every choice depends on the graph only, never on timing, so all ranks start
+// their collectives in the same order.
 void eval_scheduled(std::vector<array>& tape, const Index& index) {
   const int n = static_cast<int>(tape.size());
 
@@ -239,13 +240,15 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
   const Placements placed = plan_placement(tape, index);
 
   using MinHeap = std::priority_queue<int, std::vector<int>, std::greater<int>>;
-  MinHeap start_q, compute_q, deferred_q;
+  MinHeap compute_q, deferred_q;
+  using Keyed = std::pair<uint64_t, int>;  // (start_key, tape position)
+  std::priority_queue<Keyed, std::vector<Keyed>, std::greater<Keyed>> start_q;
   // A reader of async results waits until nothing else can run, unless its results are all in (the
   // collective ran inline, as a process may choose to) and nothing in the graph reads it: running it
   // then releases nothing, so it cannot change when anything else runs or starts, and it runs in tape
   // order, right after its collective while the result is still in cache (all_sum(g) * s, say).
   auto push = [&](int i) {
-    if (async[i]) return start_q.push(i);
+    if (async[i]) return start_q.push({tape[i].primitive().start_key(), i});
     if (reads_async[i] && (unfinished[i] > 0 || !consumers[i].empty())) return deferred_q.push(i);
     compute_q.push(i);
   };
@@ -275,7 +278,7 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
   try {
     while (!start_q.empty() || !compute_q.empty() || !deferred_q.empty()) {
       if (!start_q.empty()) {
-        int i = start_q.top();
+        int i = start_q.top().second;
         start_q.pop();
         if (pending.empty() && start_q.empty() && compute_q.empty() && deferred_q.empty()) {
           run(std::move(tape[i]));  // nothing to overlap with: the blocking form is fastest

@@ -91,6 +91,11 @@ class Primitive {
   /// async must depend on the graph alone too. The primitive keeps no state of the run: the work owns
   /// it (a primitive may be evaluated again, or by another eval, before the work is waited on).
   virtual bool is_async() const { return false; }
+  /// Among async primitives ready at the same time, eval starts the one with the smallest key first
+  /// (then tape order). Communication numbers its nodes in the order the program creates them, so
+  /// that ranks building the same collectives in the same order start them in that order even where
+  /// the graphs around them differ (a rank shadowing the others' gradient averages: nn::Join).
+  virtual uint64_t start_key() const { return 0; }
   /// Starts the work; nullptr when it is already done (the default runs eval_cpu).
   virtual std::unique_ptr<AsyncWork> eval_async(const std::vector<array>& inputs, std::vector<array>& outputs) {
     eval_cpu(inputs, outputs);

@@ -1,6 +1,7 @@
 // The collectives as graph primitives: each prepares its buffers on eval's thread, then makes its
 // blocking calls through the backend interface (GroupImpl), inline or on the communication thread.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -37,7 +38,8 @@ ReduceOp reduce_op(ReduceKind k) {
 class Communication : public UnaryPrimitive {
  public:
   Communication(int kind, Group g, std::optional<uint64_t> layout = std::nullopt)
-      : kind_(kind), group_(std::move(g)), layout_(layout) {}
+      : kind_(kind), group_(std::move(g)), layout_(layout), created_(next_created()) {}
+  uint64_t start_key() const override { return created_; }
 
   struct Run {
     array x;                             // this rank's part: named in errors, compared in debug mode
@@ -71,6 +73,13 @@ class Communication : public UnaryPrimitive {
   int kind_;
   Group group_;
   std::optional<uint64_t> layout_;  // a flat reduction's parts; otherwise the shape of x
+
+ private:
+  static uint64_t next_created() {
+    static std::atomic<uint64_t> count{0};
+    return count.fetch_add(1, std::memory_order_relaxed);
+  }
+  uint64_t created_;
 
  private:
   // A run started on the communication thread; eval owns it until it waits.

@@ -99,7 +99,7 @@ void check_agreement(GroupImpl& group, const char* name, int kind, const array& 
   const std::string which = same_sequence ? msg("collective #", mine.sequence, " of their group") : "a collective";
   const char* why = same_shape && !same_layout
                         ? " (the same number of elements, split into parts of different shapes: different models?)"
-                        : " (did they take different paths, run different numbers of steps, or build different models?)";
+                        : " (did they take different paths, run different numbers of steps (uneven data: nn::Join), or build different models?)";
   throw std::runtime_error(msg("[", name, "] the ranks disagree on ", which, why, ": ", list));
 }
 

@@ -1,9 +1,11 @@
 #include "loom/nn/average_gradients.h"
 
+#include <cmath>
 #include <optional>
 #include <stdexcept>
 #include <vector>
 
+#include "loom/core/eval.h"
 #include "loom/ops/graph.h"
 #include "loom/ops/ops.h"
 
@@ -11,29 +13,43 @@ namespace loom::nn {
 
 namespace {
 
-// The mean of one gradient.
-array all_mean(const array& x, std::optional<Dtype> comm, const distributed::Group& g) {
-  if (!comm) return distributed::all_mean(x, g);
-  return astype(distributed::all_sum(astype(x, *comm), g), x.dtype()) * (1.0 / g.size());
-}
-
-// The mean of a bucket of gradients as one flat array. all_mean_flat divides as part of the
-// collective and lets the gradients' producers write straight into its buffer; with a communication
-// dtype the casts write there instead, and the sum is cast back and divided in one fused pass.
-array all_mean_flat(const std::vector<array>& xs, std::optional<Dtype> comm, const distributed::Group& g) {
-  if (!comm) return distributed::all_mean_flat(xs, g);
+// The sum or mean over the group of one bucket: one gradient alone, or several as one flat array
+// (all_*_flat lets their producers write straight into its buffer). With a communication dtype the
+// casts write there instead, and the sum is cast back and divided in one fused pass.
+array reduce_bucket(const std::vector<array>& xs, std::optional<Dtype> comm, const distributed::Group& g, bool mean) {
+  if (!comm) {
+    if (xs.size() == 1) return mean ? distributed::all_mean(xs[0], g) : distributed::all_sum(xs[0], g);
+    return mean ? distributed::all_mean_flat(xs, g) : distributed::all_sum_flat(xs, g);
+  }
   std::vector<array> cast;
   for (const array& x : xs) cast.push_back(astype(x, *comm));
-  return astype(distributed::all_sum_flat(cast, g), xs[0].dtype()) * (1.0 / g.size());
+  array sum = astype(cast.size() == 1 ? distributed::all_sum(cast[0], g) : distributed::all_sum_flat(cast, g),
+                     xs[0].dtype());
+  return mean ? sum * (1.0 / g.size()) : sum;
 }
 
-}  // namespace
+// Buckets of consecutive gradients, newest (last) first: at most `limit` bytes of one dtype, a larger
+// gradient alone; `limit` <= 0, every gradient alone.
+std::vector<std::vector<size_t>> buckets(const ParamTree& grads, std::ptrdiff_t limit) {
+  const auto items = grads.begin();
+  std::vector<std::vector<size_t>> out;
+  std::ptrdiff_t bytes_in_last = 0;
+  for (size_t i = grads.size(); i-- > 0;) {
+    const array& gr = items[i].second;
+    const auto bytes = static_cast<std::ptrdiff_t>(gr.nbytes());
+    const bool fits = limit > 0 && !out.empty() && items[out.back()[0]].second.dtype() == gr.dtype() &&
+                      bytes_in_last + bytes <= limit;
+    if (!fits) {
+      out.emplace_back();
+      bytes_in_last = 0;
+    }
+    out.back().push_back(i);
+    bytes_in_last += bytes;
+  }
+  return out;
+}
 
-ParamTree average_gradients(const ParamTree& grads, std::ptrdiff_t all_reduce_size,
-                            std::optional<Dtype> communication_type, std::optional<distributed::Group> group) {
-  distributed::Group g = group ? *group : distributed::init();
-  const int n = g.size();
-  if (n == 1) return grads;
+void check_gradients(const ParamTree& grads, std::optional<Dtype> communication_type) {
   if (communication_type && !is_floating_point(*communication_type)) {
     throw std::invalid_argument("[average_gradients] communication_type must be floating point, got " +
                                 to_string(*communication_type));
@@ -44,53 +60,120 @@ ParamTree average_gradients(const ParamTree& grads, std::ptrdiff_t all_reduce_si
                                   to_string(gr.dtype()) + "; gradients are floating point");
     }
   }
+}
 
+// Join's count: this rank's contribution (1 with data, 0 without), appended to the first bucket.
+struct JoinCount {
+  float mine;
+  bool divide_by_size;
+  std::optional<array>* count;  // out: the first bucket's count part (float32), divided by the size if meaned
+};
+
+ParamTree average(const ParamTree& grads, std::ptrdiff_t all_reduce_size, std::optional<Dtype> communication_type,
+                  const distributed::Group& g, const JoinCount* join) {
+  check_gradients(grads, communication_type);
   const auto items = grads.begin();  // (name, gradient) by position
-  std::vector<std::optional<array>> averaged(grads.size());
-  auto result = [&] {
-    std::vector<array> out;
-    out.reserve(averaged.size());
-    for (auto& a : averaged) out.push_back(std::move(*a));
-    return tree_unflatten(grads, std::move(out));
-  };
-  if (all_reduce_size <= 0) {
-    for (size_t i = grads.size(); i-- > 0;) averaged[i] = all_mean(items[i].second, communication_type, g);
-    return result();
-  }
-
-  // Buckets of consecutive gradients, newest (last) first.
-  std::vector<size_t> bucket;
-  std::ptrdiff_t bucket_bytes = 0;
-  auto flush = [&] {
-    if (bucket.empty()) return;
-    if (bucket.size() == 1) {
-      averaged[bucket[0]] = all_mean(items[bucket[0]].second, communication_type, g);
-    } else {
-      std::vector<array> parts_in;
-      std::vector<Shape> shapes;
-      parts_in.reserve(bucket.size());
-      shapes.reserve(bucket.size());
-      for (size_t i : bucket) {
-        parts_in.push_back(items[i].second);
-        shapes.push_back(items[i].second.shape());
-      }
-      std::vector<array> parts = split_flat(all_mean_flat(parts_in, communication_type, g), shapes);
-      for (size_t k = 0; k < bucket.size(); ++k) averaged[bucket[k]] = std::move(parts[k]);
+  const bool mean = !join || join->divide_by_size;
+  std::vector<array> averaged;
+  averaged.reserve(grads.size());
+  for (size_t i = 0; i < grads.size(); ++i) averaged.push_back(items[i].second);
+  std::optional<array> scale;  // 1 / (ranks with data), when a join divides by them
+  const auto all = buckets(grads, all_reduce_size);
+  std::optional<array> previous_count;
+  for (size_t b = 0; b < all.size(); ++b) {
+    const std::vector<size_t>& bucket = all[b];
+    std::vector<array> parts_in;
+    std::vector<Shape> shapes;
+    for (size_t i : bucket) {
+      parts_in.push_back(items[i].second);
+      shapes.push_back(items[i].second.shape());
     }
-    bucket.clear();
-    bucket_bytes = 0;
-  };
-  for (size_t i = grads.size(); i-- > 0;) {
-    const array& gr = items[i].second;
-    const auto bytes = static_cast<std::ptrdiff_t>(gr.nbytes());
-    bool fits = bucket.empty() ||
-                (items[bucket[0]].second.dtype() == gr.dtype() && bucket_bytes + bytes <= all_reduce_size);
-    if (!fits) flush();
-    bucket.push_back(i);
-    bucket_bytes += bytes;
+    // Under a Join every bucket carries this rank's count (1 with data, 0 without; the first bucket's
+    // is read), and bucket b's count depends on bucket b-1's gradients and count. So no bucket is ready before
+    // the one made before it, and eval starts collectives ready together in the order they were made:
+    // the buckets go in the order they are made here whatever produces the gradients, the same order
+    // as on a rank averaging zeros.
+    const bool with_count = join && b == 0;
+    if (join) {
+      array count = full({1}, join->mine, parts_in[0].dtype());
+      if (previous_count) {
+        std::vector<array> before{*previous_count};
+        for (size_t i : all[b - 1]) before.push_back(items[i].second);
+        count = depends({count}, before)[0];
+      }
+      previous_count = count;
+      parts_in.push_back(count);
+      shapes.push_back({1});
+    }
+    array reduced = reduce_bucket(parts_in, communication_type, g, mean);
+    std::vector<array> parts = parts_in.size() == 1 ? std::vector<array>{reduced} : split_flat(reduced, shapes);
+    if (with_count) {
+      *join->count = astype(parts.back(), float32);
+      if (!mean) scale = reciprocal(maximum(**join->count, array(1.0f)));
+    }
+    if (join) parts.pop_back();
+    for (size_t k = 0; k < bucket.size(); ++k) {
+      averaged[bucket[k]] = scale ? parts[k] * astype(*scale, parts[k].dtype()) : std::move(parts[k]);
+    }
   }
-  flush();
-  return result();
+  return tree_unflatten(grads, std::move(averaged));
+}
+
+}  // namespace
+
+ParamTree average_gradients(const ParamTree& grads, std::ptrdiff_t all_reduce_size,
+                            std::optional<Dtype> communication_type, std::optional<distributed::Group> group) {
+  distributed::Group g = group ? *group : distributed::init();
+  if (g.size() == 1) {
+    check_gradients(grads, communication_type);
+    return grads;
+  }
+  return average(grads, all_reduce_size, communication_type, g, nullptr);
+}
+
+Join::Join(std::ptrdiff_t all_reduce_size, std::optional<Dtype> communication_type,
+           std::optional<distributed::Group> group, bool divide_by_initial_size)
+    : all_reduce_size_(all_reduce_size), communication_type_(communication_type),
+      group_(group ? *group : distributed::init()), divide_by_initial_size_(divide_by_initial_size) {
+  check_gradients({}, communication_type);
+}
+
+ParamTree Join::average(const ParamTree& grads, bool has_data) {
+  if (grads.empty()) throw std::invalid_argument("[Join] there are no gradients to average");
+  if (group_.size() == 1) {
+    check_gradients(grads, communication_type_);
+    active_ = array(has_data ? 1.0f : 0.0f);
+    return grads;
+  }
+  const JoinCount count{has_data ? 1.0f : 0.0f, divide_by_initial_size_, &active_};
+  return nn::average(grads, all_reduce_size_, communication_type_, group_, &count);
+}
+
+ParamTree Join::average_gradients(const ParamTree& grads) {
+  if (finished_) throw std::logic_error("[Join] average_gradients after finish: this rank has already joined");
+  return average(grads, true);
+}
+
+int Join::active() {
+  if (!active_) throw std::logic_error("[Join] active() before any average");
+  const float v = active_->item<float>() * (divide_by_initial_size_ ? group_.size() : 1);
+  return static_cast<int>(std::lround(v));
+}
+
+int Join::finish(const ParamTree& like, const std::function<void(const ParamTree&)>& apply) {
+  if (finished_) throw std::logic_error("[Join] finish called twice");
+  finished_ = true;
+  const ParamTree zeros = tree_map(like, [](const array& p) { return zeros_like(p); });
+  int shadowed = 0;
+  for (;;) {
+    ParamTree avg = average(zeros, false);
+    std::vector<array> outs{*active_};
+    for (const auto& item : avg) outs.push_back(item.second);
+    eval(outs);
+    if (active() == 0) return shadowed;  // every rank is out of data: nothing to apply
+    apply(avg);
+    ++shadowed;
+  }
 }
 
 }  // namespace loom::nn

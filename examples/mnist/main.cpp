@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <iostream>
 #include <thread>
 #include <unistd.h>
@@ -70,6 +71,7 @@ struct Options {
   std::string out_dir = "runs/mnist";
   std::string checkpoint_dir, metrics, plot, resume;
   int64_t steps = 0;       // 0: whole epochs
+  bool join = false;       // ranks may run different numbers of steps (nn::Join)
   int64_t test_limit = 0;  // 0: the whole test set
 };
 
@@ -218,10 +220,12 @@ int train(Model& model, const Options& opt, const distributed::Group& world) {
     const double t0 = now_s();
     double loss_sum = 0;
     int64_t step = 0;
+    std::optional<nn::Join> join;  // with --join: a rank out of steps shadows the others' averages
+    if (opt.join) join.emplace();
     for (auto& [images, labels] : loader) {
       if (step == steps) break;
       auto [loss, grads] = loss_and_grad(standardize(images), labels);
-      grads = nn::average_gradients(grads);  // lazy: bucketed all_sum nodes
+      grads = join ? join->average_gradients(grads) : nn::average_gradients(grads);  // lazy: bucketed all_sums
       optimizer.update(model, grads);        // lazy: new parameter nodes
       eval(loss, model.parameters());        // forward, backward, all-reduce and update
       loss_sum += loss.template item<float>();
@@ -233,6 +237,12 @@ int train(Model& model, const Options& opt, const distributed::Group& world) {
                      epoch, opt.epochs, static_cast<long long>(step), static_cast<long long>(steps),
                      loss_sum / step, rate, clock_str(elapsed / step * (steps - step)).c_str(), tty ? "   " : "\n");
       }
+    }
+    if (join) {
+      join->finish(model.trainable_parameters(), [&](const nn::ParamTree& averaged) {
+        optimizer.update(model, averaged);
+        eval(model.parameters());
+      });
     }
     const double seconds = now_s() - t0;
     if (lead && tty) std::fprintf(stderr, "\n");
@@ -284,6 +294,9 @@ int main(int argc, char** argv) {
   app.add_option("--plot", opt.plot, "loss and accuracy plot, PNG (default: OUT_DIR/metrics.png)");
   app.add_option("--resume", opt.resume, "checkpoint to continue from, or 'latest' in the checkpoint directory");
   app.add_option("--steps", opt.steps, "stop each epoch after this many steps (0: whole epochs)");
+  app.add_flag("--join", opt.join,
+               "let ranks run different numbers of steps (e.g. different --steps): a rank out of steps "
+               "averages zero gradients with the others until all are (nn::Join)");
   app.add_option("--test-limit", opt.test_limit, "score only the first N test images (0: all)");
   CLI11_PARSE(app, argc, argv);
   if (opt.checkpoint_dir.empty()) opt.checkpoint_dir = opt.out_dir + "/checkpoints";

@@ -13,6 +13,7 @@
 #include "loom/nn/linear.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/random.h"
+#include "loom/optim/optimizers.h"
 
 using namespace loom;
 using loom::testing::expect_array;
@@ -109,8 +110,7 @@ TEST(AverageGradients, CommunicationTypeAndMixedDtypes) {
 }
 
 TEST(AverageGradients, BadInput) {
-  auto g = dist::init();
-  if (g.size() == 1) GTEST_SKIP() << "a size-1 group returns the gradients untouched";
+  // The same errors on one process as on many (where the gradients otherwise come back untouched).
   nn::ParamTree ints{{"i", array({1, 2})}};
   EXPECT_THROW_MSG(nn::average_gradients(ints), std::invalid_argument, "gradient 'i' has dtype int32");
   nn::ParamTree f{{"f", array({1.0f})}};
@@ -175,4 +175,173 @@ TEST(Threads, ProcessesLaunchedTogetherShareTheCores) {
   const int procs = local ? std::max(1, std::atoi(local)) : 1;
   // omp_get_num_procs: the cores this process may run on (mpirun --bind-to none: all of them).
   EXPECT_EQ(get_num_threads(), std::max(1, omp_get_num_procs() / procs));
+}
+
+// ---- nn::Join: uneven data across ranks ----
+
+namespace {
+
+// Rank q runs steps_of(q) steps: 1, 3, 2, 4, ... (the last rank is not always the longest).
+int steps_of(int q) { return q % 2 == 0 ? q + 1 : q + 2; }
+
+array rows_of(const array& data, int q, int s, int cols) {
+  const int start = (q * 8 + s) * 4;
+  return slice(data, {start, 0}, {start + 4, cols});
+}
+
+struct JoinRun {
+  nn::ParamTree params, state;
+  std::vector<int> active;  // per step this rank ran, join.active()
+  int shadowed = 0;
+};
+
+// Every rank trains the same MLP with AdamW on its own uneven share of batches under a Join.
+JoinRun train_joined(bool divide_by_initial_size, std::ptrdiff_t bucket) {
+  auto g = dist::init();
+  random::seed(3);
+  MLP model;
+  optim::AdamW opt(0.05);
+  array X = random::normal({64 * 8, 6}, random::key(11));
+  array Y = random::normal({64 * 8, 3}, random::key(12));
+  auto loss_fn = [&](const array& x, const array& y) { return mean(square(model(x) - y)); };
+  auto step = nn::value_and_grad(model, loss_fn);
+  nn::Join join(bucket, std::nullopt, std::nullopt, divide_by_initial_size);
+  JoinRun run;
+  for (int s = 0; s < steps_of(g.rank()); ++s) {
+    auto [loss, grads] = step(rows_of(X, g.rank(), s, 6), rows_of(Y, g.rank(), s, 3));
+    opt.update(model, join.average_gradients(grads));
+    eval(loss, model.parameters(), opt.state());
+    run.active.push_back(join.active());
+  }
+  run.shadowed = join.finish(model.trainable_parameters(), [&](const nn::ParamTree& avg) {
+    opt.update(model, avg);
+    eval(model.parameters(), opt.state());
+  });
+  run.params = model.parameters();
+  run.state = opt.state();
+  return run;
+}
+
+// The same training simulated in one process: at step s, the ranks that still have data contribute
+// their gradients, the others zeros, and the sum is divided by the group size (or by the active count).
+nn::ParamTree train_simulated(int ranks, bool divide_by_initial_size) {
+  random::seed(3);
+  MLP model;
+  optim::AdamW opt(0.05);
+  array X = random::normal({64 * 8, 6}, random::key(11));
+  array Y = random::normal({64 * 8, 3}, random::key(12));
+  auto loss_fn = [&](const array& x, const array& y) { return mean(square(model(x) - y)); };
+  auto step = nn::value_and_grad(model, loss_fn);
+  int longest = 0;
+  for (int q = 0; q < ranks; ++q) longest = std::max(longest, steps_of(q));
+  for (int s = 0; s < longest; ++s) {
+    std::optional<nn::ParamTree> sum;
+    int active = 0;
+    for (int q = 0; q < ranks; ++q) {
+      if (s >= steps_of(q)) continue;
+      ++active;
+      auto grads = step(rows_of(X, q, s, 6), rows_of(Y, q, s, 3)).second;
+      sum = sum ? nn::tree_map(*sum, grads, [](const array& a, const array& b) { return a + b; }) : grads;
+    }
+    const float divisor = divide_by_initial_size ? float(ranks) : float(active);
+    opt.update(model, nn::tree_map(*sum, [&](const array& a) { return a / divisor; }));
+    eval(model.parameters(), opt.state());
+  }
+  return model.parameters();
+}
+
+}  // namespace
+
+TEST(Join, UnevenStepsFollowTheSimulatedRanksAndEndIdentical) {
+  auto g = dist::init();
+  const int n = g.size();
+  int longest = 0;
+  for (int q = 0; q < n; ++q) longest = std::max(longest, steps_of(q));
+  for (bool by_size : {true, false}) {
+    for (std::ptrdiff_t bucket : {std::ptrdiff_t(32) << 20, std::ptrdiff_t(200)}) {  // one bucket / several
+      SCOPED_TRACE(::testing::Message() << "divide_by_initial_size " << by_size << ", bucket " << bucket);
+      JoinRun run = train_joined(by_size, bucket);
+      // This rank's steps saw the number of ranks that still had data.
+      ASSERT_EQ(run.active.size(), size_t(steps_of(g.rank())));
+      for (int s = 0; s < steps_of(g.rank()); ++s) {
+        int want = 0;
+        for (int q = 0; q < n; ++q) want += s < steps_of(q);
+        EXPECT_EQ(run.active[s], want) << "step " << s;
+      }
+      EXPECT_EQ(run.shadowed, longest - steps_of(g.rank()));
+      // The parameters are what the simulation gives...
+      nn::ParamTree want = train_simulated(n, by_size);
+      for (auto [name, p] : want) {
+        auto w = p.to_vector<float>();
+        auto got = run.params.at(name).to_vector<float>();
+        ASSERT_EQ(got.size(), w.size());
+        for (size_t i = 0; i < w.size(); ++i) ASSERT_NEAR(got[i], w[i], 2e-5) << name << "[" << i << "]";
+      }
+      // ...and bit for bit the same on every rank, parameters and optimizer state (step count too).
+      for (const auto& tree : {run.params, run.state}) {
+        for (const auto& [name, p] : tree) {
+          array x = astype(p, float64);
+          EXPECT_EQ(max(dist::all_max(x) - dist::all_min(x)).item<double>(), 0.0) << name;
+        }
+      }
+      EXPECT_EQ(run.state.at("step").item<int64_t>(), longest);
+    }
+  }
+}
+
+TEST(Join, CommunicationTypeAndARankWithNoData) {
+  auto g = dist::init();
+  // Rank 0 has no data at all; the others one step of gradients equal to their rank + 1.
+  nn::ParamTree like{{"a", zeros({3})}, {"b", zeros({2, 2})}};
+  nn::Join join(1 << 20, bfloat16);
+  std::vector<nn::ParamTree> seen;
+  if (g.rank() > 0) {
+    auto avg = join.average_gradients(nn::tree_map(like, [&](const array& p) { return p + float(g.rank() + 1); }));
+    eval(avg.values());
+    seen.push_back(avg);
+    EXPECT_EQ(join.active(), g.size() - 1);
+  }
+  const int shadowed = join.finish(like, [&](const nn::ParamTree& avg) { seen.push_back(avg); });
+  EXPECT_EQ(shadowed, g.rank() == 0 && g.size() > 1 ? 1 : 0);
+  ASSERT_EQ(seen.size(), g.size() > 1 ? 1u : 0u);
+  if (g.size() > 1) {
+    // (2 + ... + n) / n on every rank, float32 after travelling in bfloat16.
+    const float want = float(g.size() * (g.size() + 1) / 2 - 1) / float(g.size());
+    for (auto [name, a] : seen[0]) {
+      EXPECT_EQ(a.dtype(), float32);
+      for (float v : a.to_vector<float>()) EXPECT_NEAR(v, want, 0.02) << name;
+    }
+  }
+}
+
+TEST(Join, OtherCollectivesOfAJoinedRankFailNamingJoin) {
+  auto g = dist::init();
+  if (g.size() == 1) GTEST_SKIP() << "needs two ranks";
+  nn::ParamTree grads{{"w", ones({4})}};
+  nn::Join join;
+  // Rank 0 runs out of data and, instead of finish, sums its loss for logging; the others still
+  // average gradients. Every rank throws, naming both collectives and pointing at Join.
+  auto bad = [&] {
+    if (g.rank() == 0) {
+      eval(dist::all_sum(array(1.0f)));
+    } else {
+      eval(join.average_gradients(grads).values());
+    }
+  };
+  EXPECT_THROW_MSG(bad(), std::runtime_error, "uneven data: nn::Join");
+}
+
+TEST(Join, BadUse) {
+  nn::ParamTree grads{{"w", ones({2})}};
+  EXPECT_THROW_MSG(nn::Join(1024, int32), std::invalid_argument, "communication_type must be floating point");
+  nn::Join empty;
+  EXPECT_THROW_MSG(empty.average_gradients({}), std::invalid_argument, "[Join] there are no gradients");
+  EXPECT_THROW_MSG(empty.active(), std::logic_error, "[Join] active() before any average");
+  auto g = dist::init();
+  if (g.size() > 1) GTEST_SKIP() << "finishing alone would wait for the other ranks";
+  nn::Join join;
+  EXPECT_EQ(join.finish(grads, [](const nn::ParamTree&) { FAIL() << "nothing to shadow"; }), 0);
+  EXPECT_EQ(join.active(), 0);
+  EXPECT_THROW_MSG(join.average_gradients(grads), std::logic_error, "after finish");
+  EXPECT_THROW_MSG(join.finish(grads, [](const nn::ParamTree&) {}), std::logic_error, "finish called twice");
 }

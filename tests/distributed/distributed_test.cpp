@@ -230,7 +230,7 @@ TEST(Distributed, RanksThatDisagreeOnACollectiveAllThrowNamingEachRanksCollectiv
   EXPECT_THROW_MSG(eval(dist::all_sum(x)), std::runtime_error,
                    "the ranks disagree on collective #");
   EXPECT_THROW_MSG(eval(dist::all_sum(x)), std::runtime_error,
-                   "(did they take different paths, run different numbers of steps, or build different models?): "
+                   "(did they take different paths, run different numbers of steps (uneven data: nn::Join), or build different models?): "
                    "rank 0: all_sum float32 (1); rank 1: all_sum float32 (2)");
   // A different collective kind.
   array y = ones({4});
