@@ -11,55 +11,13 @@
 set -u
 mpiexec=$1
 mnist=$2
-tag="loom$$"
-h1="${tag}a" h2="${tag}b" v1="${tag}x" v2="${tag}y"
-net=10.231.$(( $$ % 250 + 1 ))
-dir=$(mktemp -d)
-cleanup() {
-  pkill -f "$dir/agent.sh" 2>/dev/null
-  for h in "$h1" "$h2"; do
-    # Whatever still runs in a namespace (an orphaned OpenMPI daemon) goes with it.
-    for pid in $(ip netns pids "$h" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
-    ip netns del "$h" 2>/dev/null
-  done
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-
-if ! ip netns add "$h1" 2>/dev/null; then
+source "$(dirname "$0")/netns.sh"
+if ! netns_up "$mpiexec"; then
   echo "SKIPPED: this machine does not allow network namespaces (needs root / CAP_NET_ADMIN and iproute2)"
   exit 77
 fi
-ip netns add "$h2"
-ip link add "$v1" type veth peer name "$v2"
-ip link set "$v1" netns "$h1"
-ip link set "$v2" netns "$h2"
-ip netns exec "$h1" ip addr add "$net.1/24" dev "$v1"
-ip netns exec "$h2" ip addr add "$net.2/24" dev "$v2"
-for pair in "$h1:$v1" "$h2:$v2"; do
-  ip netns exec "${pair%%:*}" ip link set lo up
-  ip netns exec "${pair%%:*}" ip link set "${pair#*:}" up
-done
-
-# OpenMPI runs "agent HOST COMMAND..." to start its daemon on HOST: here, in HOST's namespace.
-cat >"$dir/agent.sh" <<EOF
-#!/bin/sh
-host=\$1; shift
-case "\$host" in
-  $net.1) ns=$h1 ;;
-  $net.2) ns=$h2 ;;
-  *) echo "agent.sh: unknown host \$host" >&2; exit 1 ;;
-esac
-exec ip netns exec "\$ns" sh -c "\$*"
-EOF
-chmod +x "$dir/agent.sh"
-printf '%s slots=1\n%s slots=1\n' "$net.1" "$net.2" >"$dir/hosts"
 root=()
 [ "$(id -u)" = 0 ] && root=(--allow-run-as-root)
-# mpirun, started on the first host, with one rank on each
-two_hosts=(ip netns exec "$h1" "$mpiexec" "${root[@]}" -np 2 --hostfile "$dir/hosts" --map-by node --bind-to none
-  --mca plm_rsh_agent "$dir/agent.sh" --mca oob_tcp_if_include "$net.0/24"
-  --mca btl tcp,self --mca btl_tcp_if_include "$net.0/24")
 fail=0
 args=(--steps 20 --epochs 1 --threads 1 --test-limit 500)
 
