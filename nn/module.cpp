@@ -1,6 +1,13 @@
 #include "loom/nn/module.h"
 
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <sstream>
+#include <typeinfo>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -23,6 +30,99 @@ bool under(const std::string& name, const std::string& target) {
                             name[target.size()] == '.');
 }
 
+// The innermost module of this thread whose construction may still be under way: a stack linked
+// through the modules (trivially destructible, so modules destroyed after this thread's thread_local
+// objects still find it). Modules close in stack order: one that closes closes all opened after it.
+thread_local Module* open_tail = nullptr;
+
+std::string demangled(const Module& m);
+
+}  // namespace
+
+Module::Module() {
+  if (open_tail) {
+    outer_ = open_tail;
+    outer_->inside_.push_back(this);
+  }
+  open_prev_ = open_tail;
+  open_tail = this;
+  open_ = true;
+}
+
+Module::~Module() {
+  close_construction();
+  if (outer_) {
+    auto& in = outer_->inside_;
+    in.erase(std::remove(in.begin(), in.end(), this), in.end());
+  }
+  for (Module* m : inside_) {  // (a temporary built during another module's construction, say)
+    m->outer_ = outer_;
+    if (outer_) outer_->inside_.push_back(m);
+  }
+}
+
+// Closes this module and every module opened after it: they were built inside it, so when its
+// construction is over, so is theirs.
+void Module::close_construction() const {
+  if (!open_) return;
+  while (open_tail != this) const_cast<Module*>(open_tail)->close_open_tail();
+  const_cast<Module*>(this)->close_open_tail();
+}
+
+void Module::close_open_tail() {
+  open_tail = open_prev_;
+  open_prev_ = nullptr;
+  open_ = false;
+}
+
+void Module::check_registration() const {
+  close_construction();
+  if (checked_) return;
+  checked_ = true;
+  std::vector<const Module*> todo{this};
+  while (!todo.empty()) {
+    const Module* p = todo.back();
+    todo.pop_back();
+    // p's members among the modules built while it was open: its registered children; and the
+    // others, all of them when p's constructor body registered something (p was open until then,
+    // after all its members were built), else (members declared as Child, or nothing registered,
+    // so p may have stayed open past its constructor) only those lying inside p, before its last
+    // registered child.
+    const auto* lo = reinterpret_cast<const char*>(p);
+    const char* hi = nullptr;
+    for (const auto& e : p->entries_) {
+      if (e.kind == Kind::module) hi = std::max(hi, reinterpret_cast<const char*>(e.child));
+    }
+    for (const Module* m : p->inside_) {
+      const auto* a = reinterpret_cast<const char*>(m);
+      if (m->outer_registered_by_ == p || p->built_ || (a > lo && a < hi)) todo.push_back(m);
+      if (m->registered_ || m->checked_) continue;
+      if (!(p->built_ || (a > lo && a < hi))) continue;
+      m->checked_ = true;  // warn once per module
+      size_t n = 0;
+      m->walk("", [&](const std::string&, const Entry& e) { n += e.kind == Kind::parameter ? e.value->size() : 0; });
+      if (n == 0) continue;  // nothing is lost (an activation, say)
+      std::fprintf(stderr,
+                   "loom: warning: a %s with %zu parameters was built as part of a %s but never registered with "
+                   "register_module: it is not trained, saved or loaded with it. Declare the member as "
+                   "nn::Child<%s> name{this, \"name\", ...} or call register_module(\"name\", member).\n",
+                   demangled(*m).c_str(), n, demangled(*p).c_str(), demangled(*m).c_str());
+    }
+  }
+}
+
+namespace {
+// "nn::Linear" for loom::nn::Linear, the class name for a user's.
+std::string demangled(const Module& m) {
+  int status = 0;
+  char* name = abi::__cxa_demangle(typeid(m).name(), nullptr, nullptr, &status);
+  std::string out = status == 0 && name ? name : typeid(m).name();
+  std::free(name);
+  for (const std::string cut : {"loom::", "(anonymous namespace)::"}) {
+    for (size_t at; (at = out.find(cut)) != std::string::npos;) out.erase(at, cut.size());
+  }
+  return out;
+}
 }  // namespace
 
 void Module::add_entry(const std::string& name, Kind kind, array* value, Module* child) {
@@ -34,16 +134,40 @@ void Module::add_entry(const std::string& name, Kind kind, array* value, Module*
   entries_.push_back({name, kind, value, child, kind == Kind::buffer});
 }
 
+// A register_* call comes after the module's members are built (its constructor body runs last), so
+// its construction is over.
 void Module::register_parameter(const std::string& name, array& param) {
+  close_construction();
+  built_ = true;
   add_entry(name, Kind::parameter, &param, nullptr);
 }
 
 void Module::register_buffer(const std::string& name, array& buffer) {
+  close_construction();
+  built_ = true;
   add_entry(name, Kind::buffer, &buffer, nullptr);
 }
 
 void Module::register_module(const std::string& name, Module& child) {
+  close_construction();
+  built_ = true;
+  add_child(name, child);
+}
+
+void Module::add_child(const std::string& name, Module& child) {
   add_entry(name, Kind::module, nullptr, &child);
+  child.registered_ = true;
+  // Everything opened after this module is built: the child, and the members declared before it.
+  while (open_ && open_tail != this) const_cast<Module*>(open_tail)->close_open_tail();
+  if (child.outer_ != this) {  // built inside a sibling that never closed (an activation, say)
+    if (child.outer_) {
+      auto& in = child.outer_->inside_;
+      in.erase(std::remove(in.begin(), in.end(), &child), in.end());
+    }
+    child.outer_ = this;
+    inside_.push_back(&child);
+  }
+  child.outer_registered_by_ = this;
 }
 
 // Calls visit(path, entry) for every parameter and buffer, depth first in registration order.
@@ -60,12 +184,14 @@ void Module::walk(const std::string& prefix, Visit&& visit) const {
 }
 
 ParamTree Module::parameters() const {
+  check_registration();
   ParamTree out;
   walk("", [&](const std::string& path, const Entry& e) { out.insert(path, *e.value); });
   return out;
 }
 
 ParamTree Module::trainable_parameters() const {
+  check_registration();
   ParamTree out;
   walk("", [&](const std::string& path, const Entry& e) {
     if (!e.frozen) out.insert(path, *e.value);

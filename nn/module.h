@@ -13,10 +13,13 @@
 
 namespace loom::nn {
 
+template <class T>
+class Child;
+
 class Module {
  public:
-  Module() = default;
-  virtual ~Module() = default;
+  Module();
+  virtual ~Module();
   // A module holds pointers to its own members, so it is neither copied nor moved; build it in
   // place (or hold it by std::unique_ptr / std::shared_ptr).
   Module(const Module&) = delete;
@@ -26,7 +29,10 @@ class Module {
 
   /// Every parameter and buffer as "child.name" paths, depth first in registration order: a
   /// module's entries come in the order of its register_* calls, a child's at the place it was
-  /// registered.
+  /// registered. The first call warns (stderr, once) about any module with parameters that was
+  /// built as part of this one (a member, say) but never registered: its parameters would be
+  /// silently left out of training and checkpoints. Declare members as nn::Child to make that
+  /// impossible.
   ParamTree parameters() const;
   /// The parameters that are not frozen (buffers never are trainable), in the same order.
   ParamTree trainable_parameters() const;
@@ -78,10 +84,49 @@ class Module {
   std::vector<Entry> entries_;
   bool training_ = true;
 
+  // Finding members that were never registered (module.cpp). Modules built while this one's
+  // construction was under way (its members, theirs, ...) are `inside_` it; `outer_` is the one
+  // this was built inside. The open stack links modules whose construction may still be under
+  // way on this thread: a module is open from its constructor to its first register_* call, its
+  // registration by a parent, its first parameters() or its destruction.
+  Module* outer_ = nullptr;
+  std::vector<Module*> inside_;
+  Module* open_prev_ = nullptr;
+  bool open_ = false;
+  bool registered_ = false;       // some module registered this one
+  bool built_ = false;            // closed by its own register_* call: the constructor body runs
+  mutable bool checked_ = false;  // parameters() has looked for unregistered members once
+  const Module* outer_registered_by_ = nullptr;  // outer_, when outer_ registered this one
+  void close_construction() const;
+  void close_open_tail();
+  void check_registration() const;
+  void add_child(const std::string& name, Module& child);
+  template <class T>
+  friend class Child;
+
   void add_entry(const std::string& name, Kind kind, array* value, Module* child);
   template <typename Visit>
   void walk(const std::string& prefix, Visit&& visit) const;
   void set_frozen(const std::vector<std::string>& names, bool frozen, const char* op);
+};
+
+/// A member module registered as part of its declaration, so that it cannot be forgotten:
+///
+///     struct MLP : nn::Module {
+///       nn::Child<nn::Linear> l1{this, "l1", 784, 512};  // an nn::Linear registered as "l1"
+///       nn::Child<nn::Linear> l2{this, "l2", 512, 10};
+///       array operator()(const array& x) { return l2(nn::relu(l1(x))); }
+///     };
+///
+/// A Child<T> is a T (use it as one); the arguments after the name go to T's constructor. Children
+/// are registered in declaration order, before the parent's constructor body runs.
+template <class T>
+class Child : public T {
+ public:
+  template <class... Args>
+  Child(Module* parent, const std::string& name, Args&&... args) : T(std::forward<Args>(args)...) {
+    parent->add_child(name, *this);  // (the parent is still being built: no register_module)
+  }
 };
 
 /// Wraps `fn(args...)` (returning the loss, or a vector whose first element is the loss) into a

@@ -27,12 +27,9 @@ namespace {
 
 // 784-512-512-10 with ReLU: the mlp_step model of docs/benchmarks.md.
 struct MLP : nn::Module {
-  nn::Linear l1{784, 512}, l2{512, 512}, l3{512, 10};
-  MLP() {
-    register_module("l1", l1);
-    register_module("l2", l2);
-    register_module("l3", l3);
-  }
+  nn::Child<nn::Linear> l1{this, "l1", 784, 512};  // registered as "l1" by its declaration
+  nn::Child<nn::Linear> l2{this, "l2", 512, 512};
+  nn::Child<nn::Linear> l3{this, "l3", 512, 10};
   array operator()(const array& images) {
     array x = reshape(images, {images.shape(0), 784});
     return l3(nn::relu(l2(nn::relu(l1(x)))));
@@ -41,15 +38,11 @@ struct MLP : nn::Module {
 
 // Two 3x3 convolutions with 2x2 max pooling, then two linear layers.
 struct CNN : nn::Module {
-  nn::Conv2d conv1{1, 32, 3, 1, 1}, conv2{32, 64, 3, 1, 1};
-  nn::MaxPool2d pool{2};
-  nn::Linear fc1{7 * 7 * 64, 128}, fc2{128, 10};
-  CNN() {
-    register_module("conv1", conv1);
-    register_module("conv2", conv2);
-    register_module("fc1", fc1);
-    register_module("fc2", fc2);
-  }
+  nn::Child<nn::Conv2d> conv1{this, "conv1", 1, 32, 3, 1, 1};
+  nn::Child<nn::Conv2d> conv2{this, "conv2", 32, 64, 3, 1, 1};
+  nn::MaxPool2d pool{2};  // no parameters
+  nn::Child<nn::Linear> fc1{this, "fc1", 7 * 7 * 64, 128};
+  nn::Child<nn::Linear> fc2{this, "fc2", 128, 10};
   array operator()(const array& images) {
     array x = reshape(images, {images.shape(0), 28, 28, 1});
     x = pool(nn::relu(conv1(x)));                  // 14 x 14 x 32
