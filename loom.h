@@ -19,6 +19,7 @@
 #include "loom/autograd/check.h"
 #include "loom/autograd/transforms.h"
 #include "loom/fast/fast.h"
+#include "loom/distributed/config.h"
 #include "loom/distributed/distributed.h"
 #include "loom/data/dataset.h"
 #include "loom/data/loader.h"

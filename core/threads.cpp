@@ -3,11 +3,15 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
 
 extern "C" void openblas_set_num_threads(int);
+extern "C" char* openblas_get_corename(void);
+extern "C" char* openblas_get_config(void);
 
 namespace loom {
 
@@ -24,6 +28,72 @@ int local_processes() {
   return 1;
 }
 
+// Rank 0 of a job, or a process on its own: who prints notes.
+bool lead_process() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
+    if (const char* v = std::getenv(var)) return std::atoi(v) == 0;
+  }
+  return true;
+}
+
+// How wide a vector unit OpenBLAS kernels for `core` use: 4 AVX-512, 3 AVX2, 2 AVX, 1 SSE; 0 unknown.
+int blas_core_level(std::string core) {
+  for (char& c : core) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* c : {"skylakex", "cooperlake", "sapphirerapids"}) {
+    if (core == c) return 4;
+  }
+  for (const char* c : {"haswell", "zen", "skylake"}) {
+    if (core == c) return 3;
+  }
+  if (core == "sandybridge") return 2;
+  for (const char* c : {"prescott", "core2", "penryn", "dunnington", "nehalem", "atom", "barcelona", "opteron",
+                        "nano", "katmai", "coppermine", "northwood"}) {
+    if (core == c) return 1;
+  }
+  return 0;
+}
+
+int cpu_level() {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f")) return 4;
+  if (__builtin_cpu_supports("avx2")) return 3;
+  if (__builtin_cpu_supports("avx")) return 2;
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+void note(const std::string& text) {
+  if (lead_process()) std::fprintf(stderr, "loom: note: %s\n", text.c_str());
+}
+
+// More threads on this machine than cores: once per process, where the count is set.
+void check_oversubscription(int threads) {
+  static bool said = false;
+  const int procs = local_processes(), cores = omp_get_num_procs();
+  if (said || procs * threads <= cores) return;
+  said = true;
+  note(std::to_string(procs) + " process" + (procs > 1 ? "es" : "") + " on this machine x " +
+       std::to_string(threads) + " threads = " + std::to_string(procs * threads) + " threads on " +
+       std::to_string(cores) + " cores: OpenMP barriers wait for descheduled threads and steps run several " +
+       "times slower. Use " + std::to_string(std::max(1, cores / procs)) +
+       " (cores / processes): set_num_threads or OMP_NUM_THREADS.");
+}
+
+// OPENBLAS_CORETYPE naming kernels for a narrower vector unit than the CPU has.
+void check_blas_core() {
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  if (!forced || !*forced) return;
+  const char* core = openblas_get_corename();
+  const int level = blas_core_level(core ? core : forced), cpu = cpu_level();
+  if (level == 0 || cpu <= level) return;
+  const char* isa[] = {"", "SSE", "AVX", "AVX2", "AVX-512"};
+  note(std::string("OPENBLAS_CORETYPE=") + forced + " makes OpenBLAS run its " + (core ? core : forced) +
+       " kernels (" + isa[level] + ") on a CPU with " + isa[cpu] +
+       ": matmuls run at a fraction of their speed. Unset OPENBLAS_CORETYPE to let OpenBLAS pick.");
+}
+
 int& thread_count() {
   static int n = [] {
     int t = omp_get_max_threads();
@@ -32,6 +102,8 @@ int& thread_count() {
     if (!std::getenv("OMP_NUM_THREADS")) t = std::max(1, t / local_processes());
     omp_set_num_threads(t);
     openblas_set_num_threads(t);
+    check_blas_core();
+    check_oversubscription(t);
     return t;
   }();
   return n;
@@ -47,7 +119,19 @@ void set_num_threads(int n) {
   thread_count() = n;
   omp_set_num_threads(n);
   openblas_set_num_threads(n);
+  check_oversubscription(n);
 }
+
+namespace detail {
+int processes_on_this_machine() { return local_processes(); }
+std::string blas_description() {
+  const char* config = openblas_get_config();
+  const char* core = openblas_get_corename();
+  std::string out = std::string("OpenBLAS ") + (config ? config : "?");
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out + " (kernels: " + (core ? core : "?") + ")";
+}
+}  // namespace detail
 
 int get_num_threads() { return thread_count(); }
 

@@ -1,5 +1,10 @@
 // One thread count for Loom's OpenMP kernels and OpenBLAS (both run on the same OpenMP runtime).
+// At start-up (and when set_num_threads changes the count), rank 0 prints a note on stderr about a
+// configuration that makes Loom slow: more threads on the machine than cores, or OPENBLAS_CORETYPE
+// forcing kernels for a narrower vector unit than the CPU has.
 #pragma once
+
+#include <string>
 
 namespace loom {
 
@@ -8,5 +13,12 @@ namespace loom {
 /// `mpirun -np 2` on 2 cores gives each process 1 thread).
 void set_num_threads(int n);
 int get_num_threads();
+
+namespace detail {
+/// The processes an MPI launcher started on this machine (1 without one).
+int processes_on_this_machine();
+/// "OpenBLAS 0.3.21 ... (kernels: SkylakeX)": the BLAS Loom calls and the kernels it picked.
+std::string blas_description();
+}  // namespace detail
 
 }  // namespace loom

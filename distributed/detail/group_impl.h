@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "loom/core/dtype.h"
@@ -66,6 +67,8 @@ std::shared_ptr<GroupImpl> single_process_group();
 namespace mpi {
 /// False in a build without MPI (no_mpi.cpp).
 bool is_available();
+/// The MPI library's own description of itself, first line ("" without MPI).
+std::string library_version();
 /// Joins MPI when a launcher started this process (or MPI is already initialized); nullopt otherwise
 /// and always in a build without MPI.
 std::optional<World> init();

@@ -286,6 +286,15 @@ void finalize() {
 
 bool is_available() { return true; }
 
+std::string library_version() {
+  char v[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(v, &len);
+  std::string out(v, len);
+  out = out.substr(0, out.find_first_of(",\n"));  // "Open MPI v4.1.4"
+  return out;
+}
+
 std::optional<World> init() {
   int initialized = 0;
   MPI_Initialized(&initialized);

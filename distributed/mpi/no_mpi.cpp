@@ -5,6 +5,7 @@
 namespace loom::distributed::detail::mpi {
 
 bool is_available() { return false; }
+std::string library_version() { return ""; }
 std::optional<World> init() { return std::nullopt; }
 
 }  // namespace loom::distributed::detail::mpi
