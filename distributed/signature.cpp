@@ -30,6 +30,7 @@ struct Signature {
   int32_t dtype = 0;
   int32_t ndim = 0;
   int32_t unused = 0;
+  int64_t bytes = 0;  // what a send carries: a receiver that expected otherwise still drains it
   uint64_t sequence = 0;
   uint64_t layout = 0;
   int64_t dims[8] = {};  // the first 8 axes, for messages; `layout` covers every axis
@@ -41,6 +42,7 @@ struct Signature {
     sig.ndim = static_cast<int32_t>(x.ndim());
     sig.sequence = sequence;
     sig.layout = layout;
+    sig.bytes = static_cast<int64_t>(x.nbytes());
     for (int i = 0; i < std::min(sig.ndim, 8); ++i) sig.dims[i] = x.shape(i);
     return sig;
   }
@@ -114,17 +116,15 @@ void check_signature_from(GroupImpl& group, int src, int kind, const array& expe
   const Signature want = Signature::of(kind, expected, 0, layout_hash({expected.shape()}));
   if (theirs == want) return;
   // Take the data anyway, so that the sender is not left blocked; its size is the sender's.
-  if (theirs.ndim > 8 || theirs.kind != kind) {
+  if (theirs.kind != kind || theirs.bytes < 0) {
     throw std::runtime_error(msg("[recv] rank ", group.rank(), " expects ", want.str(), " from rank ", src,
-                                 ", which sends ", theirs.str(), theirs.ndim > 8 ? " (more than 8 axes)" : ""));
+                                 ", which sends ", theirs.str()));
   }
-  size_t bytes = size_of(theirs.dt());
-  for (int64_t d : theirs.shape()) bytes *= static_cast<size_t>(d);
-  std::vector<char> scratch(bytes);
-  group.recv(scratch.data(), bytes, uint8, src);
+  std::vector<char> scratch(static_cast<size_t>(theirs.bytes));
+  group.recv(scratch.data(), scratch.size(), uint8, src);
   throw std::runtime_error(msg("[recv] rank ", group.rank(), " expects ",
                                typed_shape(expected.dtype(), expected.shape()), " from rank ", src, ", which sends ",
-                               typed_shape(theirs.dt(), theirs.shape())));
+                               typed_shape(theirs.dt(), theirs.shape()), theirs.ndim > 8 ? " (its first 8 axes)" : ""));
 }
 
 }  // namespace loom::distributed::detail

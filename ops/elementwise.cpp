@@ -691,10 +691,14 @@ array clip(const array& a, const std::optional<array>& lo, const std::optional<a
   if (lo) operands.push_back(&*lo);
   if (hi) operands.push_back(&*hi);
   broadcast_for(operands, "clip");
-  // Gradient flows to `a` wherever lo <= a <= hi (as torch.clamp).
+  // Gradient flows to `a` wherever lo <= a <= hi (as torch.clamp). A NaN bound gives NaN, as
+  // minimum(maximum(a, lo), hi) does in numpy, PyTorch and MLX.
+  auto beyond = [](array outside, const array& bound) {
+    return is_floating_point(bound.dtype()) ? logical_or(outside, isnan(bound)) : outside;
+  };
   array out = a;
-  if (lo) out = where(less(out, *lo), astype(*lo, promote_types(a.dtype(), lo->dtype())), out);
-  if (hi) out = where(greater(out, *hi), astype(*hi, promote_types(out.dtype(), hi->dtype())), out);
+  if (lo) out = where(beyond(less(out, *lo), *lo), astype(*lo, promote_types(a.dtype(), lo->dtype())), out);
+  if (hi) out = where(beyond(greater(out, *hi), *hi), astype(*hi, promote_types(out.dtype(), hi->dtype())), out);
   return out;
 }
 

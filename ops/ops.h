@@ -97,7 +97,8 @@ array logical_or(const array& a, const array& b);
 // ---- elementwise: ternary ----
 /// Picks x where cond is true and y elsewhere, broadcasting all three.
 array where(const array& cond, const array& x, const array& y);
-/// Limits values to [lo, hi]; either bound may be absent.
+/// Limits values to [lo, hi]; either bound may be absent. A NaN bound gives NaN, as
+/// minimum(maximum(a, lo), hi) (numpy, PyTorch, MLX); the gradient reaches `a` where lo <= a <= hi.
 array clip(const array& a, const std::optional<array>& lo, const std::optional<array>& hi);
 
 // ---- operators ----
@@ -162,6 +163,8 @@ inline array operator!(const array& a) { return logical_not(a); }
 array sum(const array& a, const std::vector<int>& axes, bool keepdims = false);
 array sum(const array& a, int axis, bool keepdims = false);
 array sum(const array& a, bool keepdims = false);
+/// mean, var, std and logsumexp of float16 and bfloat16 accumulate in float32 and round once at the
+/// end (a float16 sum of more than 65,504 ones would be inf); integers give float32.
 array mean(const array& a, const std::vector<int>& axes, bool keepdims = false);
 array mean(const array& a, int axis, bool keepdims = false);
 array mean(const array& a, bool keepdims = false);
@@ -197,6 +200,8 @@ array argmax(const array& a, int axis, bool keepdims = false);
 array argmax(const array& a, bool keepdims = false);
 array argmin(const array& a, int axis, bool keepdims = false);
 array argmin(const array& a, bool keepdims = false);
+/// exp(a - max) / sum(exp(a - max)) over `axes`, the half types computed in float32. A row holding +inf
+/// is NaN (x - max is NaN there), as in numpy, PyTorch and MLX; a row of -inf is NaN too (0 / 0).
 array softmax(const array& a, const std::vector<int>& axes);
 array softmax(const array& a, int axis = -1);
 array log_softmax(const array& a, const std::vector<int>& axes);

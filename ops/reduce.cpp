@@ -276,6 +276,7 @@ class Reduce : public UnaryPrimitive {
       case ReduceType::prod: {
         // Product of all other elements, exact when some elements are zero: move the reduced axes
         // last, flatten them, and multiply exclusive running products from both ends.
+        if (x.size() == 0) return zeros_like(x);  // (the flattening could not infer its -1)
         int nd = static_cast<int>(x.ndim());
         std::vector<int> perm, inv(nd);
         for (int i = 0; i < nd; ++i) {
@@ -511,11 +512,21 @@ LOOM_REDUCTION(all, ReduceType::all)
 LOOM_REDUCTION(any, ReduceType::any)
 #undef LOOM_REDUCTION
 
+namespace {
+// The dtype mean, var, logsumexp and softmax compute in: float32 for the half types, whose sums of more
+// than 65,504 ones would overflow (the result is rounded back once, at the end), else a's own
+// floating dtype (integers: float32).
+Dtype accumulation_dtype(Dtype d) {
+  return d == float16 || d == bfloat16 || !is_floating_point(d) ? float32 : d;
+}
+Dtype result_dtype(Dtype d) { return is_floating_point(d) ? d : float32; }
+}  // namespace
+
 array mean(const array& a, const std::vector<int>& axes, bool keepdims) {
   size_t n = reduced_count(a, axes, "mean");
-  Dtype d = is_floating_point(a.dtype()) ? a.dtype() : float32;
-  array s = sum(astype(a, d), axes, keepdims);
-  return multiply(s, array(n ? 1.0 / double(n) : std::nan(""), d));
+  const Dtype acc = accumulation_dtype(a.dtype());
+  array s = sum(astype(a, acc), axes, keepdims);
+  return astype(multiply(s, array(n ? 1.0 / double(n) : std::nan(""), acc)), result_dtype(a.dtype()));
 }
 array mean(const array& a, int axis, bool keepdims) { return mean(a, std::vector<int>{axis}, keepdims); }
 array mean(const array& a, bool keepdims) { return mean(a, all_axes(a), keepdims); }
@@ -523,12 +534,12 @@ array mean(const array& a, bool keepdims) { return mean(a, all_axes(a), keepdims
 namespace {
 array var_impl(const array& a, const std::vector<int>& axes, bool keepdims, int ddof, const char* name) {
   size_t n = reduced_count(a, axes, name);
-  Dtype d = is_floating_point(a.dtype()) ? a.dtype() : float32;
-  array x = astype(a, d);
+  const Dtype acc = accumulation_dtype(a.dtype());
+  array x = astype(a, acc);
   array centered = subtract(x, mean(x, axes, true));
   array s = sum(square(centered), axes, keepdims);
   double denom = double(n) - ddof;
-  return multiply(s, array(denom > 0 ? 1.0 / denom : std::nan(""), d));
+  return astype(multiply(s, array(denom > 0 ? 1.0 / denom : std::nan(""), acc)), result_dtype(a.dtype()));
 }
 }  // namespace
 
@@ -544,21 +555,24 @@ array std(const array& a, int axis, bool keepdims, int ddof) { return std(a, std
 array std(const array& a, bool keepdims, int ddof) { return std(a, all_axes(a), keepdims, ddof); }
 
 namespace {
-// The max over `axes` (keepdims) with infinities replaced by 0, as a constant for stabilizing exps.
-array stable_shift(const array& x, const std::vector<int>& axes) {
+// The max over `axes` (keepdims) as a constant for stabilizing exps, with -inf replaced by 0 (a row
+// of -inf would otherwise give -inf - -inf = NaN); +inf too for logsumexp, whose answer is then +inf
+// (as PyTorch's), but not for softmax, where a +inf entry makes the row NaN (numpy, PyTorch, MLX).
+array stable_shift(const array& x, const std::vector<int>& axes, bool keep_positive_inf = false) {
   array m = stop_gradient(max(x, axes, true));
-  return where(isinf(m), zeros_like(m), m);
+  array replace = keep_positive_inf ? logical_and(isinf(m), less(m, zeros_like(m))) : isinf(m);
+  return where(replace, zeros_like(m), m);
 }
 }  // namespace
 
 array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims) {
   reduced_count(a, axes, "logsumexp");
-  Dtype d = is_floating_point(a.dtype()) ? a.dtype() : float32;
-  array x = astype(a, d);
-  if (x.size() == 0) return log(sum(exp(x), axes, keepdims));
+  const Dtype d = result_dtype(a.dtype());
+  array x = astype(a, accumulation_dtype(a.dtype()));
+  if (x.size() == 0) return astype(log(sum(exp(x), axes, keepdims)), d);
   array m = stable_shift(x, axes);
   array out = add(log(sum(exp(subtract(x, m)), axes, true)), m);
-  return keepdims ? out : squeeze(out, detail::normalize_axes(axes, static_cast<int>(a.ndim()), "logsumexp"));
+  return astype(keepdims ? out : squeeze(out, detail::normalize_axes(axes, static_cast<int>(a.ndim()), "logsumexp")), d);
 }
 array logsumexp(const array& a, int axis, bool keepdims) { return logsumexp(a, std::vector<int>{axis}, keepdims); }
 array logsumexp(const array& a, bool keepdims) { return logsumexp(a, all_axes(a), keepdims); }
@@ -569,7 +583,7 @@ array softmax_last_axis(const array& x, bool take_log);
 
 array softmax_composed(const array& x, const std::vector<int>& axes, bool take_log) {
   if (x.size() == 0) return x;  // max (for the shift) has no identity on an empty axis
-  array shifted = subtract(x, stable_shift(x, axes));
+  array shifted = subtract(x, stable_shift(x, axes, true));
   if (take_log) return subtract(shifted, log(sum(exp(shifted), axes, true)));
   array e = exp(shifted);
   return divide(e, sum(e, axes, true));
@@ -580,11 +594,12 @@ namespace {
 // Over the last axis alone, the fused primitive; otherwise the composition.
 array softmax_impl(const array& a, const std::vector<int>& axes, bool take_log, const char* name) {
   reduced_count(a, axes, name);
-  Dtype d = is_floating_point(a.dtype()) ? a.dtype() : float32;
+  const Dtype d = result_dtype(a.dtype());
   array x = astype(a, d);
   if (x.size() == 0) return x;
   const bool last = axes.size() == 1 && (axes[0] == -1 || axes[0] == static_cast<int>(a.ndim()) - 1);
-  return last ? detail::softmax_last_axis(x, take_log) : detail::softmax_composed(x, axes, take_log);
+  if (last) return detail::softmax_last_axis(x, take_log);  // computes the half types in float32
+  return astype(detail::softmax_composed(astype(x, accumulation_dtype(d)), axes, take_log), d);
 }
 }  // namespace
 

@@ -419,6 +419,9 @@ Shape normalize_slice(const Shape& shape, Shape& start, Shape& stop, const Shape
     // Keep normalized bounds a fixed point: with a negative step, a stop of -1 (before the first
     // element) would be read as "the last element" when a vjp or jvp normalizes it again.
     if (st < 0 && stop[i] < 0) stop[i] = -n - 1;
+    // An empty range is 0:0, which every step reads as empty again (a negative step's start of -1,
+    // before the first element, would read as the last).
+    if (out[i] == 0) start[i] = stop[i] = 0;
   }
   return out;
 }

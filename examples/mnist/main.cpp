@@ -118,6 +118,8 @@ std::pair<double, double> evaluate(Model& model, const data::IdxDataset& test, i
 
 // One PNG with the loss and accuracy per epoch, drawn by gnuplot from the metrics file.
 void plot(const std::string& metrics, const std::string& png) {
+  std::error_code ec;  // the plot may go to a folder of its own (--plot)
+  fs::create_directories(fs::path(png).parent_path(), ec);
   std::ifstream in(metrics);
   std::string tsv = png + ".tsv";
   std::ofstream out(tsv);
@@ -134,7 +136,8 @@ void plot(const std::string& metrics, const std::string& png) {
   }
   out.close();
   if (rows == 0) return;
-  FILE* gp = popen("gnuplot 2>/dev/null", "w");
+  // gnuplot writes the image to stdout when it cannot open the file: never to the terminal.
+  FILE* gp = popen("gnuplot >/dev/null 2>&1", "w");
   if (!gp) return;
   std::fprintf(gp,
                "set terminal pngcairo size 1000,420 noenhanced\nset output '%s'\nset multiplot layout 1,2\n"

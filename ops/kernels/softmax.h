@@ -14,9 +14,10 @@ template <typename T>
 void softmax_rows(const array& x, array& out, bool take_log) {
   const int n = x.shape(-1);
   map_rows<T>(x, out, [&](const T* xr, T* yr) {
-    // The composition's shift: the max (NaNs skipped; they make the sum NaN), 0 when infinite.
+    // The composition's shift: the max (NaNs skipped; they make the sum NaN), 0 for a row of -inf.
+    // A +inf entry stays the shift: it makes the row NaN, as in numpy, PyTorch and MLX.
     T m = detail::lane_max(xr, n);
-    if (std::isinf(m)) m = 0;
+    if (std::isinf(m) && m < 0) m = 0;
     if (take_log) {
       const T ls = std::log(detail::lane_sum<T>(n, [&](int j) { return detail::exp_of(xr[j] - m); }));
       for (int j = 0; j < n; ++j) yr[j] = (xr[j] - m) - ls;

@@ -1,0 +1,126 @@
+// Disagreements with PyTorch/numpy found by differential testing (issue 21), each kept as a named
+// regression: empty operands that are broadcasts of scalars, empty vjps, float16 accumulation,
+// NaN bounds, +inf in softmax rows.
+#include <cmath>
+#include <limits>
+
+#include "../test_utils.h"
+#include "loom/autograd/transforms.h"
+#include "loom/ops/ops.h"
+
+using namespace loom;
+using loom::testing::expect_array;
+
+namespace {
+array scalar_broadcast(Shape shape, Dtype d = float32) { return broadcast_to(astype(array(1.0f), d), shape); }
+}  // namespace
+
+TEST(EmptyBroadcastOperands, ElementwiseOpsGiveEmptyResults) {
+  array z01 = zeros({0, 1});
+  EXPECT_EQ(add(astype(broadcast_to(array(2), {0, 1}), float32), z01).shape(), (Shape{0, 1}));
+  eval(add(astype(broadcast_to(array(2), {0, 1}), float32), z01));
+  array l = logical_and(broadcast_to(array(1.0f), {0}), zeros({0}));
+  eval(l);
+  EXPECT_EQ(l.shape(), (Shape{0}));
+  array d = divide(broadcast_to(array(7), {0, 3}), broadcast_to(array(2), {0, 3}));
+  eval(d);
+  EXPECT_EQ(d.shape(), (Shape{0, 3}));
+  array b = scalar_broadcast({0, 2});
+  array m = minimum(add(b, b), zeros({0, 2}));
+  eval(m);
+  EXPECT_EQ(m.size(), 0u);
+  array v = var(scalar_broadcast({0, 4}), std::vector<int>{1});
+  eval(v);
+  EXPECT_EQ(v.shape(), (Shape{0}));
+}
+
+TEST(EmptyBroadcastOperands, SameWithFusionOff) {
+  detail::set_fusion(false);
+  array b = scalar_broadcast({0, 2});
+  array m = minimum(add(b, b), zeros({0, 2}));
+  eval(m);
+  EXPECT_EQ(m.size(), 0u);
+  array d = add(astype(broadcast_to(array(2), {0, 1}), float32), zeros({0, 1}));
+  eval(d);
+  detail::set_fusion(true);
+  EXPECT_EQ(d.shape(), (Shape{0, 1}));
+}
+
+namespace {
+// The vjp of f at `primals` (all cotangent ones), evaluated.
+std::vector<array> vjp_of(const std::function<array(const std::vector<array>&)>& f, const std::vector<array>& primals) {
+  auto [outs, grads] = vjp([&](const std::vector<array>& x) { return std::vector<array>{f(x)}; }, primals,
+                           {ones_like(f(primals))});
+  eval(grads);
+  return grads;
+}
+}  // namespace
+
+TEST(EmptyOperands, VjpsAreEmpty) {
+  array e = zeros({0, 3});
+  for (auto f : std::vector<std::function<array(const std::vector<array>&)>>{
+           [](const std::vector<array>& x) { return sigmoid(x[0]); },
+           [](const std::vector<array>& x) { return tan(x[0]); },
+           [](const std::vector<array>& x) { return logsumexp(x[0], 1); },
+           [](const std::vector<array>& x) { return logsumexp(x[0], 0); },
+           [](const std::vector<array>& x) { return power(x[0], x[1]); },
+           [](const std::vector<array>& x) { return arctan2(x[0], x[1]); },
+       }) {
+    auto g = vjp_of(f, {e, zeros({0, 3})});
+    ASSERT_EQ(g.size(), 2u);
+    EXPECT_EQ(g[0].shape(), (Shape{0, 3}));
+  }
+  // A broadcast operand that is not empty gets a zero gradient of its own shape.
+  auto g = vjp_of([](const std::vector<array>& x) { return power(x[0], x[1]); }, {zeros({0, 3}), full({3}, 2.0f)});
+  expect_array(g[1], {3}, std::vector<double>{0, 0, 0});
+}
+
+TEST(Float16, MeanVarStdLogsumexpAccumulateInFloat32) {
+  array x = ones({70000}, float16);
+  EXPECT_EQ(mean(x).item<float>(), 1.0f);
+  EXPECT_EQ(mean(x).dtype(), float16);
+  EXPECT_EQ(var(x).item<float>(), 0.0f);
+  EXPECT_EQ(loom::std(x).item<float>(), 0.0f);
+  EXPECT_NEAR(logsumexp(zeros({70000}, float16)).item<float>(), std::log(70000.0f), 0.01);
+  array ls = log_softmax(zeros({7, 10000}, float16), std::vector<int>{0, 1});
+  EXPECT_NEAR(ls.to_vector<float>()[0], -std::log(70000.0f), 0.01);
+  EXPECT_NEAR(mean(full({2, 40000}, 3.0f, bfloat16)).item<float>(), 3.0f, 0.02);
+}
+
+TEST(EmptySlice, NegativeStepVjpIsZero) {
+  auto g = vjp_of([](const std::vector<array>& x) { return slice(x[0], {-5}, {-6}, {-1}); }, {zeros({4})});
+  expect_array(g[0], {4}, std::vector<double>{0, 0, 0, 0});
+  auto u = vjp_of([](const std::vector<array>& x) { return slice_update(x[0], x[1], {-5}, {-6}, {-1}); },
+                  {zeros({4}), zeros({0})});
+  expect_array(u[0], {4}, std::vector<double>{1, 1, 1, 1});
+  EXPECT_EQ(u[1].shape(), (Shape{0}));
+}
+
+TEST(EmptyAxis, ProdVjp) {
+  auto g = vjp_of([](const std::vector<array>& x) { return prod(x[0], 1); }, {ones({0, 3})});
+  EXPECT_EQ(g[0].shape(), (Shape{0, 3}));
+  auto h = vjp_of([](const std::vector<array>& x) { return prod(x[0], 0); }, {ones({0, 3})});
+  EXPECT_EQ(h[0].shape(), (Shape{0, 3}));
+}
+
+TEST(Clip, NanBoundsPropagateAsMinimumOfMaximum) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  array x = array({1.0f, 5.0f, nan});
+  array lo = clip(x, array(nan), array(3.0f));
+  for (float v : lo.to_vector<float>()) EXPECT_TRUE(std::isnan(v));
+  array hi = clip(x, array(0.0f), array(nan));
+  for (float v : hi.to_vector<float>()) EXPECT_TRUE(std::isnan(v));
+  expect_array(clip(array({-1.0f, 2.0f, 9.0f}), array(0.0f), array(3.0f)), {3}, std::vector<double>{0, 2, 3});
+}
+
+TEST(Softmax, RowWithPositiveInfinityIsNan) {
+  const float inf = std::numeric_limits<float>::infinity();
+  array x = array({1.0f, inf, 2.0f}, {1, 3});
+  for (const array& y : {softmax(x, -1), log_softmax(x, -1), softmax(x, std::vector<int>{0, 1}),
+                         log_softmax(x, std::vector<int>{0, 1})}) {
+    for (float v : array(y).to_vector<float>()) EXPECT_TRUE(std::isnan(v));
+  }
+  // A row of -inf entries beside finite ones is fine: they get 0 (-inf in log space).
+  array ok = softmax(array({0.0f, -inf}, {1, 2}), -1);
+  expect_array(ok, {1, 2}, std::vector<double>{1, 0});
+}
