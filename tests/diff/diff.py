@@ -746,7 +746,11 @@ def softmax_ref(log):
         m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
         s = x - m
         lse = torch.log(torch.sum(torch.exp(s), dim=axes, keepdim=True))
-        return [((s - lse) if log else torch.exp(s - lse), d)]
+        r = (s - lse) if log else torch.exp(s - lse)
+        # A row holding +inf is NaN throughout (as torch.softmax, whose x - max is inf - inf there).
+        posinf = torch.isposinf(x.detach()).any(dim=axes[0], keepdim=True) if len(axes) == 1 else \
+            torch.isposinf(x.detach()).sum(dim=axes, keepdim=True) > 0
+        return [(torch.where(posinf, torch.full_like(r, math.nan), r), d)]
     return ref
 
 

@@ -102,74 +102,9 @@ NOT_COVERED = {
 }
 
 # Bugs being fixed on main, excluded from the short run until the fix lands (then delete the entry):
-# each maps a name to (the bug, a predicate on a case that picks exactly the affected cases). The long
-# run (scripts/diff.sh) still runs them. Regression cases for them stay in regressions.jsonl.
-def _empty_negative_step_slice(c):
-    p = c.get("params", {})
-    if "vjp" not in c or c["op"] not in ("slice", "slice_update") and not any(i.recipe for i in c["_inputs"]):
-        return False
-    import numpy as np
-    from diff import view_index
-    slices = []
-    if c["op"] in ("slice", "slice_update"):
-        slices.append((c["_inputs"][0].shape, p))
-    for i in c["_inputs"]:
-        for step in i.recipe or []:
-            if "slice" in step:
-                slices.append((i.base_shape, step["slice"]))
-    return any(any(s < 0 for s in sl["strides"]) and view_index(list(shape), [{"slice": sl}]).size == 0
-               for shape, sl in slices)
-
-
-def _half_stats_over_65504(c):
-    big = any(i.dt == "float16" and int(np.prod(i.shape)) > 65504 for i in c["_inputs"]) if c["_inputs"] else False
-    return c["op"] in ("mean", "var", "std", "logsumexp") and big
-
-
-import numpy as np  # noqa: E402
-
-def _prod_vjp_empty_axis(c):
-    return c["op"] == "prod" and "vjp" in c and any(0 in i.shape for i in c["_inputs"])
-
-
-ELEMENTWISE = {"add", "subtract", "multiply", "divide", "floor_divide", "remainder", "power", "maximum", "minimum",
-               "arctan2", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
-               "logical_or", "where", "clip", "chain"}
-
-
-def _empty_broadcast_operand(c):
-    return c["op"] in ELEMENTWISE and any(
-        int(np.prod(i.shape)) == 0 and any("broadcast" in s for s in i.recipe or []) for i in c["_inputs"])
-
-
-def _empty_operand_vjp(c):
-    return c["op"] in ("sigmoid", "tan", "logsumexp", "power", "arctan2", "chain") and "vjp" in c and any(
-        int(np.prod(i.shape)) == 0 for i in c["_inputs"])
-
-
-def _softmax_plus_inf(c):
-    return c["op"] in ("softmax", "log_softmax", "fast_softmax", "fast_log_softmax") and any(
-        i.dt in ("float16", "bfloat16", "float32", "float64") and np.isposinf(np.asarray(i.values, dtype=float)).any()
-        for i in c["_inputs"])
-
-
-def _clip_nan_bound(c):
-    return c["op"] == "clip" and any(
-        i.dt in ("float16", "bfloat16", "float32", "float64") and np.isnan(np.asarray(i.values, dtype=float)).any()
-        for i in c["_inputs"][1:])
-
-
-PENDING_FIXES = {
-    "empty_broadcast_operand": ("the lead's list: elementwise ops with a 0-element broadcast-of-a-scalar operand "
-                                "segfault", _empty_broadcast_operand),
-    "empty_operand_vjp": ("the lead's list: vjps of sigmoid/tan/logsumexp/power/arctan2 with an empty operand segfault",
-                          _empty_operand_vjp),
-    "softmax_plus_inf": ("the lead's list: softmax of a row containing +inf", _softmax_plus_inf),
-    "clip_nan_bounds": ("the lead's list: clip ignores NaN bounds", _clip_nan_bound),
-    "prod_vjp_zero_size_axis": ("the lead's list: vjp of prod over an array with a 0-size axis throws",
-                                _prod_vjp_empty_axis),
-    "empty_negative_step_slice_vjp": ("the lead's list: vjp of an empty negative-step slice throws",
-                                      _empty_negative_step_slice),
-    "float16_stats_over_65504": ("the lead's list: float16 mean/var/std/logsumexp over >65504 elements give inf",
-                                 _half_stats_over_65504),
-}
+# name -> (the bug, a predicate on a case picking exactly the affected cases), e.g.
+#     "prod_vjp_empty": ("vjp of prod over a 0-size axis throws",
+#                        lambda c: c["op"] == "prod" and "vjp" in c and 0 in c["_inputs"][0].shape),
+# The long run (scripts/diff.sh) ignores this list. Empty: the bugs it held landed on main
+# (c64fc7a, 14241b0, 398048b).
+PENDING_FIXES = {}
