@@ -49,8 +49,9 @@ DIFFERENCES = {
     "0 * inf can give inf (or -inf) where IEEE arithmetic, and the reference, give NaN. Where the "
     "reference is NaN the comparator accepts an infinity for these ops.",
     "half_grad_intermediates": "vjps of float16/bfloat16 inputs are computed by ops in that dtype (as "
-    "in MLX and PyTorch's own half autograd), so intermediates can overflow where the float64 "
-    "reference does not; gradient elements beyond FMAX / 64 of the dtype are not compared.",
+    "in MLX and PyTorch's own half autograd), so intermediates can overflow or underflow (a^2 + b^2 "
+    "in arctan2's rule) where the float64 reference does not; gradient elements beyond FMAX / 64 of the "
+    "dtype, and non-finite gradient elements where the reference is finite, are not compared.",
     "overflow_in_accumulation": "Sums of products in float32 or narrower (matmul, conv, sum, var) "
     "overflow in an order-dependent way once the sum of magnitudes passes the dtype's largest finite "
     "value: +inf, -inf or NaN are all roundings of such a result, so any non-finite value agrees there.",
