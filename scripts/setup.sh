@@ -6,6 +6,7 @@ packages=(
   libopenblas-openmp-dev libopenmpi-dev openmpi-bin
   libgtest-dev libbenchmark-dev nlohmann-json3-dev zlib1g-dev libcli11-dev
   dataset-fashion-mnist fortunes fortunes-min gnuplot-nox
+  python3-numpy python3-torch
 )
 missing=()
 for p in "${packages[@]}"; do

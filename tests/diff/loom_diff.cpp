@@ -1,0 +1,389 @@
+// The Loom side of the differential tester (tests/diff/README.md): reads cases as JSON lines on stdin,
+// runs each with Loom's public API and writes one JSON line of results per case to stdout, flushed,
+// so that when a case crashes the process the driver (diff.py) knows which one it was.
+//
+//   loom_diff [--fusion on|off|both] [--threads N] [--primitives] < cases.jsonl
+//
+// Case:   {"id", "op", "inputs": [{"dtype", "shape", "data", "view"?}], "params"?, "vjp"?, "jvp"?}
+// Result: {"id", "outputs": [{"dtype", "shape", "data"}], "vjp"?: [...], "jvp"?: [...],
+//          "nofuse"?: {...the same, from a run with fusion off, when it differs...}}
+//         or {"id", "error": "..."} when Loom throws.
+// Floating values are numbers or the strings "nan", "inf", "-inf"; a view recipe is a list of
+// {"transpose": axes}, {"slice": {"start", "stop", "strides"}}, {"broadcast": shape},
+// {"reshape": shape} applied with Loom's own ops to the base array, inside the differentiated function.
+#include <loom/core/primitive.h>  // detail::set_primitive_hook, for --primitives
+#include <loom/loom.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+
+using json = nlohmann::json;
+using namespace loom;
+
+namespace {
+
+Dtype dtype_from(const std::string& s) {
+  static const std::map<std::string, Dtype> m = {{"bool", bool_},       {"uint8", uint8},       {"int32", int32},
+                                                 {"int64", int64},      {"float16", float16},   {"bfloat16", bfloat16},
+                                                 {"float32", float32},  {"float64", float64}};
+  auto it = m.find(s);
+  if (it == m.end()) throw std::runtime_error("loom_diff: unknown dtype " + s);
+  return it->second;
+}
+
+Shape shape_from(const json& j) {
+  Shape s;
+  for (const auto& d : j) s.push_back(d.get<int>());
+  return s;
+}
+std::vector<int> ints(const json& j) { return j.get<std::vector<int>>(); }
+
+double number(const json& v) {
+  if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    if (s == "nan") return NAN;
+    if (s == "inf") return INFINITY;
+    if (s == "-inf") return -INFINITY;
+    throw std::runtime_error("loom_diff: bad number " + s);
+  }
+  return v.get<double>();
+}
+
+array make_array(const json& j) {
+  const Dtype dt = dtype_from(j.at("dtype"));
+  const Shape shape = shape_from(j.at("shape"));
+  const json& d = j.at("data");
+  if (is_integral(dt) || dt == bool_) {
+    std::vector<int64_t> v;
+    for (const auto& x : d) v.push_back(x.is_boolean() ? int64_t(x.get<bool>()) : x.get<int64_t>());
+    return array(v.data(), shape, dt);
+  }
+  std::vector<double> v;
+  for (const auto& x : d) v.push_back(number(x));
+  return array(v.data(), shape, dt);
+}
+
+array apply_view(array a, const json& recipe) {
+  for (const auto& step : recipe) {
+    if (step.contains("transpose")) a = transpose(a, ints(step["transpose"]));
+    else if (step.contains("slice"))
+      a = slice(a, shape_from(step["slice"]["start"]), shape_from(step["slice"]["stop"]),
+                shape_from(step["slice"]["strides"]));
+    else if (step.contains("broadcast")) a = broadcast_to(a, shape_from(step["broadcast"]));
+    else if (step.contains("reshape")) a = reshape(a, shape_from(step["reshape"]));
+    else throw std::runtime_error("loom_diff: unknown view " + step.dump());
+  }
+  return a;
+}
+
+json encode(array a) {
+  json out;
+  out["dtype"] = to_string(a.dtype());
+  out["shape"] = std::vector<int>(a.shape().begin(), a.shape().end());
+  json data = json::array();
+  if (a.dtype() == int64) {
+    for (int64_t x : a.to_vector<int64_t>()) data.push_back(x);
+  } else if (is_integral(a.dtype()) || a.dtype() == bool_) {
+    for (double x : a.to_vector<double>()) data.push_back(static_cast<int64_t>(x));
+  } else {
+    for (double x : a.to_vector<double>()) {
+      if (std::isnan(x)) data.push_back("nan");
+      else if (std::isinf(x)) data.push_back(x > 0 ? "inf" : "-inf");
+      else data.push_back(x);
+    }
+  }
+  out["data"] = std::move(data);
+  return out;
+}
+
+std::optional<int> opt_int(const json& p, const char* key) {
+  if (!p.contains(key) || p[key].is_null()) return std::nullopt;
+  return p[key].get<int>();
+}
+
+// ---- the ops, by name ----
+using Args = std::vector<array>;
+using Op = std::function<std::vector<array>(const Args&, const json&)>;
+
+template <typename F>
+Op one(F f) {
+  return [f](const Args& x, const json& p) { return std::vector<array>{f(x, p)}; };
+}
+
+const std::map<std::string, Op>& ops() {
+  static const std::map<std::string, Op> table = [] {
+    std::map<std::string, Op> t;
+#define UNARY(N) t[#N] = one([](const Args& x, const json&) { return N(x[0]); });
+    UNARY(negative) UNARY(abs) UNARY(sign) UNARY(square) UNARY(sqrt) UNARY(rsqrt) UNARY(reciprocal) UNARY(exp)
+    UNARY(expm1) UNARY(log) UNARY(log1p) UNARY(log2) UNARY(log10) UNARY(sin) UNARY(cos) UNARY(tan) UNARY(tanh)
+    UNARY(sigmoid) UNARY(erf) UNARY(erfinv) UNARY(floor) UNARY(ceil) UNARY(round) UNARY(logical_not)
+    UNARY(isnan) UNARY(isinf) UNARY(isfinite) UNARY(copy) UNARY(stop_gradient)
+#undef UNARY
+#define BINARY(N) t[#N] = one([](const Args& x, const json&) { return N(x[0], x[1]); });
+    BINARY(add) BINARY(subtract) BINARY(multiply) BINARY(divide) BINARY(floor_divide) BINARY(remainder)
+    BINARY(power) BINARY(maximum) BINARY(minimum) BINARY(arctan2) BINARY(equal) BINARY(not_equal) BINARY(less)
+    BINARY(less_equal) BINARY(greater) BINARY(greater_equal) BINARY(logical_and) BINARY(logical_or)
+    BINARY(matmul) BINARY(outer) BINARY(inner)
+#undef BINARY
+    t["where"] = one([](const Args& x, const json&) { return where(x[0], x[1], x[2]); });
+    t["clip"] = one([](const Args& x, const json& p) {
+      const bool lo = p.value("lo", true), hi = p.value("hi", true);
+      return clip(x[0], lo ? std::optional<array>(x[1]) : std::nullopt,
+                  hi ? std::optional<array>(x[lo ? 2 : 1]) : std::nullopt);
+    });
+    t["astype"] = one([](const Args& x, const json& p) { return astype(x[0], dtype_from(p["dtype"])); });
+    t["full"] = one([](const Args& x, const json& p) { return full(shape_from(p["shape"]), x[0]); });
+    t["arange"] = one([](const Args&, const json& p) {
+      return arange(p["start"].get<double>(), p["stop"].get<double>(), p["step"].get<double>(),
+                    dtype_from(p["dtype"]));
+    });
+    // Reductions: "axes" null reduces everything.
+#define REDUCE(N)                                                                           \
+  t[#N] = one([](const Args& x, const json& p) {                                           \
+    const bool k = p.value("keepdims", false);                                             \
+    return p["axes"].is_null() ? N(x[0], k) : N(x[0], ints(p["axes"]), k);                  \
+  });
+    REDUCE(sum) REDUCE(mean) REDUCE(prod) REDUCE(max) REDUCE(min) REDUCE(all) REDUCE(any) REDUCE(logsumexp)
+#undef REDUCE
+    t["var"] = one([](const Args& x, const json& p) {
+      const bool k = p.value("keepdims", false);
+      const int ddof = p.value("ddof", 0);
+      return p["axes"].is_null() ? var(x[0], k, ddof) : var(x[0], ints(p["axes"]), k, ddof);
+    });
+    t["std"] = one([](const Args& x, const json& p) {
+      const bool k = p.value("keepdims", false);
+      const int ddof = p.value("ddof", 0);
+      return p["axes"].is_null() ? loom::std(x[0], k, ddof) : loom::std(x[0], ints(p["axes"]), k, ddof);
+    });
+    t["argmax"] = one([](const Args& x, const json& p) {
+      auto ax = opt_int(p, "axis");
+      return ax ? argmax(x[0], *ax, p.value("keepdims", false)) : argmax(x[0], p.value("keepdims", false));
+    });
+    t["argmin"] = one([](const Args& x, const json& p) {
+      auto ax = opt_int(p, "axis");
+      return ax ? argmin(x[0], *ax, p.value("keepdims", false)) : argmin(x[0], p.value("keepdims", false));
+    });
+    t["softmax"] = one([](const Args& x, const json& p) { return softmax(x[0], ints(p["axes"])); });
+    t["log_softmax"] = one([](const Args& x, const json& p) { return log_softmax(x[0], ints(p["axes"])); });
+    t["cumsum"] = one([](const Args& x, const json& p) {
+      return cumsum(x[0], p["axis"].get<int>(), p.value("reverse", false), p.value("inclusive", true));
+    });
+    // Shapes.
+    t["reshape"] = one([](const Args& x, const json& p) { return reshape(x[0], shape_from(p["shape"])); });
+    t["flatten"] = one([](const Args& x, const json& p) {
+      return flatten(x[0], p.value("start", 0), p.value("end", -1));
+    });
+    t["transpose"] = one([](const Args& x, const json& p) { return transpose(x[0], ints(p["axes"])); });
+    t["swapaxes"] = one([](const Args& x, const json& p) { return swapaxes(x[0], p["a"], p["b"]); });
+    t["moveaxis"] = one([](const Args& x, const json& p) { return moveaxis(x[0], p["src"], p["dst"]); });
+    t["squeeze"] = one([](const Args& x, const json& p) {
+      return p["axes"].is_null() ? squeeze(x[0]) : squeeze(x[0], ints(p["axes"]));
+    });
+    t["expand_dims"] = one([](const Args& x, const json& p) { return expand_dims(x[0], ints(p["axes"])); });
+    t["broadcast_to"] = one([](const Args& x, const json& p) { return broadcast_to(x[0], shape_from(p["shape"])); });
+    t["slice"] = one([](const Args& x, const json& p) {
+      return slice(x[0], shape_from(p["start"]), shape_from(p["stop"]), shape_from(p["strides"]));
+    });
+    t["slice_update"] = one([](const Args& x, const json& p) {
+      return slice_update(x[0], x[1], shape_from(p["start"]), shape_from(p["stop"]), shape_from(p["strides"]));
+    });
+    t["concatenate"] = one([](const Args& x, const json& p) { return concatenate(x, p["axis"].get<int>()); });
+    t["stack"] = one([](const Args& x, const json& p) { return stack(x, p["axis"].get<int>()); });
+    t["split"] = [](const Args& x, const json& p) {
+      return p["indices"].is_number() ? split(x[0], p["indices"].get<int>(), p["axis"].get<int>())
+                                      : split(x[0], ints(p["indices"]), p["axis"].get<int>());
+    };
+    t["pad"] = one([](const Args& x, const json& p) {
+      std::vector<std::pair<int, int>> w;
+      for (const auto& lh : p["width"]) w.emplace_back(lh[0].get<int>(), lh[1].get<int>());
+      return pad(x[0], w, x[1]);
+    });
+    t["tile"] = one([](const Args& x, const json& p) { return tile(x[0], ints(p["reps"])); });
+    t["repeat"] = one([](const Args& x, const json& p) {
+      auto ax = opt_int(p, "axis");
+      return ax ? repeat(x[0], p["repeats"].get<int>(), *ax) : repeat(x[0], p["repeats"].get<int>());
+    });
+    t["addmm"] = one([](const Args& x, const json& p) {
+      return addmm(x[0], x[1], x[2], p.value("alpha", 1.0f), p.value("beta", 1.0f));
+    });
+    // Indexing and sorting.
+    t["take"] = one([](const Args& x, const json& p) {
+      auto ax = opt_int(p, "axis");
+      return ax ? take(x[0], x[1], *ax) : take(x[0], x[1]);
+    });
+    t["take_along_axis"] = one([](const Args& x, const json& p) { return take_along_axis(x[0], x[1], p["axis"]); });
+    t["put_along_axis"] = one([](const Args& x, const json& p) {
+      return put_along_axis(x[0], x[1], x[2], p["axis"].get<int>());
+    });
+    t["scatter_add_axis"] = one([](const Args& x, const json& p) {
+      return scatter_add_axis(x[0], x[1], x[2], p["axis"].get<int>());
+    });
+    t["scatter_add"] = one([](const Args& x, const json& p) { return scatter_add(x[0], x[1], x[2], p["axis"]); });
+    t["sort"] = one([](const Args& x, const json& p) { return sort(x[0], p["axis"].get<int>()); });
+    t["argsort"] = one([](const Args& x, const json& p) { return argsort(x[0], p["axis"].get<int>()); });
+    t["topk"] = one([](const Args& x, const json& p) { return topk(x[0], p["k"], p["axis"]); });
+    t["partition"] = one([](const Args& x, const json& p) { return partition(x[0], p["kth"], p["axis"]); });
+    t["argpartition"] = one([](const Args& x, const json& p) { return argpartition(x[0], p["kth"], p["axis"]); });
+    // Convolution and pooling (channels-last).
+    t["conv_general"] = one([](const Args& x, const json& p) {
+      return conv_general(x[0], x[1], ints(p["stride"]), ints(p["padding_lo"]), ints(p["padding_hi"]),
+                          ints(p["kernel_dilation"]), ints(p["input_dilation"]), p.value("groups", 1),
+                          p.value("flip", false));
+    });
+    t["max_pool"] = one([](const Args& x, const json& p) {
+      return max_pool(x[0], ints(p["kernel"]), ints(p["stride"]), ints(p["padding"]));
+    });
+    t["avg_pool"] = one([](const Args& x, const json& p) {
+      return avg_pool(x[0], ints(p["kernel"]), ints(p["stride"]), ints(p["padding"]));
+    });
+    // Fused ops and losses.
+    t["fast_softmax"] = one([](const Args& x, const json&) { return fast::softmax(x[0]); });
+    t["fast_log_softmax"] = one([](const Args& x, const json&) { return fast::log_softmax(x[0]); });
+    t["gelu"] = one([](const Args& x, const json&) { return fast::gelu(x[0]); });
+    t["layer_norm"] = one([](const Args& x, const json& p) {
+      return fast::layer_norm(x[0], x.size() > 1 ? std::optional<array>(x[1]) : std::nullopt,
+                              x.size() > 2 ? std::optional<array>(x[2]) : std::nullopt, p.value("eps", 1e-5));
+    });
+    t["rms_norm"] = one([](const Args& x, const json& p) {
+      return fast::rms_norm(x[0], x.size() > 1 ? std::optional<array>(x[1]) : std::nullopt, p.value("eps", 1e-5));
+    });
+    t["sdpa"] = one([](const Args& x, const json& p) {
+      return fast::scaled_dot_product_attention(x[0], x[1], x[2], p["scale"].get<double>(),
+                                                x.size() > 3 ? std::optional<array>(x[3]) : std::nullopt);
+    });
+    t["cross_entropy"] = one([](const Args& x, const json& p) {
+      return nn::losses::cross_entropy(x[0], x[1], std::nullopt, p.value("axis", -1),
+                                       p.value("label_smoothing", 0.0), p.value("reduction", "none"));
+    });
+    return t;
+  }();
+  return table;
+}
+
+std::vector<array> run_op(const std::string& name, const Args& x, const json& p) {
+  if (name == "chain") {
+    // A program over registers (the inputs, then each step's result): [op, register...] per step.
+    Args regs = x;
+    for (const auto& step : p["steps"]) {
+      Args args;
+      for (size_t i = 1; i < step.size(); ++i) args.push_back(regs.at(step[i].get<size_t>()));
+      regs.push_back(run_op(step[0].get<std::string>(), args, json::object())[0]);
+    }
+    return {regs.back()};
+  }
+  auto it = ops().find(name);
+  if (it == ops().end()) throw std::runtime_error("loom_diff: unknown op " + name);
+  return it->second(x, p);
+}
+
+json run_case(const json& c) {
+  const std::string op = c.at("op");
+  const json params = c.value("params", json::object());
+  std::vector<array> bases;
+  std::vector<json> views;
+  for (const auto& in : c.value("inputs", json::array())) {
+    bases.push_back(make_array(in));
+    views.push_back(in.value("view", json::array()));
+  }
+  auto fn = [&](const std::vector<array>& b) {
+    Args x;
+    for (size_t i = 0; i < b.size(); ++i) x.push_back(apply_view(b[i], views[i]));
+    return run_op(op, x, params);
+  };
+  json r;
+  std::vector<array> outs, grads, tangents_out;
+  if (c.contains("vjp")) {
+    std::vector<array> cot;
+    for (const auto& t : c["vjp"]) cot.push_back(make_array(t));
+    std::tie(outs, grads) = vjp(fn, bases, cot);
+  } else {
+    outs = fn(bases);
+  }
+  if (c.contains("jvp")) {
+    std::vector<array> tan;
+    for (size_t i = 0; i < bases.size(); ++i)
+      tan.push_back(c["jvp"][i].is_null() ? zeros_like(bases[i]) : make_array(c["jvp"][i]));
+    tangents_out = jvp(fn, bases, tan).second;
+  }
+  std::vector<array> all = outs;
+  all.insert(all.end(), grads.begin(), grads.end());
+  all.insert(all.end(), tangents_out.begin(), tangents_out.end());
+  eval(all);
+  r["outputs"] = json::array();
+  for (auto& o : outs) r["outputs"].push_back(encode(o));
+  if (c.contains("vjp")) {
+    r["vjp"] = json::array();
+    for (auto& g : grads) r["vjp"].push_back(encode(g));
+  }
+  if (c.contains("jvp")) {
+    r["jvp"] = json::array();
+    for (auto& t : tangents_out) r["jvp"].push_back(encode(t));
+  }
+  return r;
+}
+
+json run_guarded(const json& c) {
+  try {
+    return run_case(c);
+  } catch (const std::exception& e) {
+    return json{{"error", e.what()}};
+  }
+}
+
+// The primitives of every node made, as tests/registry.h names them ("Reduce(sum)" for variants).
+std::set<std::string>& seen() {
+  static std::set<std::string> s;
+  return s;
+}
+void record(const Primitive& p) {
+  std::ostringstream os;
+  p.print(os);
+  std::string printed = os.str(), name = p.name();
+  const size_t open = printed.find('(');
+  if (open != std::string::npos && printed.compare(0, open, name) == 0) {
+    const size_t close = printed.find_first_of(",)", open);
+    if (close != std::string::npos) name = printed.substr(0, close) + ")";
+  }
+  seen().insert(name);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string fusion = "both";
+  bool primitives = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--fusion" && i + 1 < argc) fusion = argv[++i];
+    else if (a == "--threads" && i + 1 < argc) set_num_threads(std::stoi(argv[++i]));
+    else if (a == "--primitives") primitives = true;
+    else {
+      std::cerr << "usage: loom_diff [--fusion on|off|both] [--threads N] [--primitives] < cases.jsonl\n";
+      return 2;
+    }
+  }
+  if (primitives) detail::set_primitive_hook(&record);
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line.empty()) continue;
+    json c = json::parse(line);
+    detail::set_fusion(fusion != "off");
+    json r = run_guarded(c);
+    if (fusion == "both") {
+      detail::set_fusion(false);
+      json r2 = run_guarded(c);
+      if (r2 != r) r["nofuse"] = std::move(r2);
+    }
+    r["id"] = c.at("id");
+    std::cout << r.dump() << '\n' << std::flush;
+  }
+  if (primitives) std::cout << json{{"primitives", seen()}}.dump() << '\n' << std::flush;
+  return 0;
+}
