@@ -49,10 +49,15 @@ std::vector<int64_t> batch_offsets(const array& a) {
   return off;
 }
 
-// An operand whose rows are contiguous (column stride 1), copied when they are not.
+// An operand BLAS can read as (rows, cols) matrices: contiguous rows (column stride 1) at a row
+// stride of at least the row length (BLAS's leading dimension), copied otherwise. Negative-step rows,
+// broadcast rows (stride 0) and overlapping ones are copied: as a leading dimension SGEMM rejects
+// them ("parameter 8 had an illegal value") and computes nothing.
 array rows_contiguous(const array& a) {
   const int nd = static_cast<int>(a.ndim());
-  if (a.strides()[nd - 1] == 1 || a.shape()[nd - 1] == 1) return a;
+  const int64_t cols = a.shape()[nd - 1], row_stride = nd >= 2 ? a.strides()[nd - 2] : cols;
+  const bool cols_ok = a.strides()[nd - 1] == 1 || cols == 1;
+  if (cols_ok && row_stride >= std::max<int64_t>(cols, 1)) return a;
   return kernels::row_contiguous(a);
 }
 

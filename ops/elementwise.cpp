@@ -63,7 +63,7 @@ struct AbsOp {
   template <class T> T operator()(T x) const {
     if constexpr (std::is_unsigned_v<T>) return x;
     else if constexpr (std::is_integral_v<T>) return x < T(0) ? kernels::wrapping_sub(T(0), x) : x;  // |INT_MIN| wraps
-    else return x < T(0) ? -x : x;
+    else return std::fabs(x);  // clears the sign of -0.0 too (x < 0 ? -x : x kept it)
   }
   static array grad(const array& x, const array&, const array& v) { return multiply(v, sign(x)); }
 };

@@ -124,3 +124,22 @@ TEST(Softmax, RowWithPositiveInfinityIsNan) {
   array ok = softmax(array({0.0f, -inf}, {1, 2}), -1);
   expect_array(ok, {1, 2}, std::vector<double>{1, 0});
 }
+
+TEST(Uint8, SumAndProdOverLongContiguousRuns) {
+  // GCC 12 miscompiled the eight-lane loop for uint8 summed in int32 (runs of 16 or more).
+  for (int n : {15, 16, 17, 32, 33000}) {
+    EXPECT_EQ(sum(astype(ones({n}), uint8)).item<int>(), n) << n;
+  }
+  EXPECT_EQ(prod(astype(full({16}, 2.0f), uint8)).item<int>(), 65536);
+  array x = astype(astype(arange(0.0, 33000.0, 1.0, float32), int32), uint8);  // 0..255 repeating
+  int64_t want = 0;
+  for (int i = 0; i < 33000; ++i) want += i % 256;
+  EXPECT_EQ(sum(x).item<int>(), want);
+}
+
+TEST(Abs, ClearsTheSignOfNegativeZero) {
+  for (Dtype d : {float16, bfloat16, float32, float64}) {
+    array z = abs(astype(array(-0.0f), d));
+    EXPECT_EQ(reciprocal(astype(z, float32)).item<float>(), std::numeric_limits<float>::infinity()) << to_string(d);
+  }
+}
