@@ -229,7 +229,7 @@ void scatter_axis_kernel(array& out, const array& vals, int axis, const std::vec
           } else {
             using C = compute_t<T>;
             T& y = o[ir[q] * Q + q];
-            y = static_cast<T>(static_cast<C>(y) + static_cast<C>(vr[q]));
+            y = static_cast<T>(kernels::wrapping_add(static_cast<C>(y), static_cast<C>(vr[q])));  // wraps as numpy
           }
         }
       }
@@ -314,7 +314,7 @@ void scatter_add_kernel(array& out, const array& upd, int axis, const std::vecto
       for (int64_t j = 0; j < N; ++j) {
         T* o = dst + (p * n + ix[j]) * Q;
         const T* ur = u + (p * N + j) * Q;
-        for (int64_t q = q0; q < q1; ++q) o[q] = static_cast<T>(static_cast<C>(o[q]) + static_cast<C>(ur[q]));
+        for (int64_t q = q0; q < q1; ++q) o[q] = static_cast<T>(kernels::wrapping_add(static_cast<C>(o[q]), static_cast<C>(ur[q])));
       }
     }
   });

@@ -6,6 +6,7 @@
 
 #include "../test_utils.h"
 #include "loom/autograd/transforms.h"
+#include "loom/ops/indexing.h"
 #include "loom/ops/ops.h"
 
 using namespace loom;
@@ -142,4 +143,17 @@ TEST(Abs, ClearsTheSignOfNegativeZero) {
     array z = abs(astype(array(-0.0f), d));
     EXPECT_EQ(reciprocal(astype(z, float32)).item<float>(), std::numeric_limits<float>::infinity()) << to_string(d);
   }
+}
+
+TEST(ScatterAdd, IntegerSumsWrapAsNumpy) {
+  // Signed overflow was undefined behaviour (UBSan stopped the differential tester's case).
+  const int64_t lo = std::numeric_limits<int64_t>::min();
+  array base = array(std::vector<int64_t>{lo, 0}, {2});
+  array upd = array(std::vector<int64_t>{-3}, {1});
+  array out = scatter_add_axis(base, array({0}, {1}), upd, 0);
+  auto v = out.to_vector<int64_t>();
+  EXPECT_EQ(v[0], std::numeric_limits<int64_t>::max() - 2);
+  EXPECT_EQ(v[1], 0);
+  auto w = scatter_add(base, array({0}, {1}), upd, 0).to_vector<int64_t>();
+  EXPECT_EQ(w[0], std::numeric_limits<int64_t>::max() - 2);
 }
