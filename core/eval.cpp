@@ -134,12 +134,13 @@ void naming_failed_allocations(const array& node, const std::vector<array>& outs
 // A node whose results are all empty computes nothing: they get empty buffers and its kernel does not
 // run, so no kernel has to handle empty operands, whose layouts can be odd (a 0-element broadcast of a
 // scalar still holds its one element). Collectives still run: their peers expect them.
-bool skip_empty(const array& a) {
-  for (const auto& o : a.outputs()) {
+bool skip_empty(const array& a, const std::vector<array>& outs) {
+  for (const auto& o : outs) {
     if (o.size() != 0) return false;
   }
   return !a.primitive().is_async();
 }
+// (Fusion groups never hold empty nodes: they fuse from kFuseFrom elements.)
 void give_empty_buffers(std::vector<array>& outs) {
   for (auto& o : outs) o.alloc();  // keeps a buffer eval placed it in
   finish(outs);
@@ -147,7 +148,7 @@ void give_empty_buffers(std::vector<array>& outs) {
 
 void run(array a) {  // takes the tape's handle: consumers' inputs are then the last holders
   std::vector<array> outs = a.outputs();
-  if (skip_empty(a)) return give_empty_buffers(outs);
+  if (skip_empty(a, outs)) return give_empty_buffers(outs);
   donate(a, outs);
   const PlanCheck check(outs);
   naming_failed_allocations(a, outs, [&] { a.primitive().eval_cpu(a.inputs(), outs); });
@@ -220,10 +221,6 @@ void compute(std::vector<array>& tape, const detail::FusionPlan& plan, const Pla
   if (!plan.internal.empty() && plan.internal[i]) return;
   if (!plan.internal.empty() && !plan.groups[i].empty()) {
     const array root = tape[plan.groups[i].back()];
-    if (skip_empty(root)) {
-      std::vector<array> outs = root.outputs();
-      return give_empty_buffers(outs);
-    }
     naming_failed_allocations(root, {root}, [&] { detail::run_fused(tape, plan, i, index); });
   } else if (!tape[i].is_evaluated()) {
     run(std::move(tape[i]));

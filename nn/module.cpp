@@ -95,9 +95,10 @@ void Module::check_registration() const {
     }
     for (const Module* m : p->inside_) {
       const auto* a = reinterpret_cast<const char*>(m);
-      if (m->outer_registered_by_ == p || p->built_ || (a > lo && a < hi)) todo.push_back(m);
-      if (m->registered_ || m->checked_) continue;
-      if (!(p->built_ || (a > lo && a < hi))) continue;
+      // (A registered module sits inside_ the module that registered it last: add_child moves it.)
+      const bool member = m->registered_ || p->built_ || (a > lo && a < hi);
+      if (member) todo.push_back(m);
+      if (!member || m->registered_ || m->checked_) continue;
       m->checked_ = true;  // warn once per module
       size_t n = 0;
       m->walk("", [&](const std::string&, const Entry& e) { n += e.kind == Kind::parameter ? e.value->size() : 0; });
@@ -167,7 +168,6 @@ void Module::add_child(const std::string& name, Module& child) {
     child.outer_ = this;
     inside_.push_back(&child);
   }
-  child.outer_registered_by_ = this;
 }
 
 // Calls visit(path, entry) for every parameter and buffer, depth first in registration order.

@@ -96,7 +96,6 @@ class Module {
   bool registered_ = false;       // some module registered this one
   bool built_ = false;            // closed by its own register_* call: the constructor body runs
   mutable bool checked_ = false;  // parameters() has looked for unregistered members once
-  const Module* outer_registered_by_ = nullptr;  // outer_, when outer_ registered this one
   void close_construction() const;
   void close_open_tail();
   void check_registration() const;

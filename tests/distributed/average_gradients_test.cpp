@@ -195,20 +195,30 @@ struct JoinRun {
   int shadowed = 0;
 };
 
+// The model, optimizer and data that the joined and the simulated training both start from.
+struct JoinSetup {
+  int seeded = (random::seed(3), 0);  // first: the model's initial weights come from the seed
+  MLP model;
+  optim::AdamW opt{0.05};
+  array X = random::normal({64 * 8, 6}, random::key(11));
+  array Y = random::normal({64 * 8, 3}, random::key(12));
+  // Loss and gradients of rank q's batch s.
+  std::pair<array, nn::ParamTree> step(int q, int s) {
+    auto loss_fn = [&](const array& x, const array& y) { return mean(square(model(x) - y)); };
+    return nn::value_and_grad(model, loss_fn)(rows_of(X, q, s, 6), rows_of(Y, q, s, 3));
+  }
+};
+
 // Every rank trains the same MLP with AdamW on its own uneven share of batches under a Join.
 JoinRun train_joined(bool divide_by_initial_size, std::ptrdiff_t bucket) {
   auto g = dist::init();
-  random::seed(3);
-  MLP model;
-  optim::AdamW opt(0.05);
-  array X = random::normal({64 * 8, 6}, random::key(11));
-  array Y = random::normal({64 * 8, 3}, random::key(12));
-  auto loss_fn = [&](const array& x, const array& y) { return mean(square(model(x) - y)); };
-  auto step = nn::value_and_grad(model, loss_fn);
+  JoinSetup setup;
+  MLP& model = setup.model;
+  optim::AdamW& opt = setup.opt;
   nn::Join join(bucket, std::nullopt, std::nullopt, divide_by_initial_size);
   JoinRun run;
   for (int s = 0; s < steps_of(g.rank()); ++s) {
-    auto [loss, grads] = step(rows_of(X, g.rank(), s, 6), rows_of(Y, g.rank(), s, 3));
+    auto [loss, grads] = setup.step(g.rank(), s);
     opt.update(model, join.average_gradients(grads));
     eval(loss, model.parameters(), opt.state());
     run.active.push_back(join.active());
@@ -225,13 +235,9 @@ JoinRun train_joined(bool divide_by_initial_size, std::ptrdiff_t bucket) {
 // The same training simulated in one process: at step s, the ranks that still have data contribute
 // their gradients, the others zeros, and the sum is divided by the group size (or by the active count).
 nn::ParamTree train_simulated(int ranks, bool divide_by_initial_size) {
-  random::seed(3);
-  MLP model;
-  optim::AdamW opt(0.05);
-  array X = random::normal({64 * 8, 6}, random::key(11));
-  array Y = random::normal({64 * 8, 3}, random::key(12));
-  auto loss_fn = [&](const array& x, const array& y) { return mean(square(model(x) - y)); };
-  auto step = nn::value_and_grad(model, loss_fn);
+  JoinSetup setup;
+  MLP& model = setup.model;
+  optim::AdamW& opt = setup.opt;
   int longest = 0;
   for (int q = 0; q < ranks; ++q) longest = std::max(longest, steps_of(q));
   for (int s = 0; s < longest; ++s) {
@@ -240,7 +246,7 @@ nn::ParamTree train_simulated(int ranks, bool divide_by_initial_size) {
     for (int q = 0; q < ranks; ++q) {
       if (s >= steps_of(q)) continue;
       ++active;
-      auto grads = step(rows_of(X, q, s, 6), rows_of(Y, q, s, 3)).second;
+      auto grads = setup.step(q, s).second;
       sum = sum ? nn::tree_map(*sum, grads, [](const array& a, const array& b) { return a + b; }) : grads;
     }
     const float divisor = divide_by_initial_size ? float(ranks) : float(active);
