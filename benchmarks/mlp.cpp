@@ -1,11 +1,15 @@
 // mlp_step and dp_mlp_step (docs/benchmarks.md) on Fashion-MNIST batches.
-//   bench_mlp                      mlp_step at 1 and 2 threads (batch 128), dp_mlp_step on 1 rank
+//   bench_mlp                      mlp_step at 1 and 2 threads (batch 128), then again beside a
+//                                  busy process (mlp_step_beside_busy), dp_mlp_step on 1 rank
 //   mpirun -np 2 bench_mlp         dp_mlp_step on 2 ranks x 1 thread (128 rows each), with the
 //                                  default buckets, 1 MiB buckets, and no gradient sync at all
 // A step is: read the batch, forward, loss, backward (with the gradient all-reduce when data
 // parallel), AdamW update, eval(loss, model.parameters()).
 #include <loom/loom.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "bench.h"
 
@@ -63,6 +67,33 @@ double run(int global_batch, int warmup, int timed, const distributed::Group& wo
   return bench::median(distributed::all_max(t, world).to_vector<double>());
 }
 
+// Another process keeping one core busy while it lives (a machine shared with someone else's job).
+class BusyProcess {
+ public:
+  BusyProcess() : pid_(fork()) {
+    if (pid_ == 0) {
+      for (volatile unsigned long i = 0;; i = i + 1) {
+      }
+    }
+  }
+  ~BusyProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+
+ private:
+  pid_t pid_;
+};
+
+void print_mlp_step(const char* bench, int threads, double t, int timed) {
+  std::printf("{\"bench\":\"%s\",\"impl\":\"loom\",\"threads\":%d,\"batch\":128,\"median_ms\":%.3f,"
+              "\"samples_per_s\":%.0f,\"peak_mb\":%.1f,\"n\":%d}\n",
+              bench, threads, t, 128 / (t * 1e-3), peak_mb(), timed);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -70,13 +101,16 @@ int main(int argc, char** argv) {
   const bool quick = bench::quick();
   const int warmup = 20, timed = quick ? 50 : 200;
   if (world.size() == 1) {
-    for (int threads : bench::thread_counts(argc, argv)) {
-      set_num_threads(threads);
-      double t = run(128, warmup, timed, world);
-      std::printf("{\"bench\":\"mlp_step\",\"impl\":\"loom\",\"threads\":%d,\"batch\":128,\"median_ms\":%.3f,"
-                  "\"samples_per_s\":%.0f,\"peak_mb\":%.1f,\"n\":%d}\n",
-                  threads, t, 128 / (t * 1e-3), peak_mb(), timed);
-      std::fflush(stdout);
+    const std::vector<int> threads = bench::thread_counts(argc, argv);
+    for (int t : threads) {
+      set_num_threads(t);
+      print_mlp_step("mlp_step", t, run(128, warmup, timed, world), timed);
+    }
+    // Extra threads must never make a step slower, even when another process holds a core.
+    for (int t : threads) {
+      set_num_threads(t);
+      BusyProcess busy;
+      print_mlp_step("mlp_step_beside_busy", t, run(128, warmup, timed, world), timed);
     }
   }
   set_num_threads(1);

@@ -7,8 +7,7 @@ macro(loom_require found what package)
   endif()
 endmacro()
 
-find_package(OpenMP QUIET)
-loom_require(OpenMP_CXX_FOUND "OpenMP" "libgomp1 (comes with g++)")
+find_package(Threads REQUIRED)
 
 if(LOOM_WITH_MPI)
   find_package(MPI QUIET COMPONENTS CXX)
@@ -21,22 +20,24 @@ loom_require(nlohmann_json_FOUND "nlohmann-json" "nlohmann-json3-dev")
 find_package(ZLIB QUIET)
 loom_require(ZLIB_FOUND "zlib (to read the gzipped IDX files Debian ships)" "zlib1g-dev")
 
-# OpenBLAS: the OpenMP build, so that our kernels and GEMM share one OpenMP runtime and one pool.
-find_path(LOOM_OPENBLAS_INCLUDE cblas.h
-  PATHS /usr/include/x86_64-linux-gnu/openblas-openmp /usr/include/openblas-openmp
+# OpenBLAS, its pthreads build: Loom calls it single-threaded from the threads of its own pool
+# (core/parallel.h). The OpenMP build, called at once from two threads that are not OpenMP's, ran
+# at half the rate of one thread (a shared buffer's lock); the pthreads build runs them side by side.
+find_path(LOOM_OPENBLASP_INCLUDE cblas.h
+  PATHS /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/openblas-pthread
   NO_DEFAULT_PATH)
-find_library(LOOM_OPENBLAS_LIB NAMES openblas
-  PATHS /usr/lib/x86_64-linux-gnu/openblas-openmp /usr/lib/openblas-openmp
+find_library(LOOM_OPENBLASP_LIB NAMES openblas
+  PATHS /usr/lib/x86_64-linux-gnu/openblas-pthread /usr/lib/openblas-pthread
   NO_DEFAULT_PATH)
-if(NOT LOOM_OPENBLAS_INCLUDE OR NOT LOOM_OPENBLAS_LIB)
+if(NOT LOOM_OPENBLASP_INCLUDE OR NOT LOOM_OPENBLASP_LIB)
   set(_ob_found OFF)
 else()
   set(_ob_found ON)
 endif()
-loom_require(_ob_found "the OpenMP build of OpenBLAS" "libopenblas-openmp-dev")
+loom_require(_ob_found "the pthreads build of OpenBLAS" "libopenblas-pthread-dev")
 add_library(loom_openblas INTERFACE)
-target_include_directories(loom_openblas INTERFACE ${LOOM_OPENBLAS_INCLUDE})
-target_link_libraries(loom_openblas INTERFACE ${LOOM_OPENBLAS_LIB})
+target_include_directories(loom_openblas INTERFACE ${LOOM_OPENBLASP_INCLUDE})
+target_link_libraries(loom_openblas INTERFACE ${LOOM_OPENBLASP_LIB})
 
 if(LOOM_BUILD_TESTS)
   find_package(GTest QUIET)

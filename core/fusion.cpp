@@ -1,6 +1,5 @@
 #include "loom/core/fusion.h"
 
-#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -213,16 +212,15 @@ void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
   root.alloc();  // keeps a placed or donated buffer
 
   const size_t blocks = (n + kBlock - 1) / kBlock;
-  const int nt = n >= kParallelFrom ? std::min<int>(get_num_threads(), static_cast<int>(blocks)) : 1;
+  const int nt = kernels::threads_for(n, kParallelFrom);
   char* out = static_cast<char*>(root.raw_data());
-#pragma omp parallel num_threads(nt) if (nt > 1)
-  {
+  // Each part of the blocks has scratch of its own, with the constants gathered once.
+  run_parts(blocks, nt > 1 ? parts_for(static_cast<int64_t>(blocks), nt) : 1, nt, [&](size_t b0, size_t b1) {
     std::vector<char> scratch(static_cast<size_t>(slots) * kSlotBytes);
     for (const auto& [leaf, slot] : constants) gather_block(*leaf, 0, std::min(kBlock, n), scratch.data() + slot * kSlotBytes);
     std::vector<const void*> ptrs;
-#pragma omp for schedule(static)
-    for (long long b = 0; b < static_cast<long long>(blocks); ++b) {
-      const size_t lo = static_cast<size_t>(b) * kBlock, len = std::min(kBlock, n - lo);
+    for (size_t b = b0; b < b1; ++b) {
+      const size_t lo = b * kBlock, len = std::min(kBlock, n - lo);
       // The next block's leaves and output lines are fetched while this block computes: otherwise
       // the reads come in a burst at the start of each block and the writes' line fills at its end,
       // and the math in between leaves memory idle (eltwise_chain_4m, 1 thread: see benchmarks/).
@@ -249,7 +247,7 @@ void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
         tape[members[k]].primitive().eval_block(dtypes.data() + first[k], ptrs.data(), y, len);
       }
     }
-  }
+  });
 
   root.set_evaluated();
   if (!root.is_tracer()) root.detach();

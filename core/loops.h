@@ -1,14 +1,13 @@
 // Strided iteration shared by every CPU kernel (internal).
 #pragma once
 
-#include <omp.h>
-
 #include <array>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
 
 #include "loom/core/array.h"
+#include "loom/core/parallel.h"
 #include "loom/core/threads.h"
 
 /// Before a loop: its iterations do not depend on one another through memory (the output may be an
@@ -120,8 +119,10 @@ struct Walker {
 /// Work below this many elements stays on one thread.
 inline constexpr size_t kParallelThreshold = 1 << 15;
 
-inline int threads_for(size_t work) {
-  return work >= kParallelThreshold ? get_num_threads() : 1;
+/// The threads for `work` elements: 1 below the threshold and inside a task (nested loops run on
+/// the thread that reached them).
+inline int threads_for(size_t work, size_t threshold = kParallelThreshold) {
+  return work >= threshold && !loom::detail::in_parallel() ? get_num_threads() : 1;
 }
 
 /// Merges adjacent dimensions that are contiguous in every operand, and drops size-1 dimensions.
@@ -167,42 +168,31 @@ void for_each_row(const Shape& shape, const std::array<Strides, N>& strides, Bod
     Walker<N> w(shape, strides, begin, nd - 1);  // over the axes before the row
     for (int64_t r = begin; r < end; ++r, w.next()) body(w.off, inner, inner_strides);
   };
-  int nt = threads_for(static_cast<size_t>(outer) * inner);
+  const int nt = threads_for(static_cast<size_t>(outer) * inner);
   if (nt > 1 && outer > 1) {
-#pragma omp parallel num_threads(nt)
-    {
-      int t = omp_get_thread_num(), n = omp_get_num_threads();
-      run(outer * t / n, outer * (t + 1) / n);
-    }
+    loom::detail::run_parts(static_cast<size_t>(outer), loom::detail::parts_for(outer, nt), nt,
+                      [&](size_t b, size_t e) { run(int64_t(b), int64_t(e)); });
   } else if (nt > 1) {
     // One long row: split it.
-#pragma omp parallel num_threads(nt)
-    {
-      int t = omp_get_thread_num(), n = omp_get_num_threads();
-      int64_t b = int64_t(inner) * t / n, e = int64_t(inner) * (t + 1) / n;
+    loom::detail::run_parts(static_cast<size_t>(inner), loom::detail::parts_for(inner, nt), nt, [&](size_t b, size_t e) {
       std::array<int64_t, N> off{};
-      for (size_t k = 0; k < N; ++k) off[k] = b * inner_strides[k];
-      if (e > b) body(off, static_cast<int>(e - b), inner_strides);
-    }
+      for (size_t k = 0; k < N; ++k) off[k] = int64_t(b) * inner_strides[k];
+      body(off, static_cast<int>(e - b), inner_strides);
+    });
   } else {
     run(0, outer);
   }
 }
 
-/// Calls body(begin, end) over [0, n), split across threads when n is large.
+/// Calls body(begin, end) over [0, n), split across threads when n >= threshold.
 template <typename Body>
 void parallel_for(size_t n, Body body, size_t threshold = kParallelThreshold) {
-  int nt = n >= threshold ? get_num_threads() : 1;
+  const int nt = threads_for(n, threshold);
   if (nt <= 1) {
     body(size_t(0), n);
     return;
   }
-#pragma omp parallel num_threads(nt)
-  {
-    size_t t = omp_get_thread_num(), k = omp_get_num_threads();
-    size_t b = n * t / k, e = n * (t + 1) / k;
-    if (e > b) body(b, e);
-  }
+  loom::detail::run_parts(n, loom::detail::parts_for(static_cast<int64_t>(n), nt), nt, body);
 }
 
 }  // namespace loom::kernels

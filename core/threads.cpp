@@ -1,6 +1,6 @@
 #include "loom/core/threads.h"
 
-#include <omp.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cctype>
@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 extern "C" void openblas_set_num_threads(int);
 extern "C" char* openblas_get_corename(void);
@@ -68,16 +69,23 @@ void note(const std::string& text) {
   if (lead_process()) std::fprintf(stderr, "loom: note: %s\n", text.c_str());
 }
 
+// OMP_NUM_THREADS as OpenMP programs read it (the first count of a list); 0 when unset or invalid.
+int env_threads() {
+  const char* v = std::getenv("OMP_NUM_THREADS");
+  if (!v) return 0;
+  const int n = std::atoi(v);
+  return n > 0 ? n : 0;
+}
+
 // More threads on this machine than cores: once per process, where the count is set.
 void check_oversubscription(int threads) {
   static bool said = false;
-  const int procs = local_processes(), cores = omp_get_num_procs();
+  const int procs = local_processes(), cores = detail::cores_available();
   if (said || procs * threads <= cores) return;
   said = true;
   note(std::to_string(procs) + " process" + (procs > 1 ? "es" : "") + " on this machine x " +
        std::to_string(threads) + " threads = " + std::to_string(procs * threads) + " threads on " +
-       std::to_string(cores) + " cores: OpenMP barriers wait for descheduled threads and steps run several " +
-       "times slower. Use " + std::to_string(std::max(1, cores / procs)) +
+       std::to_string(cores) + " cores: they take turns on the cores and steps run slower. Use " + std::to_string(std::max(1, cores / procs)) +
        " (cores / processes): set_num_threads or OMP_NUM_THREADS.");
 }
 
@@ -96,12 +104,12 @@ void check_blas_core() {
 
 int& thread_count() {
   static int n = [] {
-    int t = omp_get_max_threads();
-    // Without OMP_NUM_THREADS, processes launched together on one machine share its cores: more
-    // threads than cores makes every OpenMP barrier wait on a descheduled thread.
-    if (!std::getenv("OMP_NUM_THREADS")) t = std::max(1, t / local_processes());
-    omp_set_num_threads(t);
-    openblas_set_num_threads(t);
+    // Without OMP_NUM_THREADS, processes launched together on one machine share its cores.
+    int t = env_threads();
+    if (t == 0) t = std::max(1, detail::cores_available() / local_processes());
+    // OpenBLAS runs single-threaded: Loom splits a product across its own pool (ops/kernels/gemm.h),
+    // and OpenBLAS's OpenMP threads would spin at barriers beside it.
+    openblas_set_num_threads(1);
     check_blas_core();
     check_oversubscription(t);
     return t;
@@ -117,12 +125,15 @@ const int initial_threads = thread_count();
 void set_num_threads(int n) {
   if (n < 1) throw std::invalid_argument("[set_num_threads] needs n >= 1, got " + std::to_string(n));
   thread_count() = n;
-  omp_set_num_threads(n);
-  openblas_set_num_threads(n);
   check_oversubscription(n);
 }
 
 namespace detail {
+int cores_available() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 int processes_on_this_machine() { return local_processes(); }
 std::string blas_description() {
   const char* config = openblas_get_config();

@@ -1,4 +1,5 @@
-// One thread count for Loom's OpenMP kernels and OpenBLAS (both run on the same OpenMP runtime).
+// One thread count for Loom's kernels and its matrix products, which run on Loom's own thread pool
+// (core/parallel.h; OpenBLAS itself runs single-threaded).
 // At start-up (and when set_num_threads changes the count), rank 0 prints a note on stderr about a
 // configuration that makes Loom slow: more threads on the machine than cores, or OPENBLAS_CORETYPE
 // forcing kernels for a narrower vector unit than the CPU has.
@@ -15,6 +16,8 @@ void set_num_threads(int n);
 int get_num_threads();
 
 namespace detail {
+/// The cores this process may run on (its CPU affinity mask).
+int cores_available();
 /// The processes an MPI launcher started on this machine (1 without one).
 int processes_on_this_machine();
 /// "OpenBLAS 0.3.21 ... (kernels: SkylakeX)": the BLAS Loom calls and the kernels it picked.

@@ -1,6 +1,5 @@
 #include "loom/distributed/detail/comm_thread.h"
 
-#include <omp.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -74,7 +73,7 @@ bool async_collectives() {
     return v && *v ? (std::strcmp(v, "0") != 0 ? 1 : 0) : -1;
   }();
   if (forced >= 0) return forced == 1;
-  return local_ranks < world_size || local_ranks * get_num_threads() < omp_get_num_procs();
+  return local_ranks < world_size || local_ranks * get_num_threads() < loom::detail::cores_available();
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 #include "loom/distributed/config.h"
 
-#include <omp.h>
 
 #include <iostream>
 
@@ -40,7 +39,7 @@ std::string config() {
              "kernels: ", kernel_isa(), " (the CPU has ", cpu_vector_unit(), ")\n",           //
              "BLAS: ", detail::blas_description(), "\n",                                     //
              "threads: ", get_num_threads(), " per process, ", procs, " process", procs > 1 ? "es" : "",
-             " on this machine, ", omp_get_num_procs(), " cores\n",  //
+             " on this machine, ", loom::detail::cores_available(), " cores\n",  //
              "MPI: ", mpi, "; rank ", world.rank(), " of ", world.size(),
              world.size() > 1 ? msg(", collectives ", distributed::detail::comm_thread_for_collectives()
                                                           ? "beside compute (communication thread)"

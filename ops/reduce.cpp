@@ -108,11 +108,12 @@ void reduce_kernel(const array& in, array& out, const std::vector<int>& axes, Ac
       return acc;
     };
     // Few long rows (a full sum, say): split each row into fixed chunks reduced in parallel and
-    // combined in order, so the result does not depend on the thread count.
+    // combined in order. The choice depends on the shape alone, so the result does not depend on
+    // the thread count.
     constexpr int64_t kChunk = 1 << 14;
     int64_t rows = 1;
     for (int d : p.kept_shape) rows *= d;
-    if (rows < get_num_threads() && n >= 2 * kChunk && get_num_threads() > 1) {
+    if (rows < 8 && n >= 2 * kChunk) {
       const int64_t chunks = (n + kChunk - 1) / kChunk;
       std::vector<Acc> partial(static_cast<size_t>(chunks));
       kernels::for_each_row<2>(p.kept_shape, p.kept_strides,

@@ -2,7 +2,6 @@
 // attention) (internal).
 #pragma once
 
-#include <omp.h>
 
 #include <algorithm>
 #include <vector>
@@ -40,24 +39,24 @@ void map_rows(const array& x, array& out, Body body) {
   parallel_rows(x.size() / n, n, [&](size_t r) { body(xp + r * n, yp + r * n); });
 }
 
-/// body(r0, r1, acc) over chunks of `rows` rows of `n` elements, split over threads as in
-/// parallel_rows, where acc is the running thread's `width` partial sums (zero at first); returns
-/// their totals, added in thread order so that they do not depend on scheduling. The backward
-/// kernels' per-feature sums (a weight's or a bias's gradient) use it.
+/// body(r0, r1, acc) over chunks of `rows` rows of `n` elements, where acc is the chunk's `width`
+/// partial sums (zero at first); returns their totals, added in chunk order. The chunks depend on
+/// the rows alone (one below the parallel threshold, else 2 to 16), so the sums do not depend on the
+/// thread count or on which thread ran a chunk. The backward kernels' per-feature sums (a weight's
+/// or a bias's gradient) use it.
 template <typename T, typename Body>
 std::vector<T> parallel_rows_summing(size_t rows, int n, size_t width, Body body) {
-  const int nt = rows >= rows_threshold(n) ? std::max(get_num_threads(), 1) : 1;
-  std::vector<T> part(size_t(nt) * width, T(0));
-  parallel_for(
-      rows,
-      [&](size_t r0, size_t r1) {
-        const int t = nt > 1 ? omp_get_thread_num() : 0;
-        body(r0, r1, part.data() + size_t(t) * width);
-      },
-      rows_threshold(n));
+  const size_t threshold = rows_threshold(n);
+  const size_t chunks = rows < threshold ? 1 : std::min<size_t>({16, rows, std::max<size_t>(2, 2 * rows / threshold)});
+  std::vector<T> part(chunks * width, T(0));
+  const int nt = chunks > 1 ? threads_for(rows, threshold) : 1;
+  loom::detail::run_tasks(static_cast<int64_t>(chunks), nt, [&](int64_t c) {
+    body(rows * size_t(c) / chunks, rows * size_t(c + 1) / chunks, part.data() + size_t(c) * width);
+  });
+  if (chunks == 1) return part;
   std::vector<T> total(width, T(0));
-  for (int t = 0; t < nt; ++t) {
-    for (size_t j = 0; j < width; ++j) total[j] += part[size_t(t) * width + j];
+  for (size_t c = 0; c < chunks; ++c) {
+    for (size_t j = 0; j < width; ++j) total[j] += part[c * width + j];
   }
   return total;
 }

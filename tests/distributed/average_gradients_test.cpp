@@ -1,5 +1,4 @@
 // nn::average_gradients and data-parallel equivalence; runs alone and under mpirun -np 2 / 3.
-#include <omp.h>
 
 #include <cstdlib>
 #include <functional>
@@ -173,8 +172,8 @@ TEST(Threads, ProcessesLaunchedTogetherShareTheCores) {
   if (std::getenv("OMP_NUM_THREADS")) GTEST_SKIP() << "OMP_NUM_THREADS decides";
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   const int procs = local ? std::max(1, std::atoi(local)) : 1;
-  // omp_get_num_procs: the cores this process may run on (mpirun --bind-to none: all of them).
-  EXPECT_EQ(get_num_threads(), std::max(1, omp_get_num_procs() / procs));
+  // cores_available: the cores this process may run on (mpirun --bind-to none: all of them).
+  EXPECT_EQ(get_num_threads(), std::max(1, loom::detail::cores_available() / procs));
 }
 
 // ---- nn::Join: uneven data across ranks ----
