@@ -1,9 +1,16 @@
 // The epoch permutation and the sharded loader.
 #include "loom/data/loader.h"
 
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <thread>
+
+#include "loom/core/parallel.h"
 
 namespace loom::data {
 
@@ -67,6 +74,9 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, int64_t batch_siz
   if (batch_size_ < 1) {
     throw std::invalid_argument("[DataLoader] batch_size must be at least 1, got " + std::to_string(batch_size_));
   }
+  if (options_.prefetch < 0) {
+    throw std::invalid_argument("[DataLoader] prefetch must be >= 0 batches, got " + std::to_string(options_.prefetch));
+  }
   if (batch_size_ % shard_.size != 0) {
     throw std::invalid_argument("[DataLoader] the global batch size " + std::to_string(batch_size_) +
                                 " is not divisible by the number of ranks " + std::to_string(shard_.size) +
@@ -80,7 +90,7 @@ void DataLoader::set_epoch(int64_t epoch) {
   if (epoch < 0) throw std::invalid_argument("[DataLoader] epoch must be >= 0, got " + std::to_string(epoch));
   epoch_ = epoch;
   start_ = 0;
-  if (options_.shuffle) order_ = permutation(n_, options_.seed, epoch);
+  if (options_.shuffle) order_ = std::make_shared<const std::vector<int64_t>>(permutation(n_, options_.seed, epoch));
 }
 
 void DataLoader::set_start_batch(int64_t k) {
@@ -98,7 +108,7 @@ int64_t DataLoader::num_batches() const {
 
 int64_t DataLoader::position_to_sample(int64_t p) const {
   const int64_t q = p % n_;  // positions past the end exist only with Remainder::pad
-  return options_.shuffle ? order_[static_cast<size_t>(q)] : q;
+  return options_.shuffle ? (*order_)[static_cast<size_t>(q)] : q;
 }
 
 std::vector<int64_t> DataLoader::global_indices(int64_t i) const {
@@ -125,8 +135,102 @@ std::vector<int64_t> DataLoader::indices(int64_t i) const {
 
 Batch DataLoader::batch(int64_t i) const { return dataset_->get(indices(i)); }
 
+namespace detail {
+
+// A loop's copy of the loader. With depth > 0 it reads batches [first, end) in order on a thread
+// of its own, keeping at most `depth` of them ready; a batch that fails to read fails where the loop
+// takes it.
+class Prefetcher {
+ public:
+  Prefetcher(const DataLoader& loader, int64_t first, int64_t end, int depth)
+      : loader_(loader), next_(first), end_(end), depth_(depth) {
+    if (depth > 0) thread_ = std::thread([this] { run(); });
+  }
+
+  ~Prefetcher() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  // Batch i: the next one of the loop (earlier ones not taken are dropped). A batch outside what
+  // this thread reads (an iterator moved back) is read here.
+  Batch take(int64_t i) {
+    if (depth_ == 0) return loader_.batch(i);
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!ready_.empty() && ready_.front().first < i) ready_.pop_front();
+    cv_.wait(lock, [&] { return !ready_.empty() || failed_at_ >= 0 || next_ >= end_ || next_ > i; });
+    if (!ready_.empty() && ready_.front().first == i) {
+      Batch b = std::move(ready_.front().second);
+      ready_.pop_front();
+      lock.unlock();
+      cv_.notify_all();
+      return b;
+    }
+    if (failed_at_ == i) std::rethrow_exception(error_);
+    lock.unlock();
+    return loader_.batch(i);
+  }
+
+ private:
+  void run() {
+    // Converting a batch must not take Loom's thread pool from the training step.
+    loom::detail::keep_work_on_this_thread();
+    for (;;) {
+      int64_t i;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || static_cast<int>(ready_.size()) < depth_; });
+        if (stop_ || next_ >= end_) return;
+        i = next_;
+      }
+      std::optional<Batch> b;
+      std::exception_ptr error;
+      try {
+        b = loader_.batch(i);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++next_;
+        if (error) {
+          error_ = error;
+          failed_at_ = i;
+          next_ = end_;
+        } else {
+          ready_.emplace_back(i, std::move(*b));
+        }
+      }
+      cv_.notify_all();
+    }
+  }
+
+  const DataLoader loader_;  // a copy: the loop's epoch and order, whatever the original does next
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<int64_t, Batch>> ready_;
+  std::exception_ptr error_;
+  int64_t failed_at_ = -1;
+  int64_t next_, end_;
+  int depth_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace detail
+
+DataLoader::iterator DataLoader::begin() const {
+  if (start_ >= num_batches()) return iterator(this, start_);
+  return iterator(this, start_, std::make_shared<detail::Prefetcher>(*this, start_, num_batches(), options_.prefetch));
+}
+
 Batch& DataLoader::iterator::operator*() {
-  if (!batch_) batch_ = loader_->batch(i_);
+  if (!batch_) batch_ = prefetcher_ ? prefetcher_->take(i_) : loader_->batch(i_);
   return *batch_;
 }
 

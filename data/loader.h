@@ -33,7 +33,16 @@ struct LoaderOptions {
   bool shuffle = true;
   uint64_t seed = 0;
   Remainder remainder = Remainder::drop;
+  /// While a loop over the loader runs, a background thread reads up to this many batches ahead of
+  /// it, so reading overlaps the training step; the batches and their order do not change. 0: each
+  /// batch is read when the loop reaches it.
+  int prefetch = 2;
 };
+
+class DataLoader;
+namespace detail {
+class Prefetcher;
+}
 
 /// Which part of each global batch this process reads.
 struct Shard {
@@ -52,7 +61,9 @@ struct Shard {
 ///   rank r of S reads positions [i*B + r*B/S, i*B + (r+1)*B/S) of it, and only those samples.
 /// So one rank with batch B sees exactly the union of what S ranks see, and every rank yields the
 /// same number of batches. Use as `for (auto& [x, y] : loader)`; call set_epoch(e) before each
-/// epoch for a new order.
+/// epoch for a new order. A loop (begin()) works on a copy of the loader taken when it began, so
+/// set_epoch inside it affects the next loop only, and reads ahead of the loop on a background
+/// thread (LoaderOptions::prefetch).
 class DataLoader {
  public:
   DataLoader(std::shared_ptr<const Dataset> dataset, int64_t batch_size, LoaderOptions options = {},
@@ -92,7 +103,8 @@ class DataLoader {
     using difference_type = std::ptrdiff_t;
     using pointer = Batch*;
     using reference = Batch&;
-    iterator(const DataLoader* loader, int64_t i) : loader_(loader), i_(i) {}
+    iterator(const DataLoader* loader, int64_t i, std::shared_ptr<detail::Prefetcher> prefetcher = nullptr)
+        : loader_(loader), i_(i), prefetcher_(std::move(prefetcher)) {}
     /// Reads the batch on first access.
     Batch& operator*();
     Batch* operator->() { return &**this; }
@@ -104,9 +116,10 @@ class DataLoader {
    private:
     const DataLoader* loader_;
     int64_t i_;
+    std::shared_ptr<detail::Prefetcher> prefetcher_;  // shared by copies of the loop's iterator
     std::optional<Batch> batch_;
   };
-  iterator begin() const { return iterator(this, start_); }
+  iterator begin() const;
   iterator end() const { return iterator(this, num_batches()); }
 
  private:
@@ -118,7 +131,7 @@ class DataLoader {
   Shard shard_;
   int64_t epoch_ = 0, start_ = 0;
   int64_t n_ = 0;
-  std::vector<int64_t> order_;  // empty without shuffle
+  std::shared_ptr<const std::vector<int64_t>> order_;  // null without shuffle; shared with running loops
 };
 
 }  // namespace loom::data

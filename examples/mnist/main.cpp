@@ -66,6 +66,7 @@ struct Options {
   int64_t steps = 0;       // 0: whole epochs
   bool join = false;       // ranks may run different numbers of steps (nn::Join)
   int64_t test_limit = 0;  // 0: the whole test set
+  int prefetch = 2;        // batches read ahead on a background thread
 };
 
 double now_s() {
@@ -181,7 +182,7 @@ template <typename Model>
 int train(Model& model, const Options& opt, const distributed::Group& world) {
   const bool lead = world.rank() == 0;
   data::DataLoader loader(data::fashion_mnist(opt.data_dir, "train"), opt.batch_size,
-                        data::LoaderOptions{/*shuffle=*/true, opt.seed, data::Remainder::drop}, world);
+                        data::LoaderOptions{/*shuffle=*/true, opt.seed, data::Remainder::drop, opt.prefetch}, world);
   data::IdxDataset test = data::fashion_mnist(opt.data_dir, "test");
 
   optim::AdamW optimizer(opt.lr, {0.9, 0.999}, 1e-8, opt.weight_decay);
@@ -293,6 +294,9 @@ int main(int argc, char** argv) {
   app.add_flag("--join", opt.join,
                "let ranks run different numbers of steps (e.g. different --steps): a rank out of steps "
                "averages zero gradients with the others until all are (nn::Join)");
+  app.add_option("--prefetch", opt.prefetch, "batches read ahead on a background thread (0: none)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--test-limit", opt.test_limit, "score only the first N test images (0: all)");
   CLI11_PARSE(app, argc, argv);
   if (opt.checkpoint_dir.empty()) opt.checkpoint_dir = opt.out_dir + "/checkpoints";

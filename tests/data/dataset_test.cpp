@@ -3,7 +3,11 @@
 #include "loom/data/dataset.h"
 #include "loom/data/loader.h"
 
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cstdlib>
 #include <limits>
 #include <set>
@@ -389,3 +393,124 @@ TEST_F(Data, LoaderOverIdxAndText) {
 }
 
 }  // namespace
+
+// ---- reading ahead (LoaderOptions::prefetch) ----
+
+namespace {
+
+// indices_dataset that records the batches asked for, can fail at one of them, and can hold reads
+// until released.
+class RecordingDataset : public data::Dataset {
+ public:
+  explicit RecordingDataset(int n, int64_t fail_at_first = -1) : inner_(indices_dataset(n)), fail_at_(fail_at_first) {}
+  int64_t size() const override { return inner_.size(); }
+  data::Batch get(const std::vector<int64_t>& indices) const override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      asked_.push_back(indices.front());
+    }
+    cv_.notify_all();
+    if (indices.front() == fail_at_) throw std::runtime_error("cannot read sample " + std::to_string(fail_at_));
+    return inner_.get(indices);
+  }
+  // Waits up to 5 s for `n` reads; the first samples asked for, in order.
+  std::vector<int64_t> wait_for(size_t n) const {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(5), [&] { return asked_.size() >= n; });
+    return asked_;
+  }
+
+ private:
+  data::ArrayDataset inner_;
+  int64_t fail_at_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  mutable std::vector<int64_t> asked_;
+};
+
+std::vector<std::vector<int>> epoch_rows(const data::DataLoader& loader) {
+  std::vector<std::vector<int>> out;
+  for (auto& [x, y] : loader) {
+    EXPECT_EQ(y.to_vector<int>()[0], 10 * x.to_vector<int>()[0]);
+    out.push_back(x.to_vector<int>());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(DataLoader, ReadingAheadGivesTheSameBatches) {
+  auto ds = indices_dataset(50);
+  for (int prefetch : {1, 2, 8}) {
+    for (int64_t start : {0, 3}) {
+      auto o = opts(true, data::Remainder::pad, 5);
+      data::DataLoader plain(ds, 6, o, data::Shard(1, 3));
+      o.prefetch = prefetch;
+      data::DataLoader ahead(ds, 6, o, data::Shard(1, 3));
+      for (int64_t epoch : {0, 2}) {
+        plain.set_epoch(epoch);
+        ahead.set_epoch(epoch);
+        plain.set_start_batch(start);
+        ahead.set_start_batch(start);
+        EXPECT_EQ(epoch_rows(ahead), epoch_rows(plain)) << "prefetch " << prefetch << " epoch " << epoch;
+        EXPECT_EQ(epoch_rows(ahead).size(), size_t(9 - start));
+      }
+    }
+  }
+}
+
+TEST(DataLoader, ReadsAheadOfTheLoopAndStopsWhenItEnds) {
+  auto ds = std::make_shared<RecordingDataset>(40);
+  auto o = opts(false, data::Remainder::drop);
+  o.prefetch = 3;
+  data::DataLoader loader(ds, 4, o, data::Shard(0, 1));
+  {
+    auto it = loader.begin();
+    // Before the loop takes anything, the first three batches are read (and no more: the queue is full).
+    EXPECT_EQ(ds->wait_for(3), (std::vector<int64_t>{0, 4, 8}));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(ds->wait_for(3).size(), 3u);
+    expect_array(it->first, {4}, {0, 1, 2, 3});
+    // Taking one frees a place: the fourth is read.
+    EXPECT_EQ(ds->wait_for(4), (std::vector<int64_t>{0, 4, 8, 12}));
+  }  // leaving the loop early stops the reader
+  const size_t after = ds->wait_for(4).size();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(ds->wait_for(4).size(), after);
+  EXPECT_LE(after, 5u);
+}
+
+TEST(DataLoader, AReadErrorSurfacesAtItsBatch) {
+  auto ds = std::make_shared<RecordingDataset>(40, /*fail_at_first=*/8);
+  auto o = opts(false, data::Remainder::drop);
+  data::DataLoader loader(ds, 4, o, data::Shard(0, 1));
+  std::vector<int> firsts;
+  EXPECT_THROW_MSG(
+      {
+        for (auto& [x, y] : loader) firsts.push_back(x.to_vector<int>()[0]);
+      },
+      std::runtime_error, "cannot read sample 8");
+  EXPECT_EQ(firsts, (std::vector<int>{0, 4}));  // the batches before it arrived
+}
+
+TEST(DataLoader, SetEpochInsideALoopChangesTheNextLoop) {
+  auto ds = indices_dataset(20);
+  for (int prefetch : {0, 2}) {
+  auto o = opts(true, data::Remainder::drop);
+  o.prefetch = prefetch;
+  data::DataLoader loader(ds, 5, o, data::Shard(0, 1));
+  data::DataLoader reference(ds, 5, opts(true, data::Remainder::drop), data::Shard(0, 1));
+  std::vector<std::vector<int>> got;
+  for (auto& [x, y] : loader) {
+    got.push_back(x.to_vector<int>());
+    loader.set_epoch(1);
+  }
+  EXPECT_EQ(got, epoch_rows(reference));  // all of epoch 0
+  reference.set_epoch(1);
+  EXPECT_EQ(epoch_rows(loader), epoch_rows(reference));
+  }
+  auto bad = opts(true, data::Remainder::drop);
+  bad.prefetch = -1;
+  EXPECT_THROW_MSG(data::DataLoader(ds, 5, bad, data::Shard(0, 1)), std::invalid_argument,
+                   "prefetch must be >= 0 batches, got -1");
+}
