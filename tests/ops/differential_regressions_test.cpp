@@ -216,3 +216,19 @@ TEST(Attention, SingleRowOperandsWithAnyRowStride) {
   expect_array(grads2[1], {1, 2}, {0, 0});
   expect_array(grads2[2], {1, 3}, {2, 2, 2});
 }
+
+// The derivative of a^0 (1 for every a) is 0; b a^(b-1) made it 0 * inf = NaN at a = 0 (case 144510
+// of seed 20261127). Values from torch (float64): d/da and d/db of a^b at a = (0, 2), b = (0, 3).
+TEST(Power, DerivativeOfZerothPowerIsZero) {
+  array a = array({0.0, 2.0}, float64), b = array({0.0, 3.0}, float64);
+  auto f = [](const std::vector<array>& x) { return std::vector<array>{power(x[0], x[1])}; };
+  auto [outs, grads] = vjp(f, {a, b}, {ones({2}, float64)});
+  eval(grads);
+  expect_array(grads[0], {2}, {0, 12});
+  expect_array(grads[1], {2}, {0, 5.545177444479562});
+  auto [vals, tangents] = jvp(f, {a, b}, {ones({2}, float64), zeros({2}, float64)});
+  expect_array(tangents[0], {2}, {0, 12});
+  // A broadcast zero exponent: every base gets 0, including the base 0.
+  auto [o2, g2] = vjp(f, {array({0.0f, -3.0f, 5.0f}), array(-0.0f)}, {ones({3})});
+  expect_array(g2[0], {3}, {0, 0, 0});
+}
