@@ -52,9 +52,22 @@ DIFFERENCES = {
     "in MLX and PyTorch's own half autograd), so intermediates can overflow or underflow (a^2 + b^2 "
     "in arctan2's rule) where the float64 reference does not; gradient elements beyond FMAX / 64 of the "
     "dtype, and non-finite gradient elements where the reference is finite, are not compared.",
-    "overflow_in_accumulation": "Sums of products in float32 or narrower (matmul, conv, sum, var) "
-    "overflow in an order-dependent way once the sum of magnitudes passes the dtype's largest finite "
-    "value: +inf, -inf or NaN are all roundings of such a result, so any non-finite value agrees there.",
+    "overflow_in_accumulation": "Sums and products (matmul, conv, sum, prod, var, avg_pool's window sums) "
+    "overflow in an order-dependent way once the sum of magnitudes (for prod, the product of the "
+    "magnitudes above 1) passes the dtype's largest finite value by more than a rounding: +inf, -inf, NaN "
+    "(an infinite partial product times a zero) and finite values are all results of some order of "
+    "the operations, the reference's (PyTorch's float64 sum of +-DBL_MAX) included, so any value agrees "
+    "there.",
+    "grad_intermediates_extreme": "vjps of float32/float64 inputs are computed in that dtype too (as in "
+    "PyTorch), so where an input is beyond the square root of the largest finite value or below the square "
+    "root of the smallest normal one, a derivative rule's squares overflow or underflow (arctan2's "
+    "b / (a^2 + b^2) is NaN for b = FLT_MAX in PyTorch's float32 as in Loom's) where the float64 reference "
+    "does not: for such cases the half_grad_intermediates rule applies.",
+    "float_to_int_saturates": "Float to integer conversion (astype, and values written into an integer "
+    "array: slice_update, put_along_axis, ...) truncates toward zero and saturates at the integer's limits, "
+    "NaN giving 0 (core/dispatch.h: no conversion is undefined behaviour); numpy and PyTorch leave "
+    "out-of-range values undefined (x86 gives the smallest integer, uint8 wraps: -1.7 -> 255). The "
+    "reference converts as Loom does.",
     "sign_nan": "sign(NaN) is NaN (numpy, MLX); PyTorch gives 0.",
     "half_compute": "Loom computes float16/bfloat16 elementwise ops in float32 and rounds once; the "
     "reference computes in float64 and rounds once. Tolerances (diff.py: RTOL) allow the double rounding.",
