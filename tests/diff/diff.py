@@ -32,6 +32,7 @@ except ImportError as e:  # CTest: SKIP_RETURN_CODE 77
 from known_differences import DIFFERENCES, NOT_COVERED, PENDING_FIXES, deviation  # noqa: E402
 
 torch.set_num_threads(1)
+fwAD = torch.autograd.forward_ad
 
 FLOATS = ["float16", "bfloat16", "float32", "float64"]
 INTS = ["uint8", "int32", "int64"]
@@ -87,6 +88,7 @@ def rt(t, dt):
 
 class Gen:
     def __init__(self, seed):
+        self.seed = seed
         self.r = random.Random(seed)
         self.np = np.random.default_rng(seed)
 
@@ -729,9 +731,16 @@ def bound_prod(ts, dts, p):
     return x
 
 
+def bound_mean(ts, dts, p):
+    # mean sums, then divides (as numpy, PyTorch and MLX): the sum can overflow where the mean does not
+    # (PyTorch's and numpy's float32 mean of values near FLT_MAX are inf too).
+    return reduce_scale("sum")(ts, dts, p)
+
+
 for _n in ["sum", "mean", "prod", "max", "min", "all", "any", "var", "std", "logsumexp"]:
     Op(_n, gen_reduce(_n), reduce_ref(_n), grad=_n not in ("all", "any"), scale=reduce_scale(_n),
-       rtol=4.0 if _n in ("var", "std", "mean", "logsumexp") else 1.0, bound=bound_prod if _n == "prod" else None)
+       rtol=4.0 if _n in ("var", "std", "mean", "logsumexp") else 1.0,
+       bound={"prod": bound_prod, "mean": bound_mean}.get(_n))
 
 
 def gen_arg(name):
@@ -1850,6 +1859,69 @@ def check(case, res):
                 problems.append("%s: %s" % (name, msg))
         if want_grad and not problems:
             problems += check_vjp(case, op, bases, ts, outs, r, variant)
+        if "jvp" in case and not problems:
+            problems += check_jvp(case, op, r, variant)
+    return problems
+
+
+def reference_jvp(case, op):
+    """The reference's tangents of the outputs for the case's input tangents, by PyTorch's forward
+    mode through the same reference (rounded to each dtype as the values are), and the largest
+    tangent of a gradient term (grad_terms). None when the reference is not differentiable (numpy)."""
+    ins = case["_inputs"]
+    tans = [None if j is None else torch.tensor(dec_values(j["data"], j["dtype"]).reshape(j["shape"]),
+                                                dtype=torch.float64) for j in case["jvp"]]
+    with fwAD.dual_level():
+        del TERMS[:]
+        bases = []
+        for i, t in zip(ins, tans):
+            b = base_tensor(i, i.dt in FLOATS)  # requiring grad: references take their torch paths
+            bases.append(fwAD.make_dual(b, t) if t is not None and i.dt in FLOATS else b)
+        ts = [viewed(b, i) for b, i in zip(bases, ins)]
+        outs = op.ref(ts, [i.dt for i in ins], case.get("params", {}))
+        want = []
+        for t, d in outs:
+            if d not in FLOATS:
+                want.append((None, d))
+                continue
+            t = rt(t, d)
+            tan = fwAD.unpack_dual(t).tangent
+            if tan is None:
+                if not t.requires_grad:
+                    return None, 0.0  # computed outside torch: no derivative to compare with
+                tan = torch.zeros_like(t)
+            want.append((tan.detach().clone(), d))
+        terms = [fwAD.unpack_dual(x).tangent for x in grad_terms(ts)] + [t for t in tans if t is not None]
+        return want, term_scale(terms)
+
+
+def check_jvp(case, op, r, variant):
+    if "jvp" not in r:
+        return [variant + "no jvp in the result"]
+    try:
+        want, sc_terms = reference_jvp(case, op)
+    except Exception as e:  # PyTorch has no forward mode for an op of the reference
+        return ["reference jvp failed: %s: %s" % (type(e).__name__, e)]
+    if want is None:
+        return []
+    if len(r["jvp"]) != len(want):
+        return ["%s%d jvp outputs, expected %d" % (variant, len(r["jvp"]), len(want))]
+    problems = []
+    for k, ((w, d), got) in enumerate(zip(want, r["jvp"])):
+        if w is None:
+            continue
+        if got["dtype"] != d or list(got["shape"]) != list(w.shape):
+            problems.append("%sjvp %d: %s %s, expected %s %s" % (variant, k, got["dtype"], got["shape"], d,
+                                                                list(w.shape)))
+            continue
+        wv = round_to(w.numpy().reshape(-1), d)
+        gv, wv = masked_grads(case, Input(d, w.shape, []), dec_values(got["data"], d), wv)
+        # As for vjps: relative to the largest tangent of the result, of the inputs and of the terms.
+        finite = wv[np.isfinite(wv)]
+        sc = max(np.abs(finite).max() if finite.size else 0.0, sc_terms)
+        msg = compare(gv, wv, d, op.grad_rtol * op.rtol * grad_precision(case, d), sc)
+        if msg:
+            problems.append("%sjvp of output %d: %s" % (variant, k, msg))
     return problems
 
 
@@ -2017,17 +2089,38 @@ def make_case(g, cid, op_name=None):
     # Differentiate where the output is floating and the inputs hold no special values (derivative
     # conventions at NaN, infinities and kinks are not what this tester checks).
     if op.grad and any(i.dt in FLOATS for i in inputs) and g.r.random() < 0.5:
-        try:
-            _, _, _, outs = reference(case, op, False)
-        except Exception:
-            outs = None
-        if name == "chain" and not chain_finite(case):
-            outs = None
-        if outs and all(d in FLOATS and bool(torch.isfinite(t).all()) for t, d in outs) and all(
-                np.isfinite(np.asarray(i.values, dtype=np.float64)).all() for i in inputs if i.dt in FLOATS):
+        outs = differentiable_outputs(case, op)
+        if outs:
             case["vjp"] = [{"dtype": d, "shape": list(t.shape),
                             "data": enc_values(round_to(g.np.standard_normal(t.numel()), d), d)} for t, d in outs]
+    # jvps draw from a stream of their own per case, so that adding them left every case of a seed
+    # (its inputs, parameters and vjp) as it was: replays of older runs still find their cases.
+    side = np.random.default_rng([g.seed, cid, 2])
+    if op.jvp and any(i.dt in FLOATS for i in inputs) and side.random() < JVP_FRACTION:
+        if differentiable_outputs(case, op):
+            case["jvp"] = [{"dtype": i.dt, "shape": list(i.base_shape),
+                            "data": enc_values(round_to(side.standard_normal(len(i.values)), i.dt), i.dt)}
+                           if i.dt in FLOATS else None for i in inputs]
     return case
+
+
+JVP_FRACTION = 0.3
+
+
+def differentiable_outputs(case, op):
+    """The reference's outputs when all are floating and finite and the float inputs are finite,
+    else None: where derivatives are compared."""
+    try:
+        _, _, _, outs = reference(case, op, False)
+    except Exception:
+        return None
+    if case["op"] == "chain" and not chain_finite(case):
+        return None
+    inputs = case["_inputs"]
+    if outs and all(d in FLOATS and bool(torch.isfinite(t).all()) for t, d in outs) and all(
+            np.isfinite(np.asarray(i.values, dtype=np.float64)).all() for i in inputs if i.dt in FLOATS):
+        return outs
+    return None
 
 
 def wire(case):
@@ -2101,8 +2194,8 @@ class Runner:
 def describe(case):
     ins = ", ".join("%s%s%s" % (i.dt, i.shape, " view " + json.dumps(i.recipe) if i.recipe else "")
                     for i in case["_inputs"])
-    return "%s(%s) params %s%s" % (case["op"], ins, json.dumps(case.get("params", {})),
-                                   " +vjp" if "vjp" in case else "")
+    return "%s(%s) params %s%s%s" % (case["op"], ins, json.dumps(case.get("params", {})),
+                                     " +vjp" if "vjp" in case else "", " +jvp" if "jvp" in case else "")
 
 
 def pending_fix(case):
@@ -2233,8 +2326,9 @@ def main():
     ops_run = {}
     for c in cases:
         ops_run[c["op"]] = ops_run.get(c["op"], 0) + 1
-    print("\ndiff: seed %d: %d cases (%d with vjp) over %d ops, %d regression cases, %d skipped as PENDING_FIXES, "
-          "%d disagreements%s" % (seed, len(cases), sum("vjp" in c for c in cases), len(ops_run), len(regressions),
+    print("\ndiff: seed %d: %d cases (%d with vjp, %d with jvp) over %d ops, %d regression cases, %d skipped as "
+          "PENDING_FIXES, %d disagreements%s" % (seed, len(cases), sum("vjp" in c for c in cases),
+                                                 sum("jvp" in c for c in cases), len(ops_run), len(regressions),
                                   len(skipped), len(failures),
                                   (" in " + ", ".join("%s (%d)" % (k, len(v)) for k, v in sorted(by_op.items())))
                                   if failures else ""))

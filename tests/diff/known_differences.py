@@ -107,7 +107,6 @@ NOT_COVERED = {
     "all_gather": "collectives (see all_sum)",
     "send": "collectives (see all_sum)",
     "recv": "collectives (see all_sum)",
-    "Pooling(max_gather)": "made by the jvp of max_pool only; the tester compares values and vjps, not jvps yet",
     "NoDerivative": "a test's own primitive",
     "OwnBuffer": "a test's own primitive",
     "IgnoresDonor": "a test's own primitive",
