@@ -305,10 +305,19 @@ def _np_log1p(t):
         return torch.from_numpy(np.asarray(np.log1p(t.numpy()), dtype=np.float64))
 
 
+def _log1p(t):
+    """log1p, differentiable, right up to the largest float64 (torch.log1p(1.79e308) is inf: its
+    float64 kernel overflows); above 2^53 log1p(x) is log(x) to float64's precision."""
+    if not t.requires_grad and not (fwAD.unpack_dual(t).tangent is not None):
+        return _np_log1p(t)
+    big = t > 2.0 ** 53
+    return torch.where(big, torch.log(torch.where(big, t, torch.ones_like(t))), torch.log1p(torch.where(big, torch.zeros_like(t), t)))
+
+
 UNARY_FLOAT = {
     "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal, "exp": torch.exp,
     # torch.log1p(1.79e308) is inf (its float64 kernel overflows); numpy's is 709.78.
-    "expm1": torch.expm1, "log": torch.log, "log1p": lambda t: _np_log1p(t) if not t.requires_grad else torch.log1p(t), "log2": torch.log2, "log10": torch.log10,
+    "expm1": torch.expm1, "log": torch.log, "log1p": _log1p, "log2": torch.log2, "log10": torch.log10,
     "sin": torch.sin, "cos": torch.cos, "tan": torch.tan, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
     "erf": torch.erf, "erfinv": torch.erfinv,
 }
@@ -439,8 +448,9 @@ def binary_ref(name, kind, fn):
         if kind in ("numeric",) and d == "bool":
             deviation("bool_arith")
             raise ValueError("bool")
-        if kind == "logical":
-            return [(fn(a, b), "bool")]
+        if kind == "logical":  # on truth values: PyTorch casts a 0-d int32 to uint8 first (INT32_MIN -> 0)
+            deviation("promotion")
+            return [(fn(a if dts[0] == "bool" else a != 0, b if dts[1] == "bool" else b != 0), "bool")]
         ca, cb = cast(a, dts[0], d), cast(b, dts[1], d)
         if kind == "pred":
             return [(fn(ca, cb), "bool")]
@@ -672,7 +682,10 @@ def reduce_ref(name):
                 v = s * math.nan
             else:
                 v = s / (n - ddof)
-            return [(torch.sqrt(v) if name == "std" else v, d)]
+            if name == "std":  # torch.std's derivative at 0 is 0 (sqrt's would be inf, times 0: NaN)
+                nz = v != 0
+                return [(torch.sqrt(torch.where(nz, v, torch.ones_like(v))) * nz, d)]
+            return [(v, d)]
         if name == "logsumexp":
             if not axes:
                 return [(x.clone(), d)]
@@ -720,15 +733,24 @@ def bound_prod(ts, dts, p):
     # The largest partial product: the product of the magnitudes above 1. Past the largest finite
     # value some order of multiplication overflows, and an infinity times a zero factor is NaN
     # (numpy's float32 prod gives -0.0 where PyTorch's gives NaN).
+    # Where the product of the magnitudes below 1 underflows (to 0 in some order), a factor above 1 or
+    # an infinity makes any result possible too (0 * inf is NaN where the reference's order gave inf).
     t, dt = ts[0], dts[0]
     if dt not in FLOATS:
         return None
-    x = t.abs()
-    x = torch.where(torch.isfinite(x) & (x > 1), x, torch.ones_like(x))
-    axes = norm_axes(p["axes"], t.dim())
-    for a in sorted(axes, reverse=True):
-        x = torch.prod(x, dim=a, keepdim=p.get("keepdims", False))
-    return x
+    a = t.abs()
+    keep = p.get("keepdims", False)
+    axes = sorted(norm_axes(p["axes"], t.dim()), reverse=True)
+
+    def over(f, x):
+        for ax in axes:
+            x = f(x, dim=ax, keepdim=keep)
+        return x
+    large = over(torch.prod, torch.where(torch.isfinite(a) & (a > 1), a, torch.ones_like(a)))
+    small = over(torch.prod, torch.where(torch.isfinite(a) & (a > 0) & (a < 1), a, torch.ones_like(a)))
+    inf = over(torch.amax, torch.isinf(a).to(torch.float64)) > 0 if a.numel() else torch.zeros_like(large).bool()
+    underflow = small < TINY[dt]  # subnormal: precision lost, and 0 in some order
+    return torch.where(underflow & (inf | (large > 1)), torch.full_like(large, math.inf), large)
 
 
 def bound_mean(ts, dts, p):
@@ -1806,7 +1828,8 @@ def compare(got, want, dt, rtol, scale=None, nan_may_be_inf=False, bound=None):
             ok |= wn & np.isinf(g)
         ok |= unbounded
         if bound is not None:  # partial sums (products) beyond the range: any order of overflow
-            bd = np.broadcast_to(np.nan_to_num(np.asarray(bound, dtype=np.float64), nan=0.0), w.shape)
+            bd = np.asarray(bound, dtype=np.float64)
+            bd = np.broadcast_to(np.where(np.isnan(bd), 0.0, bd), w.shape)  # +inf stays
             # Beyond the largest finite value by more than a rounding (float64: its bound is inf).
             over = bd > FMAX[dt] if dt == "float64" else bd >= FMAX[dt] * (1 + UNIT[dt])
             ok |= over & bool(deviation("overflow_in_accumulation"))

@@ -54,10 +54,12 @@ DIFFERENCES = {
     "dtype, and non-finite gradient elements where the reference is finite, are not compared.",
     "overflow_in_accumulation": "Sums and products (matmul, conv, sum, prod, var, avg_pool's window sums) "
     "overflow in an order-dependent way once the sum of magnitudes (for prod, the product of the "
-    "magnitudes above 1) passes the dtype's largest finite value by more than a rounding: +inf, -inf, NaN "
-    "(an infinite partial product times a zero) and finite values are all results of some order of "
-    "the operations, the reference's (PyTorch's float64 sum of +-DBL_MAX) included, so any value agrees "
-    "there.",
+    "magnitudes above 1) passes the dtype's largest finite value by more than a rounding, or for prod where "
+    "the product of the magnitudes below 1 underflows and a factor above 1 or an infinity is there too: "
+    "+inf, -inf, NaN (an infinite partial product times a zero, or an infinite factor times an underflowed "
+    "partial product) and finite values are all results of some order of the operations, the reference's "
+    "(PyTorch's float64 sum of +-DBL_MAX, DBL_MAX + DBL_MAX - inf = NaN in a mean) included, so any value "
+    "agrees there.",
     "grad_intermediates_extreme": "vjps of float32/float64 inputs are computed in that dtype too (as in "
     "PyTorch), so where an input is beyond the square root of the largest finite value or below the square "
     "root of the smallest normal one, a derivative rule's squares overflow or underflow (arctan2's "
