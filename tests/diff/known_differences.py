@@ -70,6 +70,10 @@ DIFFERENCES = {
     "NaN giving 0 (core/dispatch.h: no conversion is undefined behaviour); numpy and PyTorch leave "
     "out-of-range values undefined (x86 gives the smallest integer, uint8 wraps: -1.7 -> 255). The "
     "reference converts as Loom does.",
+    "std_at_zero": "std has no derivative where a group's values are all equal (the square root of a "
+    "zero variance): PyTorch's torch.std gives 0 there, MLX and JAX (the square root's derivative, inf, "
+    "times 0) NaN, as Loom does; where the spread is rounding noise the derivative is the ratio of two "
+    "rounding residues. The derivatives of such cases are not compared.",
     "sign_nan": "sign(NaN) is NaN (numpy, MLX); PyTorch gives 0.",
     "half_compute": "Loom computes float16/bfloat16 elementwise ops in float32 and rounds once; the "
     "reference computes in float64 and rounds once. Tolerances (diff.py: RTOL) allow the double rounding.",
