@@ -1882,7 +1882,7 @@ def check(case, res):
         if want_grad and not problems:
             problems += check_vjp(case, op, bases, ts, outs, r, variant)
         if "jvp" in case and not problems:
-            problems += check_jvp(case, op, r, variant)
+            problems += check_jvp(case, op, r, variant, amplification(op, ts, dts, params))
     return problems
 
 
@@ -1932,7 +1932,22 @@ def reference_jvp(case, op):
         return want, term_scale(terms)
 
 
-def check_jvp(case, op, r, variant):
+def amplification(op, ts, dts, params):
+    """The op's error scale (its `scale`) relative to its inputs' magnitudes: a jvp is the op's
+    linear part applied to the tangents with the op's own arithmetic, so its rounding error is the
+    op's, scaled from the inputs' magnitudes to the tangents' (layer_norm of equal values divides
+    dx - mean(dx), a cancellation, by sqrt(eps); a sum of n tangents errs as a sum of n values)."""
+    vs = magnitudes(op.scale, ts, dts, params)
+    xs = [t.detach().abs() for t, d in zip(ts, dts) if d in FLOATS and t.numel()]
+    xs = [x[torch.isfinite(x)] for x in xs]
+    xmax = max([float(x.max()) for x in xs if x.numel()] + [0.0])
+    if vs is None or not xmax:
+        return 0.0
+    vs = vs[np.isfinite(vs)]
+    return float(vs.max()) / xmax if vs.size else 0.0
+
+
+def check_jvp(case, op, r, variant, amp=0.0):
     if "jvp" not in r:
         return [variant + "no jvp in the result"]
     try:
@@ -1953,9 +1968,10 @@ def check_jvp(case, op, r, variant):
             continue
         wv = round_to(w.numpy().reshape(-1), d)
         gv, wv = masked_grads(case, Input(d, w.shape, []), dec_values(got["data"], d), wv)
-        # As for vjps: relative to the largest tangent of the result, of the inputs and of the terms.
+        # As for vjps: relative to the largest tangent of the result, of the inputs and of the terms,
+        # and to the input tangents times the op's amplification of errors.
         finite = wv[np.isfinite(wv)]
-        sc = max(np.abs(finite).max() if finite.size else 0.0, sc_terms)
+        sc = max(np.abs(finite).max() if finite.size else 0.0, sc_terms, sc_terms * amp)
         msg = compare(gv, wv, d, op.grad_rtol * op.rtol * grad_precision(case, d), sc)
         if msg:
             problems.append("%sjvp of output %d: %s" % (variant, k, msg))
