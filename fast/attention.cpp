@@ -55,10 +55,22 @@ std::vector<int64_t> batch_offsets(const array& a) {
 // them ("parameter 8 had an illegal value") and computes nothing.
 array rows_contiguous(const array& a) {
   const int nd = static_cast<int>(a.ndim());
-  const int64_t cols = a.shape()[nd - 1], row_stride = nd >= 2 ? a.strides()[nd - 2] : cols;
+  const int64_t cols = a.shape()[nd - 1], rows = nd >= 2 ? a.shape()[nd - 2] : 1;
+  const int64_t row_stride = nd >= 2 ? a.strides()[nd - 2] : cols;
   const bool cols_ok = a.strides()[nd - 1] == 1 || cols == 1;
-  if (cols_ok && row_stride >= std::max<int64_t>(cols, 1)) return a;
+  if (cols_ok && (rows <= 1 || row_stride >= std::max<int64_t>(cols, 1))) return a;
   return kernels::row_contiguous(a);
+}
+
+// The row stride of a (..., rows, cols) operand as BLAS's leading dimension. A single row's stride
+// is never stepped by, so it may be anything, even in a row-contiguous array (the transpose of a
+// (cols, 1) matrix has row stride 1; a broadcast row, 0), but BLAS rejects a leading dimension below
+// cols whatever the row count ("parameter 8 had an illegal value") and then computes nothing,
+// leaving the output uninitialized: such rows get cols instead.
+int64_t leading_dim(const array& a) {
+  const int nd = static_cast<int>(a.ndim());
+  const int64_t cols = a.shape()[nd - 1], rows = nd >= 2 ? a.shape()[nd - 2] : 1;
+  return rows > 1 ? a.strides()[nd - 2] : std::max<int64_t>(cols, 1);
 }
 
 // Strides of (..., H, L, E) laid out in memory as (..., L, H, E) when there are 4 axes, so that the
@@ -123,7 +135,7 @@ struct Problem {
     L = qa.shape()[nd - 2], E = qa.shape()[nd - 1], S = ka.shape()[nd - 2], Ev = va.shape()[nd - 1];
     oq = batch_offsets(qa), ok = batch_offsets(ka), ov = batch_offsets(va);
     batches = oq.size();
-    lq = qa.strides()[nd - 2], lk = ka.strides()[nd - 2], lv = va.strides()[nd - 2];
+    lq = leading_dim(qa), lk = leading_dim(ka), lv = leading_dim(va);
     q = kernels::ptr<T>(qa), k = kernels::ptr<T>(ka), v = kernels::ptr<T>(va);
     if (!mask) {
       slices[0].ext.assign(L, S);
@@ -276,8 +288,7 @@ template <typename T>
 void forward_kernel(const array& qa, const array& ka, const array& va, const array* mask, array& out, T scale) {
   Problem<T> p(qa, ka, va, mask);
   const std::vector<int64_t> oo = batch_offsets(out);
-  const int nd = static_cast<int>(out.ndim());
-  const int64_t lo = out.strides()[nd - 2];
+  const int64_t lo = leading_dim(out);
   T* o = kernels::ptr<T>(out);
   for_each_batch(p.batches, size_t(p.L) * p.S * (p.E + p.Ev), [&](size_t b0, size_t b1) {
     std::vector<T> Pt(size_t(kRowBlock) * p.S), qt(size_t(p.E) * p.L);
@@ -304,9 +315,8 @@ void backward_kernel(const array& qa, const array& ka, const array& va, const ar
   Problem<T> p(qa, ka, va, mask);
   const std::vector<int64_t> og = batch_offsets(g), odq = batch_offsets(outs[0]), odk = batch_offsets(outs[1]),
                              odv = batch_offsets(outs[2]);
-  const int nd = static_cast<int>(g.ndim());
-  const int64_t lg = g.strides()[nd - 2], ldq = outs[0].strides()[nd - 2], ldk = outs[1].strides()[nd - 2],
-                ldv = outs[2].strides()[nd - 2];
+  const int64_t lg = leading_dim(g), ldq = leading_dim(outs[0]), ldk = leading_dim(outs[1]),
+                ldv = leading_dim(outs[2]);
   const T* gp = kernels::ptr<T>(g);
   T *dq = kernels::ptr<T>(outs[0]), *dk = kernels::ptr<T>(outs[1]), *dv = kernels::ptr<T>(outs[2]);
   for_each_batch(p.batches, size_t(p.L) * p.S * (2 * p.E + 2 * p.Ev), [&](size_t b0, size_t b1) {

@@ -363,7 +363,12 @@ struct PowerOp {
     }
   }
   static array grad(int arg, const array& a, const array& b, const array& y, const array& v) {
-    if (arg == 0) return multiply(v, multiply(b, power(a, b - 1.0)));
+    if (arg == 0) {
+      // a^0 is 1 for every a (0^0 too), so its derivative is 0, where b a^(b-1) is 0 * inf = NaN at
+      // a = 0 (PyTorch and JAX give 0 as well).
+      array g = multiply(v, multiply(b, power(a, b - 1.0)));
+      return where(equal(b, zeros_like(b)), zeros_like(g), g);
+    }
     array g = multiply(v, multiply(y, log(a)));
     return where(logical_and(equal(a, zeros_like(a)), greater_equal(b, zeros_like(b))), zeros_like(g), g);
   }

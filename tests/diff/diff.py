@@ -32,6 +32,7 @@ except ImportError as e:  # CTest: SKIP_RETURN_CODE 77
 from known_differences import DIFFERENCES, NOT_COVERED, PENDING_FIXES, deviation  # noqa: E402
 
 torch.set_num_threads(1)
+fwAD = torch.autograd.forward_ad
 
 FLOATS = ["float16", "bfloat16", "float32", "float64"]
 INTS = ["uint8", "int32", "int64"]
@@ -87,6 +88,7 @@ def rt(t, dt):
 
 class Gen:
     def __init__(self, seed):
+        self.seed = seed
         self.r = random.Random(seed)
         self.np = np.random.default_rng(seed)
 
@@ -180,6 +182,8 @@ class Gen:
                     b, e = first, first + (n - 1) * s + 1 if n else first
                 else:
                     b = length - 1 - first
+                    if not n and b < 0:
+                        b = 0  # -1 would be numpy's last element, and the slice (-1, -length-1) not empty
                     e = b + (n - 1) * s - 1 if n else b
                     if e < 0:
                         e = -length - 1  # before the first element (numpy's rule for negative stops)
@@ -253,11 +257,31 @@ OPS = {}
 
 
 class Op:
-    def __init__(self, name, gen, ref, grad=True, scale=None, prims=(), rtol=1.0, grad_rtol=16.0):
+    def __init__(self, name, gen, ref, grad=True, scale=None, prims=(), rtol=1.0, grad_rtol=16.0, bound=None,
+                 jvp=None):
         self.name, self.gen, self.ref, self.grad = name, gen, ref, grad
         self.scale = scale  # (tensors, dts, params) -> a tensor of magnitudes per output, or None
+        # (tensors, dts, params) -> the largest magnitude an intermediate result (a partial sum or
+        # product) can reach per output, for the overflow rule of compare(); None: the scale's.
+        self.bound = bound
+        self.jvp = grad if jvp is None else jvp  # forward-mode derivatives are compared too
         self.rtol, self.grad_rtol = rtol, grad_rtol  # multiples of RTOL[dtype]
         OPS[name] = self
+
+
+def float_to_int(t, dst):
+    """Float values (float64) converted to integer dtype dst as Loom does (core/dispatch.h): toward
+    zero, saturating at the dtype's limits, NaN to 0. numpy and PyTorch leave out-of-range values
+    undefined (x86 gives the smallest integer; uint8 wraps)."""
+    deviation("float_to_int_saturates")
+    if dst == "bool":
+        return t != 0
+    lo, hi = ILIM[dst]
+    t = torch.nan_to_num(t.detach().to(torch.float64).trunc(), nan=0.0, posinf=math.inf, neginf=-math.inf)
+    big, small = t >= float(hi), t <= float(lo)
+    mid = torch.where(big | small, torch.zeros_like(t), t).to(torch.int64)
+    out = torch.where(big, torch.full_like(mid, hi), torch.where(small, torch.full_like(mid, lo), mid))
+    return out.to(TORCH[dst])
 
 
 def cast(t, src, dst):
@@ -267,7 +291,7 @@ def cast(t, src, dst):
             return rt(t, dst)
         return rt(t.to(torch.float64), dst) if src != "int64" else rt(t.to(torch.float64), dst)
     if src in FLOATS:
-        return t.to(TORCH[dst])
+        return float_to_int(t, dst)
     return t.to(TORCH[dst])
 
 
@@ -281,10 +305,19 @@ def _np_log1p(t):
         return torch.from_numpy(np.asarray(np.log1p(t.numpy()), dtype=np.float64))
 
 
+def _log1p(t):
+    """log1p, differentiable, right up to the largest float64 (torch.log1p(1.79e308) is inf: its
+    float64 kernel overflows); above 2^53 log1p(x) is log(x) to float64's precision."""
+    if not t.requires_grad and not (fwAD.unpack_dual(t).tangent is not None):
+        return _np_log1p(t)
+    big = t > 2.0 ** 53
+    return torch.where(big, torch.log(torch.where(big, t, torch.ones_like(t))), torch.log1p(torch.where(big, torch.zeros_like(t), t)))
+
+
 UNARY_FLOAT = {
     "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal, "exp": torch.exp,
     # torch.log1p(1.79e308) is inf (its float64 kernel overflows); numpy's is 709.78.
-    "expm1": torch.expm1, "log": torch.log, "log1p": lambda t: _np_log1p(t) if not t.requires_grad else torch.log1p(t), "log2": torch.log2, "log10": torch.log10,
+    "expm1": torch.expm1, "log": torch.log, "log1p": _log1p, "log2": torch.log2, "log10": torch.log10,
     "sin": torch.sin, "cos": torch.cos, "tan": torch.tan, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
     "erf": torch.erf, "erfinv": torch.erfinv,
 }
@@ -336,8 +369,18 @@ def unary_ref(name, fn, kind):
     return ref
 
 
+def scale_erfinv(ts, dts, p):
+    # erfinv is ill-conditioned near +-1: rounding its input by one unit moves the result by
+    # |x| erfinv'(x) = |x| sqrt(pi) / 2 exp(erfinv(x)^2) units (8000 at 1 - 6e-6), whichever way the
+    # function is evaluated (torch's float64 erfinv is 4e-13 off there, Loom's 2e-13).
+    x = cast(ts[0], dts[0], floating(dts[0]))
+    y = torch.erfinv(x)
+    c = x.abs() * math.sqrt(math.pi) / 2 * torch.exp(y * y)
+    return torch.where(torch.isfinite(c), c, torch.zeros_like(c))
+
+
 for _n, _f in UNARY_FLOAT.items():
-    Op(_n, gen_unary(_n), unary_ref(_n, _f, "float"))
+    Op(_n, gen_unary(_n), unary_ref(_n, _f, "float"), scale=scale_erfinv if _n == "erfinv" else None)
 for _n, _f in UNARY_NUMERIC.items():
     Op(_n, gen_unary(_n), unary_ref(_n, _f, "numeric"))
 for _n, _f in UNARY_ANY.items():
@@ -405,8 +448,9 @@ def binary_ref(name, kind, fn):
         if kind in ("numeric",) and d == "bool":
             deviation("bool_arith")
             raise ValueError("bool")
-        if kind == "logical":
-            return [(fn(a, b), "bool")]
+        if kind == "logical":  # on truth values: PyTorch casts a 0-d int32 to uint8 first (INT32_MIN -> 0)
+            deviation("promotion")
+            return [(fn(a if dts[0] == "bool" else a != 0, b if dts[1] == "bool" else b != 0), "bool")]
         ca, cb = cast(a, dts[0], d), cast(b, dts[1], d)
         if kind == "pred":
             return [(fn(ca, cb), "bool")]
@@ -508,7 +552,7 @@ def ref_astype(ts, dts, p):
     to = p["dtype"]
     t, dt = ts[0], dts[0]
     if dt in FLOATS and to in INTS:
-        return [(t.trunc().to(torch.int64).to(TORCH[to]), to)]
+        return [(float_to_int(t, to), to)]
     if to == "bool":
         return [(t != 0, to)]
     return [(cast(t, dt, to), to)]
@@ -682,9 +726,40 @@ def reduce_scale(name):
     return scale
 
 
+def bound_prod(ts, dts, p):
+    # The largest partial product: the product of the magnitudes above 1. Past the largest finite
+    # value some order of multiplication overflows, and an infinity times a zero factor is NaN
+    # (numpy's float32 prod gives -0.0 where PyTorch's gives NaN).
+    # Where the product of the magnitudes below 1 underflows (to 0 in some order), a factor above 1 or
+    # an infinity makes any result possible too (0 * inf is NaN where the reference's order gave inf).
+    t, dt = ts[0], dts[0]
+    if dt not in FLOATS:
+        return None
+    a = t.abs()
+    keep = p.get("keepdims", False)
+    axes = sorted(norm_axes(p["axes"], t.dim()), reverse=True)
+
+    def over(f, x):
+        for ax in axes:
+            x = f(x, dim=ax, keepdim=keep)
+        return x
+    large = over(torch.prod, torch.where(torch.isfinite(a) & (a > 1), a, torch.ones_like(a)))
+    small = over(torch.prod, torch.where(torch.isfinite(a) & (a > 0) & (a < 1), a, torch.ones_like(a)))
+    inf = over(torch.amax, torch.isinf(a).to(torch.float64)) > 0 if a.numel() else torch.zeros_like(large).bool()
+    underflow = small < TINY[dt]  # subnormal: precision lost, and 0 in some order
+    return torch.where(underflow & (inf | (large > 1)), torch.full_like(large, math.inf), large)
+
+
+def bound_mean(ts, dts, p):
+    # mean sums, then divides (as numpy, PyTorch and MLX): the sum can overflow where the mean does not
+    # (PyTorch's and numpy's float32 mean of values near FLT_MAX are inf too).
+    return reduce_scale("sum")(ts, dts, p)
+
+
 for _n in ["sum", "mean", "prod", "max", "min", "all", "any", "var", "std", "logsumexp"]:
     Op(_n, gen_reduce(_n), reduce_ref(_n), grad=_n not in ("all", "any"), scale=reduce_scale(_n),
-       rtol=4.0 if _n in ("var", "std", "mean", "logsumexp") else 1.0)
+       rtol=4.0 if _n in ("var", "std", "mean", "logsumexp") else 1.0,
+       bound={"prod": bound_prod, "mean": bound_mean}.get(_n))
 
 
 def gen_arg(name):
@@ -1391,8 +1466,19 @@ def pool_ref(name):
     return ref
 
 
+def pool_magnitudes(ts, dts, p):
+    x = ts[0].abs()
+    return pool_ref("avg_pool")([torch.where(torch.isfinite(x), x, torch.zeros_like(x))], dts, p)[0][0]
+
+
+def bound_avg_pool(ts, dts, p):  # the window's sum, before the division
+    return pool_magnitudes(ts, dts, p) * math.prod(p["kernel"])
+
+
 Op("max_pool", gen_pool("max_pool"), pool_ref("max_pool"))
-Op("avg_pool", gen_pool("avg_pool"), pool_ref("avg_pool"), rtol=4.0)
+# avg_pool sums each window, then divides: its error is relative to the mean magnitude in the window
+# (values that cancel), and the sum may overflow where the mean does not.
+Op("avg_pool", gen_pool("avg_pool"), pool_ref("avg_pool"), rtol=4.0, scale=pool_magnitudes, bound=bound_avg_pool)
 
 
 # Fused ops and losses.
@@ -1412,6 +1498,9 @@ def gen_rows(name):
 
 def rows_ref(name):
     def ref(ts, dts, p):
+        for w in ts[1:]:  # weight and bias: (x.shape[-1],) in MLX (rms_norm checks it) and PyTorch
+            if list(w.shape) != [ts[0].shape[-1]]:
+                raise ValueError("weight of shape %s for x of shape %s" % (list(w.shape), list(ts[0].shape)))
         d = floating(dts[0])
         for x in dts[1:]:
             d = promote(d, x)
@@ -1570,13 +1659,28 @@ def gen_chain(g, big):
     return ins, {"steps": steps}
 
 
-def ref_chain(ts, dts, p):
+def run_chain(ts, dts, steps, perturb=None):
+    """The chain's registers, each step computed by its op's reference and rounded to its dtype.
+    perturb = (step index, factor): that step's result is multiplied by the factor (before rounding).
+    With gradients on, each use of a register is a copy of its own, broadcast to the step's shape,
+    kept in TERMS: the gradients of these copies are the terms summed into a register's gradient."""
     regs = list(zip(ts, dts))
-    for step in p["steps"]:
+    for n, step in enumerate(steps):
         args = [regs[i] for i in step[1:]]
-        (t, d), = OPS[step[0]].ref([a[0] for a in args], [a[1] for a in args], {})
+        xs = [a[0] for a in args]
+        if any(x.requires_grad for x in xs) and perturb is None:
+            shape = torch.broadcast_shapes(*[x.shape for x in xs])
+            xs = [x.expand(shape).clone() if x.requires_grad else x for x in xs]
+            TERMS.extend(x for x in xs if x.requires_grad)
+        (t, d), = OPS[step[0]].ref(xs, [a[1] for a in args], {})
+        if perturb is not None and perturb[0] == n and d in FLOATS:
+            t = t * perturb[1]
         regs.append((rt(t, d) if d in FLOATS else t, d))
-    return [regs[-1]]
+    return regs
+
+
+def ref_chain(ts, dts, p):
+    return [run_chain(ts, dts, p["steps"])[-1]]
 
 
 def chain_finite(case):
@@ -1601,19 +1705,34 @@ def chain_finite(case):
 
 def scale_chain(ts, dts, p):
     # Rounding errors grow along the chain: the largest magnitude any step saw bounds them.
-    regs = list(zip(ts, dts))
+    regs = run_chain(ts, dts, p["steps"])
     big = 0.0
-    for step in p["steps"]:
-        args = [regs[i] for i in step[1:]]
-        (t, d), = OPS[step[0]].ref([a[0] for a in args], [a[1] for a in args], {})
-        t = rt(t, d) if d in FLOATS else t
-        regs.append((t, d))
+    for t, d in regs[len(ts):]:
         if d in FLOATS and t.numel():
             f = t.detach().abs()
             f = f[torch.isfinite(f)]
             if f.numel():
                 big = max(big, float(f.max()))
-    return torch.tensor(big * len(p["steps"]), dtype=torch.float64)
+    out, dout = regs[-1]
+    if dout not in FLOATS:
+        return torch.tensor(big * len(p["steps"]), dtype=torch.float64)
+    # And each step's own error, as far as the rest of the chain carries it: the change of the
+    # result when that step's value moves by its dtype's tolerance (up or down), summed over the
+    # steps. A float32 step inside a float64 chain keeps float32's error; a step near a singularity
+    # of the next (log1p of about -1) gives an unbounded change (+inf: any value agrees).
+    cond = torch.zeros_like(out, dtype=torch.float64)
+    for n, step in enumerate(p["steps"]):
+        d = regs[len(ts) + n][1]
+        if d not in FLOATS:
+            continue
+        worst = torch.zeros_like(cond)
+        for f in (1 + RTOL[d], 1 - RTOL[d]):
+            o = run_chain(ts, dts, p["steps"], (n, f))[-1][0].to(torch.float64)
+            diff = (o - out).abs()
+            diff = torch.where(torch.isnan(o) != torch.isnan(out), torch.full_like(diff, math.inf), diff)
+            worst = torch.maximum(worst, torch.nan_to_num(diff, nan=0.0))
+        cond = cond + worst
+    return big * len(p["steps"]) + cond / RTOL[dout]
 
 
 Op("chain", gen_chain, ref_chain, scale=scale_chain)
@@ -1647,7 +1766,12 @@ def viewed(t, inp):
     return gather_view(t, inp.base_shape, inp.recipe) if inp.recipe else t
 
 
+# Per-use copies of a chain's registers (ref_chain), whose gradients check_vjp takes as terms.
+TERMS = []
+
+
 def reference(case, op, with_grad):
+    del TERMS[:]
     ins = case["_inputs"]
     bases = [base_tensor(i, with_grad) for i in ins]
     ts = [viewed(b, i) for b, i in zip(bases, ins)]
@@ -1666,8 +1790,11 @@ def to_np(t, d):
     return t.to(torch.int64).numpy().reshape(-1)
 
 
-def compare(got, want, dt, rtol, scale=None, nan_may_be_inf=False):
-    """None when `got` (decoded values) matches `want` (numpy), else a short reason."""
+def compare(got, want, dt, rtol, scale=None, nan_may_be_inf=False, bound=None):
+    """None when `got` (decoded values) matches `want` (numpy), else a short reason. `scale`: the
+    magnitudes errors are relative to besides |want| (+inf: the result is not determined by the
+    inputs at working precision, anything agrees); `bound`: the largest magnitude an intermediate
+    (a partial sum or product) can reach, for the overflow rule (the scale's when None)."""
     got = np.asarray(got)
     want = np.asarray(want)
     if got.shape != want.shape:
@@ -1683,6 +1810,10 @@ def compare(got, want, dt, rtol, scale=None, nan_may_be_inf=False):
     tol = RTOL[dt] * rtol
     sc = np.zeros_like(w) if scale is None else np.broadcast_to(np.nan_to_num(np.asarray(scale, dtype=np.float64),
                                                                               nan=0.0, posinf=0.0), w.shape)
+    unbounded = np.zeros(w.shape, dtype=bool) if scale is None else np.broadcast_to(
+        np.isposinf(np.asarray(scale, dtype=np.float64)), w.shape)
+    if bound is None:
+        bound = scale
     with np.errstate(all="ignore"):
         err = np.abs(g - w)
         ok = (gn & wn) | (g == w) | (~gn & ~wn & np.isfinite(w) & np.isfinite(g) &
@@ -1692,8 +1823,13 @@ def compare(got, want, dt, rtol, scale=None, nan_may_be_inf=False):
         ok |= np.isinf(g) & np.isfinite(w) & (np.abs(w) >= FMAX[dt] * (1 - tol)) & (np.sign(g) == np.sign(w))
         if nan_may_be_inf:
             ok |= wn & np.isinf(g)
-        if scale is not None:  # partial sums beyond the range: any order of overflow
-            ok |= ~np.isfinite(g) & (sc >= FMAX[dt]) & bool(deviation("overflow_in_accumulation"))
+        ok |= unbounded
+        if bound is not None:  # partial sums (products) beyond the range: any order of overflow
+            bd = np.asarray(bound, dtype=np.float64)
+            bd = np.broadcast_to(np.where(np.isnan(bd), 0.0, bd), w.shape)  # +inf stays
+            # Beyond the largest finite value by more than a rounding (float64: its bound is inf).
+            over = bd > FMAX[dt] if dt == "float64" else bd >= FMAX[dt] * (1 + UNIT[dt])
+            ok |= over & bool(deviation("overflow_in_accumulation"))
     bad = np.nonzero(~ok)[0]
     if bad.size:
         i = bad[0]
@@ -1723,14 +1859,7 @@ def check(case, res):
         if len(r["outputs"]) != len(outs):
             problems.append(variant + "%d outputs, expected %d" % (len(r["outputs"]), len(outs)))
             continue
-        scales = None
-        if op.scale is not None:
-            try:
-                with torch.no_grad():
-                    s = op.scale([t.detach() for t in ts], dts, params)
-                scales = [None if s is None else s.detach().to(torch.float64).numpy()]
-            except Exception:
-                scales = None
+        scale, bound = magnitudes(op.scale, ts, dts, params), magnitudes(op.bound, ts, dts, params)
         for k, ((t, d), o) in enumerate(zip(outs, r["outputs"])):
             name = variant + ("output %d" % k if len(outs) > 1 else "value")
             if o["dtype"] != d:
@@ -1743,15 +1872,122 @@ def check(case, res):
             if op.name in ("partition", "argpartition"):
                 msg = check_partition(case, ts[0], dts[0], got, d)
             else:
-                sc = scales[0] if scales and k == 0 else None
-                msg = compare(got, to_np(t, d), d, op.rtol, None if sc is None else np.asarray(sc).reshape(-1)
-                              if np.asarray(sc).size == t.numel() else sc,
+                flat = lambda m: None if m is None or k else m.reshape(-1) if m.size == t.numel() else m  # noqa: E731
+                msg = compare(got, to_np(t, d), d, op.rtol, flat(scale), bound=flat(bound),
                               nan_may_be_inf=op.name in ("matmul", "conv_general") and deviation("blas_zero_times_inf"))
             if msg:
                 problems.append("%s: %s" % (name, msg))
+        if singular_derivative(case, ts, outs):
+            continue
         if want_grad and not problems:
-            problems += check_vjp(case, op, bases, outs, r, variant)
+            problems += check_vjp(case, op, bases, ts, outs, r, variant)
+        if "jvp" in case and not problems:
+            problems += check_jvp(case, op, r, variant, amplification(op, ts, dts, params))
     return problems
+
+
+def singular_derivative(case, ts, outs):
+    """True where the derivative does not exist and conventions differ (known_differences:
+    std_at_zero): std of a group whose spread is 0 up to rounding."""
+    if case["op"] != "std" or ("vjp" not in case and "jvp" not in case):
+        return False
+    x = ts[0].detach()
+    axes = norm_axes(case["params"]["axes"], x.dim())
+    if x.numel() == 0:
+        return False
+    m = torch.amax(x.abs(), dim=axes, keepdim=case["params"].get("keepdims", False)) if axes else x.abs()
+    sd = outs[0][0].detach()
+    d = floating(case["_inputs"][0].dt)
+    return bool((sd <= 16 * RTOL[d] * m).any()) and bool(deviation("std_at_zero"))
+
+
+def reference_jvp(case, op):
+    """The reference's tangents of the outputs for the case's input tangents, by PyTorch's forward
+    mode through the same reference (rounded to each dtype as the values are), and the largest
+    tangent of a gradient term (grad_terms). None when the reference is not differentiable (numpy)."""
+    ins = case["_inputs"]
+    tans = [None if j is None else torch.tensor(dec_values(j["data"], j["dtype"]).reshape(j["shape"]),
+                                                dtype=torch.float64) for j in case["jvp"]]
+    with fwAD.dual_level():
+        del TERMS[:]
+        bases = []
+        for i, t in zip(ins, tans):
+            b = base_tensor(i, i.dt in FLOATS)  # requiring grad: references take their torch paths
+            bases.append(fwAD.make_dual(b, t) if t is not None and i.dt in FLOATS else b)
+        ts = [viewed(b, i) for b, i in zip(bases, ins)]
+        outs = op.ref(ts, [i.dt for i in ins], case.get("params", {}))
+        want = []
+        for t, d in outs:
+            if d not in FLOATS:
+                want.append((None, d))
+                continue
+            t = rt(t, d)
+            tan = fwAD.unpack_dual(t).tangent
+            if tan is None:
+                if not t.requires_grad:
+                    return None, 0.0  # computed outside torch: no derivative to compare with
+                tan = torch.zeros_like(t)
+            want.append((tan.detach().clone(), d))
+        terms = [fwAD.unpack_dual(x).tangent for x in grad_terms(ts)] + [t for t in tans if t is not None]
+        return want, term_scale(terms)
+
+
+def amplification(op, ts, dts, params):
+    """The op's error scale (its `scale`) relative to its inputs' magnitudes: a jvp is the op's
+    linear part applied to the tangents with the op's own arithmetic, so its rounding error is the
+    op's, scaled from the inputs' magnitudes to the tangents' (layer_norm of equal values divides
+    dx - mean(dx), a cancellation, by sqrt(eps); a sum of n tangents errs as a sum of n values)."""
+    vs = magnitudes(op.scale, ts, dts, params)
+    xs = [t.detach().abs() for t, d in zip(ts, dts) if d in FLOATS and t.numel()]
+    xs = [x[torch.isfinite(x)] for x in xs]
+    xmax = max([float(x.max()) for x in xs if x.numel()] + [0.0])
+    if vs is None or not xmax:
+        return 0.0
+    vs = vs[np.isfinite(vs)]
+    return float(vs.max()) / xmax if vs.size else 0.0
+
+
+def check_jvp(case, op, r, variant, amp=0.0):
+    if "jvp" not in r:
+        return [variant + "no jvp in the result"]
+    try:
+        want, sc_terms = reference_jvp(case, op)
+    except Exception as e:  # PyTorch has no forward mode for an op of the reference
+        return ["reference jvp failed: %s: %s" % (type(e).__name__, e)]
+    if want is None:
+        return []
+    if len(r["jvp"]) != len(want):
+        return ["%s%d jvp outputs, expected %d" % (variant, len(r["jvp"]), len(want))]
+    problems = []
+    for k, ((w, d), got) in enumerate(zip(want, r["jvp"])):
+        if w is None:
+            continue
+        if got["dtype"] != d or list(got["shape"]) != list(w.shape):
+            problems.append("%sjvp %d: %s %s, expected %s %s" % (variant, k, got["dtype"], got["shape"], d,
+                                                                list(w.shape)))
+            continue
+        wv = round_to(w.numpy().reshape(-1), d)
+        gv, wv = masked_grads(case, Input(d, w.shape, []), dec_values(got["data"], d), wv)
+        # As for vjps: relative to the largest tangent of the result, of the inputs and of the terms,
+        # and to the input tangents times the op's amplification of errors.
+        finite = wv[np.isfinite(wv)]
+        sc = max(np.abs(finite).max() if finite.size else 0.0, sc_terms, sc_terms * amp)
+        msg = compare(gv, wv, d, op.grad_rtol * op.rtol * grad_precision(case, d), sc)
+        if msg:
+            problems.append("%sjvp of output %d: %s" % (variant, k, msg))
+    return problems
+
+
+def magnitudes(fn, ts, dts, params):
+    """An Op's scale or bound function applied to the reference inputs, as numpy (None: none)."""
+    if fn is None:
+        return None
+    try:
+        with torch.no_grad():
+            m = fn([t.detach() for t in ts], dts, params)
+        return None if m is None else m.detach().to(torch.float64).numpy()
+    except Exception:
+        return None
 
 
 def check_partition(case, x, dt, got, d):
@@ -1784,7 +2020,68 @@ def check_partition(case, x, dt, got, d):
     return None
 
 
-def check_vjp(case, op, bases, outs, r, variant):
+def extreme_inputs(case):
+    """True when a float input holds a finite nonzero value whose square overflows or underflows in
+    its dtype (beyond sqrt(FMAX), below sqrt(TINY)): derivative rules square their inputs (arctan2's
+    a^2 + b^2) or divide by them in the input's dtype."""
+    for i in case["_inputs"]:
+        if i.dt in FLOATS:
+            v = np.abs(np.asarray(i.values, dtype=np.float64))
+            v = v[np.isfinite(v) & (v != 0)]
+            if v.size and (v.max() > math.sqrt(FMAX[i.dt]) or v.min() < math.sqrt(TINY[i.dt])):
+                return True
+    return False
+
+
+def grad_terms(ts):
+    """The tensors whose gradients are the terms the inputs' gradients sum: the viewed inputs (a
+    broadcast view's gradient is summed over its copies) and the per-use copies a chain makes."""
+    return [t for t in ts if t.requires_grad and not t.is_leaf] + TERMS
+
+
+def term_scale(grads):
+    """The largest finite magnitude among gradient terms (0 when none)."""
+    m = 0.0
+    for g in grads:
+        if g is not None and g.numel():
+            a = g.detach().abs()
+            a = a[torch.isfinite(a)]
+            if a.numel():
+                m = max(m, float(a.max()))
+    return m
+
+
+def masked_grads(case, inp, gv, want):
+    """Gradient elements not compared (known_differences: half_grad_intermediates,
+    grad_intermediates_extreme): beyond FMAX / 64 of the dtype, or non-finite where the reference is
+    finite, for half types always and for float32/float64 when an input is extreme."""
+    if inp.dt in ("float16", "bfloat16"):
+        deviation("half_grad_intermediates")
+    elif extreme_inputs(case):
+        deviation("grad_intermediates_extreme")
+    else:
+        return gv, want
+    huge = (np.abs(want) > FMAX[inp.dt] / 64) | (~np.isfinite(gv) & np.isfinite(want))  # over/underflow
+    return np.where(huge, 0.0, gv), np.where(huge, 0.0, want)
+
+
+def grad_precision(case, dt):
+    """How many times RTOL[dt] a derivative w.r.t. an input of dtype dt may be off by: 1, except in a
+    chain whose steps compute in a less precise dtype (a float64 input through a float32 step: the
+    derivative has float32's error, as the value does)."""
+    if case["op"] != "chain":
+        return 1.0
+    regs = [i.dt for i in case["_inputs"]]
+    for step in case["params"]["steps"]:
+        args = [regs[i] for i in step[1:]]
+        d = args[0] if len(args) == 1 else promote(args[0], args[1])
+        if step[0] in UNARY_FLOAT or step[0] in ("divide",):
+            d = floating(d)
+        regs.append(d)
+    return max([RTOL[d] for d in regs if d in FLOATS] + [RTOL[dt]]) / RTOL[dt]
+
+
+def check_vjp(case, op, bases, ts, outs, r, variant):
     if "vjp" not in r:
         return [variant + "no vjp in the result"]
     cots = [torch.tensor(dec_values(c["data"], c["dtype"]).reshape(c["shape"]), dtype=torch.float64)
@@ -1793,11 +2090,16 @@ def check_vjp(case, op, bases, outs, r, variant):
     leaves = [b for b in bases if b.requires_grad]
     if not leaves:
         return []
+    terms = grad_terms(ts)
     try:
-        grads = torch.autograd.grad(float_outs, leaves, cots, allow_unused=True, retain_graph=True)
+        grads = torch.autograd.grad(float_outs, leaves + terms, cots, allow_unused=True, retain_graph=True)
     except RuntimeError as e:
         return [] if "does not require grad" in str(e) else ["reference vjp failed: %s" % e]
-    grads = iter(grads)
+    # Gradient errors are relative to the largest gradient element, to the cotangents and to the
+    # largest term summed into a gradient (sums over broadcast or reduced axes, and several uses of
+    # one value, cancel down to values far below any of them).
+    sc_terms = max([term_scale(grads[len(leaves):])] + [float(c.abs().max()) for c in cots if c.numel()])
+    grads = iter(grads[:len(leaves)])
     problems = []
     for k, (inp, b) in enumerate(zip(case["_inputs"], bases)):
         if not b.requires_grad:
@@ -1810,17 +2112,10 @@ def check_vjp(case, op, bases, outs, r, variant):
             problems.append("%svjp %d: %s %s, expected %s %s" % (variant, k, got["dtype"], got["shape"], inp.dt,
                                                                 inp.base_shape))
             continue
-        gv = dec_values(got["data"], inp.dt)
-        if inp.dt in ("float16", "bfloat16"):
-            deviation("half_grad_intermediates")
-            huge = (np.abs(want) > FMAX[inp.dt] / 64) | (~np.isfinite(gv) & np.isfinite(want))  # over/underflow
-            gv, want = np.where(huge, 0.0, gv), np.where(huge, 0.0, want)
-        # Gradient errors are relative to the largest gradient element and to the cotangents (sums
-        # over broadcast or reduced axes cancel down to values far below either).
+        gv, want = masked_grads(case, inp, dec_values(got["data"], inp.dt), want)
         finite = want[np.isfinite(want)]
-        sc = max([np.abs(finite).max() if finite.size else 0.0] +
-                 [float(c.abs().max()) for c in cots if c.numel()])
-        msg = compare(gv, want, inp.dt, op.grad_rtol * op.rtol, sc)
+        sc = max(np.abs(finite).max() if finite.size else 0.0, sc_terms)
+        msg = compare(gv, want, inp.dt, op.grad_rtol * op.rtol * grad_precision(case, inp.dt), sc)
         if msg:
             problems.append("%svjp of input %d: %s" % (variant, k, msg))
     return problems
@@ -1847,17 +2142,38 @@ def make_case(g, cid, op_name=None):
     # Differentiate where the output is floating and the inputs hold no special values (derivative
     # conventions at NaN, infinities and kinks are not what this tester checks).
     if op.grad and any(i.dt in FLOATS for i in inputs) and g.r.random() < 0.5:
-        try:
-            _, _, _, outs = reference(case, op, False)
-        except Exception:
-            outs = None
-        if name == "chain" and not chain_finite(case):
-            outs = None
-        if outs and all(d in FLOATS and bool(torch.isfinite(t).all()) for t, d in outs) and all(
-                np.isfinite(np.asarray(i.values, dtype=np.float64)).all() for i in inputs if i.dt in FLOATS):
+        outs = differentiable_outputs(case, op)
+        if outs:
             case["vjp"] = [{"dtype": d, "shape": list(t.shape),
                             "data": enc_values(round_to(g.np.standard_normal(t.numel()), d), d)} for t, d in outs]
+    # jvps draw from a stream of their own per case, so that adding them left every case of a seed
+    # (its inputs, parameters and vjp) as it was: replays of older runs still find their cases.
+    side = np.random.default_rng([g.seed, cid, 2])
+    if op.jvp and any(i.dt in FLOATS for i in inputs) and side.random() < JVP_FRACTION:
+        if differentiable_outputs(case, op):
+            case["jvp"] = [{"dtype": i.dt, "shape": list(i.base_shape),
+                            "data": enc_values(round_to(side.standard_normal(len(i.values)), i.dt), i.dt)}
+                           if i.dt in FLOATS else None for i in inputs]
     return case
+
+
+JVP_FRACTION = 0.3
+
+
+def differentiable_outputs(case, op):
+    """The reference's outputs when all are floating and finite and the float inputs are finite,
+    else None: where derivatives are compared."""
+    try:
+        _, _, _, outs = reference(case, op, False)
+    except Exception:
+        return None
+    if case["op"] == "chain" and not chain_finite(case):
+        return None
+    inputs = case["_inputs"]
+    if outs and all(d in FLOATS and bool(torch.isfinite(t).all()) for t, d in outs) and all(
+            np.isfinite(np.asarray(i.values, dtype=np.float64)).all() for i in inputs if i.dt in FLOATS):
+        return outs
+    return None
 
 
 def wire(case):
@@ -1931,8 +2247,8 @@ class Runner:
 def describe(case):
     ins = ", ".join("%s%s%s" % (i.dt, i.shape, " view " + json.dumps(i.recipe) if i.recipe else "")
                     for i in case["_inputs"])
-    return "%s(%s) params %s%s" % (case["op"], ins, json.dumps(case.get("params", {})),
-                                   " +vjp" if "vjp" in case else "")
+    return "%s(%s) params %s%s%s" % (case["op"], ins, json.dumps(case.get("params", {})),
+                                     " +vjp" if "vjp" in case else "", " +jvp" if "jvp" in case else "")
 
 
 def pending_fix(case):
@@ -2063,8 +2379,9 @@ def main():
     ops_run = {}
     for c in cases:
         ops_run[c["op"]] = ops_run.get(c["op"], 0) + 1
-    print("\ndiff: seed %d: %d cases (%d with vjp) over %d ops, %d regression cases, %d skipped as PENDING_FIXES, "
-          "%d disagreements%s" % (seed, len(cases), sum("vjp" in c for c in cases), len(ops_run), len(regressions),
+    print("\ndiff: seed %d: %d cases (%d with vjp, %d with jvp) over %d ops, %d regression cases, %d skipped as "
+          "PENDING_FIXES, %d disagreements%s" % (seed, len(cases), sum("vjp" in c for c in cases),
+                                                 sum("jvp" in c for c in cases), len(ops_run), len(regressions),
                                   len(skipped), len(failures),
                                   (" in " + ", ".join("%s (%d)" % (k, len(v)) for k, v in sorted(by_op.items())))
                                   if failures else ""))

@@ -52,9 +52,28 @@ DIFFERENCES = {
     "in MLX and PyTorch's own half autograd), so intermediates can overflow or underflow (a^2 + b^2 "
     "in arctan2's rule) where the float64 reference does not; gradient elements beyond FMAX / 64 of the "
     "dtype, and non-finite gradient elements where the reference is finite, are not compared.",
-    "overflow_in_accumulation": "Sums of products in float32 or narrower (matmul, conv, sum, var) "
-    "overflow in an order-dependent way once the sum of magnitudes passes the dtype's largest finite "
-    "value: +inf, -inf or NaN are all roundings of such a result, so any non-finite value agrees there.",
+    "overflow_in_accumulation": "Sums and products (matmul, conv, sum, prod, var, avg_pool's window sums) "
+    "overflow in an order-dependent way once the sum of magnitudes (for prod, the product of the "
+    "magnitudes above 1) passes the dtype's largest finite value by more than a rounding, or for prod where "
+    "the product of the magnitudes below 1 underflows and a factor above 1 or an infinity is there too: "
+    "+inf, -inf, NaN (an infinite partial product times a zero, or an infinite factor times an underflowed "
+    "partial product) and finite values are all results of some order of the operations, the reference's "
+    "(PyTorch's float64 sum of +-DBL_MAX, DBL_MAX + DBL_MAX - inf = NaN in a mean) included, so any value "
+    "agrees there.",
+    "grad_intermediates_extreme": "vjps of float32/float64 inputs are computed in that dtype too (as in "
+    "PyTorch), so where an input is beyond the square root of the largest finite value or below the square "
+    "root of the smallest normal one, a derivative rule's squares overflow or underflow (arctan2's "
+    "b / (a^2 + b^2) is NaN for b = FLT_MAX in PyTorch's float32 as in Loom's) where the float64 reference "
+    "does not: for such cases the half_grad_intermediates rule applies.",
+    "float_to_int_saturates": "Float to integer conversion (astype, and values written into an integer "
+    "array: slice_update, put_along_axis, ...) truncates toward zero and saturates at the integer's limits, "
+    "NaN giving 0 (core/dispatch.h: no conversion is undefined behaviour); numpy and PyTorch leave "
+    "out-of-range values undefined (x86 gives the smallest integer, uint8 wraps: -1.7 -> 255). The "
+    "reference converts as Loom does.",
+    "std_at_zero": "std has no derivative where a group's values are all equal (the square root of a "
+    "zero variance): PyTorch's torch.std gives 0 there, MLX and JAX (the square root's derivative, inf, "
+    "times 0) NaN, as Loom does; where the spread is rounding noise the derivative is the ratio of two "
+    "rounding residues. The derivatives of such cases are not compared.",
     "sign_nan": "sign(NaN) is NaN (numpy, MLX); PyTorch gives 0.",
     "half_compute": "Loom computes float16/bfloat16 elementwise ops in float32 and rounds once; the "
     "reference computes in float64 and rounds once. Tolerances (diff.py: RTOL) allow the double rounding.",
@@ -94,7 +113,6 @@ NOT_COVERED = {
     "all_gather": "collectives (see all_sum)",
     "send": "collectives (see all_sum)",
     "recv": "collectives (see all_sum)",
-    "Pooling(max_gather)": "made by the jvp of max_pool only; the tester compares values and vjps, not jvps yet",
     "NoDerivative": "a test's own primitive",
     "OwnBuffer": "a test's own primitive",
     "IgnoresDonor": "a test's own primitive",

@@ -3,9 +3,11 @@
 // NaN bounds, +inf in softmax rows.
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "../test_utils.h"
 #include "loom/autograd/transforms.h"
+#include "loom/fast/fast.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/ops.h"
 
@@ -156,4 +158,77 @@ TEST(ScatterAdd, IntegerSumsWrapAsNumpy) {
   EXPECT_EQ(v[1], 0);
   auto w = scatter_add(base, array({0}, {1}), upd, 0).to_vector<int64_t>();
   EXPECT_EQ(w[0], std::numeric_limits<int64_t>::max() - 2);
+}
+
+namespace {
+// Leaves buffers full of NaN in the allocator's cache (sizes of 1 to 64 floats, four each), so that
+// an output a kernel fails to write holds NaN instead of whatever memory happened to be there.
+void poison_allocator_cache() {
+  std::vector<array> held;
+  for (int n = 1; n <= 64; ++n) {
+    std::vector<float> nans(n, std::numeric_limits<float>::quiet_NaN());
+    for (int k = 0; k < 4; ++k) held.push_back(array(nans.data(), {n}, float32));
+  }
+  eval(held);
+}
+}  // namespace
+
+// A row-contiguous operand may carry any stride on an axis of size 1: the transpose of a (n, 1)
+// matrix is (1, n) with row stride 1. As SGEMM's leading dimension that stride is illegal (below the
+// row length), so OpenBLAS computed nothing and the output stayed uninitialized (the differential
+// tester's cases 28977, 86480, 94383 of seed 20261127: NaN, 1e37, 5e-315 where values were expected).
+TEST(Attention, SingleRowOperandsWithAnyRowStride) {
+  poison_allocator_cache();
+  // values (1, 3): the transpose of (3, 1); one key, so the output is that row.
+  array q = array({1.0f, 2.0f}, {1, 2});
+  array k1 = array({0.5f, -1.0f}, {1, 2});
+  array v1 = transpose(array({1.0f, 2.0f, 3.0f}, {3, 1}));
+  expect_array(fast::scaled_dot_product_attention(q, k1, v1, 1.0), {1, 3}, {1, 2, 3});
+
+  // queries (1, 2) as the transpose of (2, 1): values and all three gradients (torch, float64).
+  array qt = transpose(array({1.0f, 2.0f}, {2, 1}));
+  array k = array({0.5f, -1.0f, 1.0f, 0.25f}, {2, 2});
+  array v = array({1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f}, {2, 3});
+  auto f = [](const std::vector<array>& x) {
+    return std::vector<array>{fast::scaled_dot_product_attention(x[0], x[1], x[2], 1.0)};
+  };
+  poison_allocator_cache();
+  auto [outs, grads] = vjp(f, {qt, k, v}, {array({1.0f, -1.0f, 2.0f}, {1, 3})});
+  eval(outs), eval(grads);
+  expect_array(outs[0], {1, 3}, {3.8577223804673, 4.8577223804673, 5.8577223804673}, 1e-5);
+  expect_array(grads[0], {1, 2}, {0.13552997919273538, 0.3388249479818408}, 1e-5);
+  expect_array(grads[1], {2, 2}, {-0.27105995838547287, -0.5421199167709457, 0.2710599583854718, 0.5421199167709436},
+               1e-5);
+  expect_array(grads[2], {2, 3},
+               {0.04742587317756679, -0.04742587317756679, 0.09485174635513358, 0.9525741268224334,
+                -0.9525741268224334, 1.9051482536448667},
+               1e-5);
+
+  // keys (1, 2) as the transpose of (2, 1), one key: the weights are 1 whatever q, so dq and dk are 0.
+  array q2 = array({1.0f, 2.0f, 3.0f, 4.0f}, {2, 2});
+  array k2 = transpose(array({0.5f, -1.0f}, {2, 1}));
+  array v2 = array({1.0f, 2.0f, 3.0f}, {1, 3});
+  poison_allocator_cache();
+  auto [outs2, grads2] = vjp(f, {q2, k2, v2}, {ones({2, 3})});
+  eval(outs2), eval(grads2);
+  expect_array(outs2[0], {2, 3}, {1, 2, 3, 1, 2, 3});
+  expect_array(grads2[0], {2, 2}, {0, 0, 0, 0});
+  expect_array(grads2[1], {1, 2}, {0, 0});
+  expect_array(grads2[2], {1, 3}, {2, 2, 2});
+}
+
+// The derivative of a^0 (1 for every a) is 0; b a^(b-1) made it 0 * inf = NaN at a = 0 (case 144510
+// of seed 20261127). Values from torch (float64): d/da and d/db of a^b at a = (0, 2), b = (0, 3).
+TEST(Power, DerivativeOfZerothPowerIsZero) {
+  array a = array({0.0, 2.0}, float64), b = array({0.0, 3.0}, float64);
+  auto f = [](const std::vector<array>& x) { return std::vector<array>{power(x[0], x[1])}; };
+  auto [outs, grads] = vjp(f, {a, b}, {ones({2}, float64)});
+  eval(grads);
+  expect_array(grads[0], {2}, {0, 12});
+  expect_array(grads[1], {2}, {0, 5.545177444479562});
+  auto [vals, tangents] = jvp(f, {a, b}, {ones({2}, float64), zeros({2}, float64)});
+  expect_array(tangents[0], {2}, {0, 12});
+  // A broadcast zero exponent: every base gets 0, including the base 0.
+  auto [o2, g2] = vjp(f, {array({0.0f, -3.0f, 5.0f}), array(-0.0f)}, {ones({3})});
+  expect_array(g2[0], {3}, {0, 0, 0});
 }
