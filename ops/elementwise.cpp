@@ -1,7 +1,9 @@
 #include "loom/ops/elementwise.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "loom/ops/kernels/elementwise.h"
 #include "loom/ops/kernels/simd_math.h"
@@ -164,6 +166,54 @@ struct TanhOp {
   template <class T> T operator()(T x) const { return std::tanh(x); }
   LOOM_SIMD_INLINE float operator()(float x) const { return simd::tanh(x); }
   static array grad(const array&, const array& y, const array& v) { return multiply(v, 1.0 - square(y)); }
+};
+struct ArcSinOp {
+  static constexpr const char* name = "ArcSin";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const { return std::asin(x); }
+  static array grad(const array& x, const array&, const array& v) { return multiply(v, rsqrt(1.0 - square(x))); }
+};
+struct ArcCosOp {
+  static constexpr const char* name = "ArcCos";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const { return std::acos(x); }
+  static array grad(const array& x, const array&, const array& v) { return negative(multiply(v, rsqrt(1.0 - square(x)))); }
+};
+struct ArcTanOp {
+  static constexpr const char* name = "ArcTan";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const { return std::atan(x); }
+  static array grad(const array& x, const array&, const array& v) { return divide(v, square(x) + 1.0); }
+};
+struct SinhOp {
+  static constexpr const char* name = "Sinh";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const { return std::sinh(x); }
+  static array grad(const array& x, const array&, const array& v) { return multiply(v, cosh(x)); }
+};
+struct CoshOp {
+  static constexpr const char* name = "Cosh";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const { return std::cosh(x); }
+  static array grad(const array& x, const array&, const array& v) { return multiply(v, sinh(x)); }
+};
+struct ArcSinhOp {
+  static constexpr const char* name = "ArcSinh";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const { return std::asinh(x); }
+  static array grad(const array& x, const array&, const array& v) { return multiply(v, rsqrt(square(x) + 1.0)); }
+};
+struct ArcCoshOp {
+  static constexpr const char* name = "ArcCosh";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const { return std::acosh(x); }
+  static array grad(const array& x, const array&, const array& v) { return multiply(v, rsqrt(square(x) - 1.0)); }
+};
+struct ArcTanhOp {
+  static constexpr const char* name = "ArcTanh";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T x) const { return std::atanh(x); }
+  static array grad(const array& x, const array&, const array& v) { return divide(v, 1.0 - square(x)); }
 };
 struct SigmoidOp {
   static constexpr const char* name = "Sigmoid";
@@ -416,6 +466,22 @@ struct ArcTan2Op {
   }
 };
 
+struct LogAddExpOp {
+  static constexpr const char* name = "LogAddExp";
+  static constexpr K kind = K::floating;
+  template <class T> T operator()(T a, T b) const {
+    if (a != a || b != b) return a + b;  // NaN
+    const T hi = a > b ? a : b, lo = a > b ? b : a;
+    // Equal infinities (and -inf with anything) give the larger input: hi - hi would be NaN.
+    if (hi == std::numeric_limits<T>::infinity() || lo == -std::numeric_limits<T>::infinity()) return hi;
+    return hi + std::log1p(std::exp(lo - hi));
+  }
+  // d/da = exp(a - y): the share of exp(a) in the sum.
+  static array grad(int arg, const array& a, const array& b, const array& y, const array& v) {
+    return multiply(v, exp(subtract(arg == 0 ? a : b, y)));
+  }
+};
+
 #define LOOM_COMPARISON(NAME, OPNAME, EXPR)                                                               \
   struct NAME {                                                                                          \
     static constexpr const char* name = OPNAME;                                                          \
@@ -576,6 +642,14 @@ array sin(const array& a) { return make_unary<SinOp>(a, "sin"); }
 array cos(const array& a) { return make_unary<CosOp>(a, "cos"); }
 array tan(const array& a) { return make_unary<TanOp>(a, "tan"); }
 array tanh(const array& a) { return make_unary<TanhOp>(a, "tanh"); }
+array arcsin(const array& a) { return make_unary<ArcSinOp>(a, "arcsin"); }
+array arccos(const array& a) { return make_unary<ArcCosOp>(a, "arccos"); }
+array arctan(const array& a) { return make_unary<ArcTanOp>(a, "arctan"); }
+array sinh(const array& a) { return make_unary<SinhOp>(a, "sinh"); }
+array cosh(const array& a) { return make_unary<CoshOp>(a, "cosh"); }
+array arcsinh(const array& a) { return make_unary<ArcSinhOp>(a, "arcsinh"); }
+array arccosh(const array& a) { return make_unary<ArcCoshOp>(a, "arccosh"); }
+array arctanh(const array& a) { return make_unary<ArcTanhOp>(a, "arctanh"); }
 array sigmoid(const array& a) { return make_unary<SigmoidOp>(a, "sigmoid"); }
 array erf(const array& a) { return make_unary<ErfOp>(a, "erf"); }
 array erfinv(const array& a) { return make_unary<ErfinvOp>(a, "erfinv"); }
@@ -586,6 +660,44 @@ array logical_not(const array& a) { return make_unary<LogicalNotOp>(a, "logical_
 array isnan(const array& a) { return make_unary<IsNanOp>(a, "isnan"); }
 array isinf(const array& a) { return make_unary<IsInfOp>(a, "isinf"); }
 array isfinite(const array& a) { return make_unary<IsFiniteOp>(a, "isfinite"); }
+
+array trunc(const array& a) {
+  if (!is_floating_point(a.dtype())) return a;
+  return where(less(a, array(0, a.dtype())), ceil(a), floor(a));
+}
+
+array degrees(const array& a) {
+  const Dtype d = input_dtype(K::floating, a.dtype(), "degrees");
+  return multiply(astype(a, d), array(180.0 / M_PI, d));
+}
+
+array radians(const array& a) {
+  const Dtype d = input_dtype(K::floating, a.dtype(), "radians");
+  return multiply(astype(a, d), array(M_PI / 180.0, d));
+}
+
+array isposinf(const array& a) {
+  if (!is_floating_point(a.dtype())) return full(a.shape(), false, bool_);
+  return equal(a, array(std::numeric_limits<double>::infinity(), a.dtype()));
+}
+
+array isneginf(const array& a) {
+  if (!is_floating_point(a.dtype())) return full(a.shape(), false, bool_);
+  return equal(a, array(-std::numeric_limits<double>::infinity(), a.dtype()));
+}
+
+array nan_to_num(const array& a, float nan, std::optional<float> posinf, std::optional<float> neginf) {
+  const Dtype d = a.dtype();
+  if (!is_floating_point(d)) return a;
+  // The dtype's largest finite value (float64 too, where MLX raises).
+  const double big = d == float16 ? 65504.0
+                     : d == bfloat16 ? 3.3895313892515355e38
+                     : d == float32 ? double(std::numeric_limits<float>::max())
+                                    : std::numeric_limits<double>::max();
+  array out = where(isnan(a), array(double(nan), d), a);
+  out = where(isposinf(a), array(posinf ? double(*posinf) : big, d), out);
+  return where(isneginf(a), array(neginf ? double(*neginf) : -big, d), out);
+}
 
 // ---- public binary ops ----
 array add(const array& a, const array& b) { return make_binary<AddOp>(a, b, "add"); }
@@ -598,6 +710,35 @@ array power(const array& a, const array& b) { return make_binary<PowerOp>(a, b, 
 array maximum(const array& a, const array& b) { return make_binary<MaximumOp>(a, b, "maximum"); }
 array minimum(const array& a, const array& b) { return make_binary<MinimumOp>(a, b, "minimum"); }
 array arctan2(const array& a, const array& b) { return make_binary<ArcTan2Op>(a, b, "arctan2"); }
+array logaddexp(const array& a, const array& b) { return make_binary<LogAddExpOp>(a, b, "logaddexp"); }
+
+// ---- whole-array comparisons ----
+array isclose(const array& a, const array& b, double rtol, double atol, bool equal_nan) {
+  broadcast_for({&a, &b}, "isclose");
+  // MLX's formula and dtypes: the tolerances are float32 scalars.
+  array out = less_equal(abs(subtract(a, b)), add(array(float(atol)), multiply(array(float(rtol)), abs(b))));
+  // An infinity is close only to the same infinity (|inf - inf| is NaN, and inf <= inf would make
+  // inf close to any finite b).
+  const array a_pos = isposinf(a), b_pos = isposinf(b), a_neg = isneginf(a), b_neg = isneginf(b);
+  const array any_inf = logical_or(logical_or(a_pos, a_neg), logical_or(b_pos, b_neg));
+  const array same_inf = logical_or(logical_and(a_pos, b_pos), logical_and(a_neg, b_neg));
+  out = logical_or(logical_and(out, logical_not(any_inf)), same_inf);
+  if (equal_nan) out = logical_or(out, logical_and(isnan(a), isnan(b)));
+  return out;
+}
+
+array allclose(const array& a, const array& b, double rtol, double atol, bool equal_nan) {
+  return all(isclose(a, b, rtol, atol, equal_nan));
+}
+
+array array_equal(const array& a, const array& b, bool equal_nan) {
+  if (a.shape() != b.shape()) return array(false);
+  const Dtype d = promote_types(a.dtype(), b.dtype());
+  const array x = astype(a, d), y = astype(b, d);
+  array same = equal(x, y);
+  if (equal_nan && is_floating_point(d)) same = logical_or(same, logical_and(isnan(x), isnan(y)));
+  return all(same);
+}
 array equal(const array& a, const array& b) { return make_binary<EqualOp>(a, b, "equal"); }
 array not_equal(const array& a, const array& b) { return make_binary<NotEqualOp>(a, b, "not_equal"); }
 array less(const array& a, const array& b) { return make_binary<LessOp>(a, b, "less"); }

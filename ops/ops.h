@@ -59,6 +59,17 @@ array sin(const array& a);
 array cos(const array& a);
 array tan(const array& a);
 array tanh(const array& a);
+array arcsin(const array& a);
+array arccos(const array& a);
+array arctan(const array& a);
+array sinh(const array& a);
+array cosh(const array& a);
+array arcsinh(const array& a);
+array arccosh(const array& a);
+array arctanh(const array& a);
+/// Radians to degrees and back (multiplications; integer inputs give float32).
+array degrees(const array& a);
+array radians(const array& a);
 array sigmoid(const array& a);
 array erf(const array& a);
 array erfinv(const array& a);
@@ -66,10 +77,20 @@ array floor(const array& a);
 array ceil(const array& a);
 /// Rounds half to even, as numpy does.
 array round(const array& a);
+/// Rounds toward zero; integer arrays come back unchanged.
+array trunc(const array& a);
 array logical_not(const array& a);
 array isnan(const array& a);
 array isinf(const array& a);
 array isfinite(const array& a);
+/// x == +inf (false for integer and bool arrays).
+array isposinf(const array& a);
+/// x == -inf (false for integer and bool arrays).
+array isneginf(const array& a);
+/// NaN to `nan`, +inf to `posinf` and -inf to `neginf` (default: the dtype's largest finite value and
+/// its negative). Integer and bool arrays come back unchanged.
+array nan_to_num(const array& a, float nan = 0.0f, std::optional<float> posinf = std::nullopt,
+                 std::optional<float> neginf = std::nullopt);
 
 // ---- elementwise: binary (numpy broadcasting and promotion) ----
 array add(const array& a, const array& b);
@@ -85,6 +106,8 @@ array power(const array& a, const array& b);
 array maximum(const array& a, const array& b);
 array minimum(const array& a, const array& b);
 array arctan2(const array& a, const array& b);
+/// log(exp(a) + exp(b)) without overflow.
+array logaddexp(const array& a, const array& b);
 array equal(const array& a, const array& b);
 array not_equal(const array& a, const array& b);
 array less(const array& a, const array& b);
@@ -93,6 +116,16 @@ array greater(const array& a, const array& b);
 array greater_equal(const array& a, const array& b);
 array logical_and(const array& a, const array& b);
 array logical_or(const array& a, const array& b);
+
+// ---- whole-array comparisons (MLX's semantics) ----
+/// |a - b| <= atol + rtol * |b| elementwise, broadcasting; infinities are close only to the same
+/// infinity; NaNs are close to each other only with equal_nan.
+array isclose(const array& a, const array& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false);
+/// all(isclose(a, b, ...)): a 0-d bool.
+array allclose(const array& a, const array& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false);
+/// True when a and b have the same shape and equal values (compared in their promoted dtype); NaNs
+/// are equal only with equal_nan. Arrays of different shapes give false, not an error.
+array array_equal(const array& a, const array& b, bool equal_nan = false);
 
 // ---- elementwise: ternary ----
 /// Picks x where cond is true and y elsewhere, broadcasting all three.

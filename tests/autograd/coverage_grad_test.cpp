@@ -57,7 +57,8 @@ TEST(CoverageGrad, UnaryOnViews) {
   for (Named u : {Named{"negative", negative}, {"abs", abs}, {"square", square}, {"sqrt", sqrt}, {"rsqrt", rsqrt},
                   {"reciprocal", reciprocal}, {"exp", exp}, {"expm1", expm1}, {"log", log}, {"log1p", log1p},
                   {"log2", log2}, {"log10", log10}, {"sin", sin}, {"cos", cos}, {"tan", tan}, {"tanh", tanh},
-                  {"sigmoid", sigmoid}, {"erf", erf}, {"erfinv", erfinv}}) {
+                  {"sigmoid", sigmoid}, {"erf", erf}, {"erfinv", erfinv}, {"arcsin", arcsin}, {"arccos", arccos},
+                  {"arctan", arctan}, {"sinh", sinh}, {"cosh", cosh}, {"arcsinh", arcsinh}, {"arctanh", arctanh}}) {
     UnaryF f = u.f;
     std::string n = u.name;
     check([f](const std::vector<array>& p) { return f(transpose(p[0])); }, {x}, n + " of a transpose");
@@ -80,7 +81,8 @@ TEST(CoverageGrad, BinaryBroadcastAndViews) {
     BinaryF f;
   };
   for (Named op : {Named{"add", add}, {"subtract", subtract}, {"multiply", multiply}, {"divide", divide},
-                   {"power", power}, {"maximum", maximum}, {"minimum", minimum}, {"arctan2", arctan2}}) {
+                   {"power", power}, {"maximum", maximum}, {"minimum", minimum}, {"arctan2", arctan2},
+                   {"logaddexp", logaddexp}}) {
     BinaryF f = op.f;
     std::string n = op.name;
     // Both operands broadcast: (2,1,3) with (4,1) gives (2,4,3).
