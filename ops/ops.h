@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -116,6 +117,55 @@ array greater(const array& a, const array& b);
 array greater_equal(const array& a, const array& b);
 array logical_and(const array& a, const array& b);
 array logical_or(const array& a, const array& b);
+
+// ---- compositions of other ops, with MLX's names and semantics (ops/compose.cpp) ----
+/// Reverses the order of the elements along `axes` (every axis by default): a view.
+array flip(const array& a, const std::vector<int>& axes);
+array flip(const array& a, int axis);
+array flip(const array& a);
+/// Shifts elements along each axis by its shift (those pushed off the end come back at the start);
+/// without axes, over the flattened array. Shifts may be negative or exceed the length.
+array roll(const array& a, int shift);
+array roll(const array& a, const Shape& shift);
+array roll(const array& a, int shift, int axis);
+array roll(const array& a, const Shape& shift, int axis);
+array roll(const array& a, int shift, const std::vector<int>& axes);
+array roll(const array& a, const Shape& shift, const std::vector<int>& axes);
+/// An (n, m) array with ones at and below diagonal k (k > 0 above the main one).
+array tri(int n, int m, int k, Dtype dtype);
+array tri(int n, Dtype dtype = float32);
+/// The last two axes' lower (tril) or upper (triu) triangle from diagonal k; zeros elsewhere.
+array tril(const array& x, int k = 0);
+array triu(const array& x, int k = 0);
+/// Diagonal `offset` of the matrices over axis1 and axis2, as a new last axis (numpy, MLX).
+array diagonal(const array& a, int offset = 0, int axis1 = 0, int axis2 = 1);
+/// A 2-d array's diagonal k, or the square matrix with a 1-d array on diagonal k.
+array diag(const array& a, int k = 0);
+/// The sum of diagonal `offset` over axis1 and axis2 (optionally in `dtype`).
+array trace(const array& a, int offset, int axis1, int axis2, Dtype dtype);
+array trace(const array& a, int offset, int axis1, int axis2);
+array trace(const array& a);
+/// An array of a's shape filled with `vals` (broadcast), in `dtype` or a's dtype.
+array full_like(const array& a, const array& vals, Dtype dtype);
+array full_like(const array& a, const array& vals);
+/// At least 1, 2 or 3 dimensions, as numpy: (n) -> (1, n) -> (1, n, 1); (m, n) -> (m, n, 1).
+array atleast_1d(const array& a);
+array atleast_2d(const array& a);
+array atleast_3d(const array& a);
+std::vector<array> atleast_1d(const std::vector<array>& a);
+std::vector<array> atleast_2d(const std::vector<array>& a);
+std::vector<array> atleast_3d(const std::vector<array>& a);
+/// The slices along `axis`, each without that axis.
+std::vector<array> unstack(const array& a, int axis = 0);
+/// Coordinate grids from 1-d coordinate arrays (any array is flattened), "xy" (Cartesian: the
+/// first two axes swapped) or "ij" (matrix) indexing; sparse keeps them unbroadcast.
+std::vector<array> meshgrid(const std::vector<array>& arrays, bool sparse = false, const std::string& indexing = "xy");
+/// The Kronecker product (arrays of different ranks are padded with leading 1s).
+array kron(const array& a, const array& b);
+/// Sums the products over a's last `axis` axes and b's first `axis` axes.
+array tensordot(const array& a, const array& b, int axis = 2);
+/// Sums the products over axes_a of a paired with axes_b of b.
+array tensordot(const array& a, const array& b, const std::vector<int>& axes_a, const std::vector<int>& axes_b);
 
 // ---- whole-array comparisons (MLX's semantics) ----
 /// |a - b| <= atol + rtol * |b| elementwise, broadcasting; infinities are close only to the same
