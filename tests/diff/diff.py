@@ -320,6 +320,8 @@ UNARY_FLOAT = {
     "expm1": torch.expm1, "log": torch.log, "log1p": _log1p, "log2": torch.log2, "log10": torch.log10,
     "sin": torch.sin, "cos": torch.cos, "tan": torch.tan, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
     "erf": torch.erf, "erfinv": torch.erfinv,
+    "arcsin": torch.asin, "arccos": torch.acos, "arctan": torch.atan, "sinh": torch.sinh, "cosh": torch.cosh,
+    "arcsinh": torch.asinh, "arccosh": torch.acosh, "arctanh": torch.atanh,
 }
 UNARY_NUMERIC = {"negative": torch.neg, "square": torch.square, "floor": torch.floor, "ceil": torch.ceil,
                  "round": torch.round}
@@ -379,8 +381,28 @@ def scale_erfinv(ts, dts, p):
     return torch.where(torch.isfinite(c), c, torch.zeros_like(c))
 
 
+def scale_conditioning(fprime):
+    """|x f'(x)|: how far rounding the input by one unit moves the result, in units of it: large near
+    the edges of arcsin's, arccos's, arctanh's and arccosh's domains and for sinh / cosh of large x,
+    whichever way the function is evaluated."""
+    def scale(ts, dts, p):
+        x = cast(ts[0], dts[0], floating(dts[0]))
+        c = (x.abs() * fprime(x)).abs()
+        return torch.where(torch.isfinite(c), c, torch.zeros_like(c))
+    return scale
+
+
+UNARY_SCALES = {
+    "erfinv": scale_erfinv,
+    "arcsin": scale_conditioning(lambda x: torch.rsqrt(1 - x * x)),
+    "arccos": scale_conditioning(lambda x: torch.rsqrt(1 - x * x)),
+    "arctanh": scale_conditioning(lambda x: 1 / (1 - x * x)),
+    "arccosh": scale_conditioning(lambda x: torch.rsqrt(x * x - 1)),
+    "sinh": scale_conditioning(torch.cosh),
+    "cosh": scale_conditioning(torch.sinh),
+}
 for _n, _f in UNARY_FLOAT.items():
-    Op(_n, gen_unary(_n), unary_ref(_n, _f, "float"), scale=scale_erfinv if _n == "erfinv" else None)
+    Op(_n, gen_unary(_n), unary_ref(_n, _f, "float"), scale=UNARY_SCALES.get(_n))
 for _n, _f in UNARY_NUMERIC.items():
     Op(_n, gen_unary(_n), unary_ref(_n, _f, "numeric"))
 for _n, _f in UNARY_ANY.items():
@@ -412,11 +434,20 @@ def _int_remainder(a, b):
     return np.where(b == 0, 0, np.remainder(a, np.where(b == 0, 1, b)))
 
 
+def _logaddexp(a, b):
+    """log(e^a + e^b) as max + log1p(exp(-|a - b|)), differentiable: torch.logaddexp rounds results
+    below ~1e-16 to 0 (logaddexp(0, -41) is 0.0 there; numpy and the exact value: 1.56e-18)."""
+    m = torch.maximum(a, b)
+    same_inf = torch.isinf(m) & (a == b)  # equal infinities: a - b would be NaN
+    d = torch.where(same_inf, torch.zeros_like(a), -(a - b).abs())
+    return m + torch.log1p(torch.exp(d))
+
+
 BINARY = {
     # name: (kind, torch fn or None for numpy, numpy fn)
     "add": ("any", torch.add), "subtract": ("numeric", torch.sub), "multiply": ("any", torch.mul),
     "divide": ("float", torch.div), "power": ("numeric", torch.pow), "maximum": ("any", torch.maximum),
-    "minimum": ("any", torch.minimum), "arctan2": ("float", torch.atan2),
+    "minimum": ("any", torch.minimum), "arctan2": ("float", torch.atan2), "logaddexp": ("float", _logaddexp),
     "floor_divide": ("numeric", None), "remainder": ("numeric", None),
     "equal": ("pred", torch.eq), "not_equal": ("pred", torch.ne), "less": ("pred", torch.lt),
     "less_equal": ("pred", torch.le), "greater": ("pred", torch.gt), "greater_equal": ("pred", torch.ge),
@@ -477,8 +508,18 @@ def _int_power(a, b):
     return np.where(neg, negval, pos)
 
 
+def scale_logaddexp(ts, dts, p):
+    """|a| sigmoid(a - b) + |b| sigmoid(b - a): how far rounding the inputs moves log(e^a + e^b) (more
+    than |result| when the result is near 0)."""
+    d = floating(promote(dts[0], dts[1]))
+    a, b = cast(ts[0], dts[0], d).to(torch.float64), cast(ts[1], dts[1], d).to(torch.float64)
+    c = a.abs() * torch.sigmoid(a - b) + b.abs() * torch.sigmoid(b - a)
+    return torch.where(torch.isfinite(c), c, torch.zeros_like(c))
+
+
 for _n, (_k, _f) in BINARY.items():
-    Op(_n, gen_binary(_n), binary_ref(_n, _k, _f), grad=_k in ("any", "numeric", "float"))
+    Op(_n, gen_binary(_n), binary_ref(_n, _k, _f), grad=_k in ("any", "numeric", "float"),
+       scale=scale_logaddexp if _n == "logaddexp" else None)
 
 
 def gen_where(g, big):
