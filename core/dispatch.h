@@ -54,6 +54,11 @@ inline To cast_value(From v) {
   switch ((dtype).val) {                                                 \
     LOOM_DTYPE_CASE(bool_, bool, NAME, __VA_ARGS__)                      \
     LOOM_DTYPE_CASE(uint8, uint8_t, NAME, __VA_ARGS__)                   \
+    LOOM_DTYPE_CASE(uint16, uint16_t, NAME, __VA_ARGS__)                 \
+    LOOM_DTYPE_CASE(uint32, uint32_t, NAME, __VA_ARGS__)                 \
+    LOOM_DTYPE_CASE(uint64, uint64_t, NAME, __VA_ARGS__)                 \
+    LOOM_DTYPE_CASE(int8, int8_t, NAME, __VA_ARGS__)                     \
+    LOOM_DTYPE_CASE(int16, int16_t, NAME, __VA_ARGS__)                   \
     LOOM_DTYPE_CASE(int32, int32_t, NAME, __VA_ARGS__)                   \
     LOOM_DTYPE_CASE(int64, int64_t, NAME, __VA_ARGS__)                   \
     LOOM_DTYPE_CASE(float16, ::loom::float16_t, NAME, __VA_ARGS__)       \

@@ -53,22 +53,92 @@ float float16_t::to_float(uint16_t h) {
   return f;
 }
 
+namespace {
+constexpr int kNumTypes = 13;
+// Rows and columns in Dtype::Val order. MLX's table (JAX's rules), without complex64.
+#define B bool_
+#define U1 uint8
+#define U2 uint16
+#define U4 uint32
+#define U8 uint64
+#define I1 int8
+#define I2 int16
+#define I4 int32
+#define I8 int64
+#define F2 float16
+#define BF bfloat16
+#define F4 float32
+#define F8 float64
+constexpr Dtype kPromote[kNumTypes][kNumTypes] = {
+    //  bool uint8 uint16 uint32 uint64 int8 int16 int32 int64 f16 bf16 f32 f64
+    {B, U1, U2, U4, U8, I1, I2, I4, I8, F2, BF, F4, F8},   // bool
+    {U1, U1, U2, U4, U8, I2, I2, I4, I8, F2, BF, F4, F8},  // uint8
+    {U2, U2, U2, U4, U8, I4, I4, I4, I8, F2, BF, F4, F8},  // uint16
+    {U4, U4, U4, U4, U8, I8, I8, I8, I8, F2, BF, F4, F8},  // uint32
+    {U8, U8, U8, U8, U8, F4, F4, F4, F4, F2, BF, F4, F8},  // uint64
+    {I1, I2, I4, I8, F4, I1, I2, I4, I8, F2, BF, F4, F8},  // int8
+    {I2, I2, I4, I8, F4, I2, I2, I4, I8, F2, BF, F4, F8},  // int16
+    {I4, I4, I4, I8, F4, I4, I4, I4, I8, F2, BF, F4, F8},  // int32
+    {I8, I8, I8, I8, F4, I8, I8, I8, I8, F2, BF, F4, F8},  // int64
+    {F2, F2, F2, F2, F2, F2, F2, F2, F2, F2, F4, F4, F8},  // float16
+    {BF, BF, BF, BF, BF, BF, BF, BF, BF, F4, BF, F4, F8},  // bfloat16
+    {F4, F4, F4, F4, F4, F4, F4, F4, F4, F4, F4, F4, F8},  // float32
+    {F8, F8, F8, F8, F8, F8, F8, F8, F8, F8, F8, F8, F8},  // float64
+};
+#undef B
+#undef U1
+#undef U2
+#undef U4
+#undef U8
+#undef I1
+#undef I2
+#undef I4
+#undef I8
+#undef F2
+#undef BF
+#undef F4
+#undef F8
+}  // namespace
+
 Dtype promote_types(Dtype a, Dtype b) {
-  if (a == b) return a;
-  bool fa = is_floating_point(a), fb = is_floating_point(b);
-  if (fa && fb) {
-    if ((a == float16 && b == bfloat16) || (a == bfloat16 && b == float16)) return float32;
-    return a.val > b.val ? a : b;
-  }
-  if (fa) return a;
-  if (fb) return b;
-  return a.val > b.val ? a : b;  // bool < uint8 < int32 < int64
+  return kPromote[static_cast<int>(a.val)][static_cast<int>(b.val)];
 }
+
+Dtype::Category category_of(Dtype t) {
+  if (t == bool_) return Dtype::Category::generic;
+  if (is_floating_point(t)) return Dtype::Category::floating;
+  return is_signed_integer(t) ? Dtype::Category::signedinteger : Dtype::Category::unsignedinteger;
+}
+
+bool issubdtype(Dtype a, Dtype b) { return a == b; }
+
+bool issubdtype(Dtype::Category a, Dtype::Category b) {
+  using C = Dtype::Category;
+  if (a == b || b == C::generic) return true;
+  switch (b) {
+    case C::inexact: return a == C::floating || a == C::complexfloating;
+    case C::integer: return a == C::signedinteger || a == C::unsignedinteger;
+    case C::number: return a != C::generic;
+    default: return false;
+  }
+}
+
+bool issubdtype(Dtype a, Dtype::Category b) {
+  // bool is only generic (numpy: np.issubdtype(np.bool_, np.number) is False).
+  return issubdtype(category_of(a), b);
+}
+
+bool issubdtype(Dtype::Category, Dtype) { return false; }
 
 std::string to_string(Dtype t) {
   switch (t.val) {
     case Dtype::Val::bool_: return "bool";
     case Dtype::Val::uint8: return "uint8";
+    case Dtype::Val::uint16: return "uint16";
+    case Dtype::Val::uint32: return "uint32";
+    case Dtype::Val::uint64: return "uint64";
+    case Dtype::Val::int8: return "int8";
+    case Dtype::Val::int16: return "int16";
     case Dtype::Val::int32: return "int32";
     case Dtype::Val::int64: return "int64";
     case Dtype::Val::float16: return "float16";

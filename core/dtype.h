@@ -65,7 +65,13 @@ struct bfloat16_t {
 };
 
 struct Dtype {
-  enum class Val : uint8_t { bool_, uint8, int32, int64, float16, bfloat16, float32, float64 };
+  // MLX's order for the integers (unsigned, then signed, each by width); the floats last, so that
+  // the kind of a dtype is a range of this enum.
+  enum class Val : uint8_t {
+    bool_, uint8, uint16, uint32, uint64, int8, int16, int32, int64, float16, bfloat16, float32, float64
+  };
+  /// numpy's categories, as MLX names them (`issubdtype`).
+  enum class Category { complexfloating, floating, inexact, signedinteger, unsignedinteger, integer, number, generic };
   Val val;
   uint8_t size;  // bytes per element
   constexpr bool operator==(const Dtype& o) const { return val == o.val; }
@@ -74,6 +80,11 @@ struct Dtype {
 
 inline constexpr Dtype bool_{Dtype::Val::bool_, 1};
 inline constexpr Dtype uint8{Dtype::Val::uint8, 1};
+inline constexpr Dtype uint16{Dtype::Val::uint16, 2};
+inline constexpr Dtype uint32{Dtype::Val::uint32, 4};
+inline constexpr Dtype uint64{Dtype::Val::uint64, 8};
+inline constexpr Dtype int8{Dtype::Val::int8, 1};
+inline constexpr Dtype int16{Dtype::Val::int16, 2};
 inline constexpr Dtype int32{Dtype::Val::int32, 4};
 inline constexpr Dtype int64{Dtype::Val::int64, 8};
 inline constexpr Dtype float16{Dtype::Val::float16, 2};
@@ -81,14 +92,30 @@ inline constexpr Dtype bfloat16{Dtype::Val::bfloat16, 2};
 inline constexpr Dtype float32{Dtype::Val::float32, 4};
 inline constexpr Dtype float64{Dtype::Val::float64, 8};
 
+/// Every dtype, in the enum's order.
+inline constexpr Dtype all_dtypes[] = {bool_, uint8,    uint16,  uint32,  uint64,  int8,   int16,
+                                       int32, int64,    float16, bfloat16, float32, float64};
+
 inline constexpr bool is_floating_point(Dtype t) { return t.val >= Dtype::Val::float16; }
+/// uint8 ... int64 (not bool).
 inline constexpr bool is_integral(Dtype t) { return t.val >= Dtype::Val::uint8 && t.val <= Dtype::Val::int64; }
-inline constexpr bool is_unsigned(Dtype t) { return t.val <= Dtype::Val::uint8; }
+/// bool and the unsigned integers: the dtypes with no negative values.
+inline constexpr bool is_unsigned(Dtype t) { return t.val <= Dtype::Val::uint64; }
+inline constexpr bool is_signed_integer(Dtype t) { return t.val >= Dtype::Val::int8 && t.val <= Dtype::Val::int64; }
 inline constexpr size_t size_of(Dtype t) { return t.size; }
 
-/// The dtype two operands are computed in: bool < uint8 < int32 < int64 < float16/bfloat16 < float32
-/// < float64; float16 with bfloat16 gives float32; an integer with a float gives the float.
+/// MLX's (and JAX's) promotion table: the dtype two operands are computed in. Within a kind the
+/// wider type wins; uintN with intM gives the signed type wide enough for both (uint64 with any
+/// signed integer gives float32, as in MLX); an integer with a float gives the float; float16 with
+/// bfloat16 gives float32.
 Dtype promote_types(Dtype a, Dtype b);
+
+/// The category `t` belongs to (generic for bool), and numpy's `issubdtype` over dtypes and categories.
+Dtype::Category category_of(Dtype t);
+bool issubdtype(Dtype a, Dtype b);
+bool issubdtype(Dtype a, Dtype::Category b);
+bool issubdtype(Dtype::Category a, Dtype b);
+bool issubdtype(Dtype::Category a, Dtype::Category b);
 
 /// "float32", "int64", ... (numpy's names).
 std::string to_string(Dtype t);
@@ -98,22 +125,21 @@ template <typename T>
 struct TypeToDtype;
 template <> struct TypeToDtype<bool> { static constexpr Dtype value = bool_; };
 template <> struct TypeToDtype<uint8_t> { static constexpr Dtype value = uint8; };
+template <> struct TypeToDtype<uint16_t> { static constexpr Dtype value = uint16; };
+template <> struct TypeToDtype<uint32_t> { static constexpr Dtype value = uint32; };
+template <> struct TypeToDtype<uint64_t> { static constexpr Dtype value = uint64; };
+template <> struct TypeToDtype<int8_t> { static constexpr Dtype value = int8; };
+template <> struct TypeToDtype<int16_t> { static constexpr Dtype value = int16; };
 template <> struct TypeToDtype<int32_t> { static constexpr Dtype value = int32; };
 template <> struct TypeToDtype<int64_t> { static constexpr Dtype value = int64; };
 template <> struct TypeToDtype<float16_t> { static constexpr Dtype value = float16; };
 template <> struct TypeToDtype<bfloat16_t> { static constexpr Dtype value = bfloat16; };
 template <> struct TypeToDtype<float> { static constexpr Dtype value = float32; };
 template <> struct TypeToDtype<double> { static constexpr Dtype value = float64; };
-// Other C++ integer types map to the nearest Loom type.
-template <> struct TypeToDtype<int8_t> { static constexpr Dtype value = int32; };
-template <> struct TypeToDtype<int16_t> { static constexpr Dtype value = int32; };
-template <> struct TypeToDtype<uint16_t> { static constexpr Dtype value = int32; };
-template <> struct TypeToDtype<uint32_t> { static constexpr Dtype value = int64; };
-template <> struct TypeToDtype<uint64_t> { static constexpr Dtype value = int64; };
+// The C++ integer types that are not one of the above on this platform.
 template <> struct TypeToDtype<char> { static constexpr Dtype value = uint8; };
-template <> struct TypeToDtype<long long> {
-  static constexpr Dtype value = int64;
-};
+template <> struct TypeToDtype<long long> { static constexpr Dtype value = int64; };
+template <> struct TypeToDtype<unsigned long long> { static constexpr Dtype value = uint64; };
 template <typename T>
 inline constexpr Dtype dtype_of = TypeToDtype<T>::value;
 

@@ -19,8 +19,8 @@ std::string format_value(const array& a, int64_t off) {
     T v = *reinterpret_cast<const T*>(base);
     if constexpr (std::is_same_v<T, bool>) {
       os << (v ? "true" : "false");
-    } else if constexpr (std::is_same_v<T, uint8_t>) {
-      os << int(v);
+    } else if constexpr (std::is_integral_v<T> && sizeof(T) == 1) {
+      os << int(v);  // not as a character
     } else if constexpr (std::is_integral_v<T>) {
       os << v;
     } else {

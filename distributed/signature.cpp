@@ -49,8 +49,7 @@ struct Signature {
   uint64_t hash() const { return fnv(this, sizeof(*this)); }
   bool operator==(const Signature& o) const { return std::memcmp(this, &o, sizeof(*this)) == 0; }
   Dtype dt() const {
-    constexpr Dtype all[] = {bool_, uint8, int32, int64, float16, bfloat16, float32, float64};
-    for (Dtype d : all) {
+    for (Dtype d : all_dtypes) {
       if (static_cast<int32_t>(d.val) == dtype) return d;
     }
     return uint8;  // a peer's bytes are not to be trusted; the hash still tells them apart

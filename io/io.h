@@ -20,8 +20,8 @@ namespace loom {
 // ---- .npy ----
 
 /// Saves `a` (evaluated first; any layout) as a version 1.0 .npy file in C order, little-endian.
-/// Appends ".npy" to `path` when it does not end with it, as numpy does. bool, uint8, int32,
-/// int64, float16, float32 and float64 are supported; bfloat16 throws std::invalid_argument
+/// Appends ".npy" to `path` when it does not end with it, as numpy does. Every dtype but bfloat16
+/// is supported; bfloat16 throws std::invalid_argument
 /// (numpy has no bfloat16: use save_safetensors, or astype(a, float32)).
 void save(const std::string& path, const array& a);
 /// Writes the .npy bytes of `a` to `os` (no atomic rename, nothing appended to names).

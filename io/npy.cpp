@@ -38,6 +38,16 @@ std::string npy_descr(Dtype t) {
       return "|b1";
     case Dtype::Val::uint8:
       return "|u1";
+    case Dtype::Val::uint16:
+      return "<u2";
+    case Dtype::Val::uint32:
+      return "<u4";
+    case Dtype::Val::uint64:
+      return "<u8";
+    case Dtype::Val::int8:
+      return "|i1";
+    case Dtype::Val::int16:
+      return "<i2";
     case Dtype::Val::int32:
       return "<i4";
     case Dtype::Val::int64:
@@ -298,6 +308,16 @@ Dtype parse_descr(const std::string& descr, bool* swap, const Reader& r) {
     t = bool_;
   } else if (code == "u1") {
     t = uint8;
+  } else if (code == "u2") {
+    t = uint16;
+  } else if (code == "u4") {
+    t = uint32;
+  } else if (code == "u8") {
+    t = uint64;
+  } else if (code == "i1") {
+    t = int8;
+  } else if (code == "i2") {
+    t = int16;
   } else if (code == "i4") {
     t = int32;
   } else if (code == "i8") {

@@ -74,6 +74,16 @@ const char* st_dtype_name(Dtype t) {
       return "BOOL";
     case Dtype::Val::uint8:
       return "U8";
+    case Dtype::Val::uint16:
+      return "U16";
+    case Dtype::Val::uint32:
+      return "U32";
+    case Dtype::Val::uint64:
+      return "U64";
+    case Dtype::Val::int8:
+      return "I8";
+    case Dtype::Val::int16:
+      return "I16";
     case Dtype::Val::int32:
       return "I32";
     case Dtype::Val::int64:
@@ -91,7 +101,8 @@ const char* st_dtype_name(Dtype t) {
 }
 
 bool st_parse_dtype(const std::string& s, Dtype* out) {
-  static const std::pair<const char*, Dtype> table[] = {{"BOOL", bool_},  {"U8", uint8},    {"I32", int32},
+  static const std::pair<const char*, Dtype> table[] = {{"BOOL", bool_},  {"U8", uint8},    {"U16", uint16}, {"U32", uint32},
+                                                        {"U64", uint64},  {"I8", int8},     {"I16", int16},  {"I32", int32},
                                                         {"I64", int64},   {"F16", float16}, {"BF16", bfloat16},
                                                         {"F32", float32}, {"F64", float64}};
   for (const auto& [name, t] : table) {

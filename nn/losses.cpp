@@ -63,7 +63,7 @@ int check_class_targets(const array& inputs, const array& targets, int ax, const
                                     " without the class axis ", ax, ": expected ", shape_str(expected)));
   }
   if (!is_integral(targets.dtype())) {
-    throw std::invalid_argument(msg("[", loss, "] class-index targets must have an integer dtype (uint8, int32 or int64); got ",
+    throw std::invalid_argument(msg("[", loss, "] class-index targets must have an integer dtype; got ",
                                     targets.dtype(), " targets of shape ", shape_str(targets.shape()), " for ", name,
                                     " of shape ", shape_str(inputs.shape())));
   }

@@ -403,7 +403,7 @@ struct PowerOp {
       if constexpr (std::is_signed_v<T>) {
         if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
       }
-      using U = std::make_unsigned_t<T>;
+      using U = kernels::wrap_t<T>;
       U base = static_cast<U>(a), result = 1;
       for (T e = b; e > 0; e >>= 1) {
         if (e & 1) result = static_cast<U>(result * base);
@@ -509,6 +509,63 @@ struct LogicalOrOp {
   static array grad(int, const array&, const array&, const array&, const array& v) { return zeros_grad(v); }
 };
 
+// ---- bitwise ops (bool and integers) ----
+struct BitwiseAndOp {
+  static constexpr const char* name = "BitwiseAnd";
+  static constexpr K kind = K::bitwise;
+  template <class T> T operator()(T a, T b) const { return static_cast<T>(a & b); }
+  static array grad(int, const array&, const array&, const array&, const array& v) { return zeros_grad(v); }
+};
+struct BitwiseOrOp {
+  static constexpr const char* name = "BitwiseOr";
+  static constexpr K kind = K::bitwise;
+  template <class T> T operator()(T a, T b) const { return static_cast<T>(a | b); }
+  static array grad(int, const array&, const array&, const array&, const array& v) { return zeros_grad(v); }
+};
+struct BitwiseXorOp {
+  static constexpr const char* name = "BitwiseXor";
+  static constexpr K kind = K::bitwise;
+  template <class T> T operator()(T a, T b) const { return static_cast<T>(a ^ b); }
+  static array grad(int, const array&, const array&, const array&, const array& v) { return zeros_grad(v); }
+};
+// Shift counts outside [0, bits) are undefined behaviour in C++ (and left to the hardware by
+// MLX's CPU backend); these give numpy's answers: every bit shifted out (0, or -1 for a negative
+// value shifted right). A negative value shifts left as its two's-complement bits.
+template <class T>
+constexpr bool shift_in_range(T b) {
+  if constexpr (std::is_signed_v<T>) {
+    if (b < 0) return false;
+  }
+  return static_cast<uint64_t>(b) < sizeof(T) * 8;
+}
+struct LeftShiftOp {
+  static constexpr const char* name = "LeftShift";
+  static constexpr K kind = K::bitwise;
+  template <class T> T operator()(T a, T b) const {
+    if (!shift_in_range(b)) return T(0);
+    return static_cast<T>(static_cast<kernels::wrap_t<T>>(a) << b);
+  }
+  static array grad(int, const array&, const array&, const array&, const array& v) { return zeros_grad(v); }
+};
+struct RightShiftOp {
+  static constexpr const char* name = "RightShift";
+  static constexpr K kind = K::bitwise;
+  template <class T> T operator()(T a, T b) const {
+    if (!shift_in_range(b)) {
+      if constexpr (std::is_signed_v<T>) return a < 0 ? T(-1) : T(0);
+      else return T(0);
+    }
+    return static_cast<T>(a >> b);  // arithmetic for signed types (gcc and clang define it)
+  }
+  static array grad(int, const array&, const array&, const array&, const array& v) { return zeros_grad(v); }
+};
+struct BitwiseInvertOp {
+  static constexpr const char* name = "BitwiseInvert";
+  static constexpr K kind = K::bitwise;
+  template <class T> T operator()(T x) const { return static_cast<T>(~x); }
+  static array grad(const array&, const array&, const array& v) { return zeros_grad(v); }
+};
+
 // Dtype handling shared by unary and binary ops: returns the dtype the kernel runs in.
 Dtype input_dtype(K kind, Dtype in, const char* name) {
   switch (kind) {
@@ -519,6 +576,11 @@ Dtype input_dtype(K kind, Dtype in, const char* name) {
       return is_floating_point(in) ? in : float32;
     case K::logical:
       return bool_;
+    case K::bitwise:
+      if (is_floating_point(in)) {
+        throw std::invalid_argument(detail::msg("[", name, "] needs integer or bool arrays, got ", in));
+      }
+      return in;
     default:
       return in;
   }
@@ -571,6 +633,8 @@ void Unary<Op>::eval_cpu(const std::vector<array>& inputs, array& out) {
       if constexpr (std::is_floating_point_v<compute_t<T>>) kernels::unary<T, T>(in, out, Op{});
     } else if constexpr (Op::kind == K::numeric) {
       if constexpr (!std::is_same_v<T, bool>) kernels::unary<T, T>(in, out, Op{});
+    } else if constexpr (Op::kind == K::bitwise) {
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) kernels::unary<T, T>(in, out, Op{});
     } else {
       kernels::unary<T, T>(in, out, Op{});
     }
@@ -588,6 +652,8 @@ void Binary<Op>::eval_cpu(const std::vector<array>& inputs, array& out) {
       if constexpr (std::is_floating_point_v<compute_t<T>>) kernels::binary<T, T>(a, b, out, Op{});
     } else if constexpr (Op::kind == K::numeric) {
       if constexpr (!std::is_same_v<T, bool>) kernels::binary<T, T>(a, b, out, Op{});
+    } else if constexpr (Op::kind == K::bitwise) {
+      if constexpr (std::is_integral_v<T>) kernels::binary<T, T>(a, b, out, Op{});
     } else {
       kernels::binary<T, T>(a, b, out, Op{});
     }
@@ -603,6 +669,8 @@ void Unary<Op>::eval_block(const Dtype* in_dtypes, const void* const* in, void* 
       if constexpr (std::is_floating_point_v<compute_t<T>>) kernels::unary_block<T, T>(in[0], out, n, Op{});
     } else if constexpr (Op::kind == K::numeric) {
       if constexpr (!std::is_same_v<T, bool>) kernels::unary_block<T, T>(in[0], out, n, Op{});
+    } else if constexpr (Op::kind == K::bitwise) {
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) kernels::unary_block<T, T>(in[0], out, n, Op{});
     } else {
       kernels::unary_block<T, T>(in[0], out, n, Op{});
     }
@@ -618,6 +686,8 @@ void Binary<Op>::eval_block(const Dtype* in_dtypes, const void* const* in, void*
       if constexpr (std::is_floating_point_v<compute_t<T>>) kernels::binary_block<T, T>(in[0], in[1], out, n, Op{});
     } else if constexpr (Op::kind == K::numeric) {
       if constexpr (!std::is_same_v<T, bool>) kernels::binary_block<T, T>(in[0], in[1], out, n, Op{});
+    } else if constexpr (Op::kind == K::bitwise) {
+      if constexpr (std::is_integral_v<T>) kernels::binary_block<T, T>(in[0], in[1], out, n, Op{});
     } else {
       kernels::binary_block<T, T>(in[0], in[1], out, n, Op{});
     }
@@ -711,6 +781,29 @@ array maximum(const array& a, const array& b) { return make_binary<MaximumOp>(a,
 array minimum(const array& a, const array& b) { return make_binary<MinimumOp>(a, b, "minimum"); }
 array arctan2(const array& a, const array& b) { return make_binary<ArcTan2Op>(a, b, "arctan2"); }
 array logaddexp(const array& a, const array& b) { return make_binary<LogAddExpOp>(a, b, "logaddexp"); }
+
+// ---- bitwise ----
+array bitwise_and(const array& a, const array& b) { return make_binary<BitwiseAndOp>(a, b, "bitwise_and"); }
+array bitwise_or(const array& a, const array& b) { return make_binary<BitwiseOrOp>(a, b, "bitwise_or"); }
+array bitwise_xor(const array& a, const array& b) { return make_binary<BitwiseXorOp>(a, b, "bitwise_xor"); }
+
+// Shifts of bool operands run in uint8 (MLX: true << true is 2).
+array left_shift(const array& a, const array& b) {
+  const bool both_bool = a.dtype() == bool_ && b.dtype() == bool_;
+  return make_binary<LeftShiftOp>(both_bool ? astype(a, uint8) : a, b, "left_shift");
+}
+array right_shift(const array& a, const array& b) {
+  const bool both_bool = a.dtype() == bool_ && b.dtype() == bool_;
+  return make_binary<RightShiftOp>(both_bool ? astype(a, uint8) : a, b, "right_shift");
+}
+
+array bitwise_invert(const array& a) {
+  if (is_floating_point(a.dtype())) {
+    throw std::invalid_argument(detail::msg("[bitwise_invert] needs integer or bool arrays, got ", a.dtype()));
+  }
+  if (a.dtype() == bool_) return logical_not(a);
+  return make_unary<BitwiseInvertOp>(a, "bitwise_invert");
+}
 
 // ---- whole-array comparisons ----
 array isclose(const array& a, const array& b, double rtol, double atol, bool equal_nan) {

@@ -19,6 +19,7 @@ enum class ElementwiseKind {
   floating,   // float dtypes (ints are cast to float32 first)
   predicate,  // every dtype, result is bool
   logical,    // inputs cast to bool, result is bool
+  bitwise,    // bool and integer dtypes (floats are an error), result has the input dtype; no gradient
 };
 
 namespace detail {
@@ -75,7 +76,9 @@ class Unary : public UnaryPrimitive {
     return {Op::grad(primals[0], y, tangents[0])};
   }
   const char* name() const override { return Op::name; }
-  bool is_differentiable() const override { return Op::kind != ElementwiseKind::predicate; }
+  bool is_differentiable() const override {
+    return Op::kind != ElementwiseKind::predicate && Op::kind != ElementwiseKind::bitwise;
+  }
 };
 
 /// A primitive applying Op to pairs of elements of same-shape, same-dtype inputs. Op provides name,
@@ -106,7 +109,8 @@ class Binary : public UnaryPrimitive {
   }
   const char* name() const override { return Op::name; }
   bool is_differentiable() const override {
-    return Op::kind != ElementwiseKind::predicate && Op::kind != ElementwiseKind::logical;
+    return Op::kind != ElementwiseKind::predicate && Op::kind != ElementwiseKind::logical &&
+           Op::kind != ElementwiseKind::bitwise;
   }
   static Dtype out_dtype(Dtype in) {
     return (Op::kind == ElementwiseKind::predicate || Op::kind == ElementwiseKind::logical) ? bool_ : in;

@@ -2,7 +2,7 @@
 // Names and semantics follow MLX (`mlx/ops.h`) and numpy. Every op checks its arguments when it is
 // built and records a lazy node; nothing runs until eval.
 //
-// Indices. Index arrays may have any integer dtype (uint8, int32, int64) and any shape; bool and
+// Indices. Index arrays may have any integer dtype and any shape; bool and
 // floating indices are rejected when the op is built. A negative index counts from the end of the
 // axis (numpy): -1 is the last element. Index values are only known when the graph runs, so an index
 // outside [-n, n) for an axis of size n makes `eval` throw std::out_of_range with a message that names

@@ -48,7 +48,7 @@ inline std::vector<int64_t> block_offsets(const Shape& shape, const Strides& str
 /// Throws std::invalid_argument unless `indices` has an integer dtype.
 inline void check_index_dtype(const array& indices, const char* op) {
   if (!is_integral(indices.dtype())) {
-    throw std::invalid_argument(msg("[", op, "] indices must have an integer dtype (uint8, int32 or int64); got ",
+    throw std::invalid_argument(msg("[", op, "] indices must have an integer dtype; got ",
                                     indices.dtype(), " indices of shape ", shape_str(indices.shape())));
   }
 }

@@ -2,6 +2,7 @@
 // Every op validates its arguments, then records a node; nothing runs until eval.
 #pragma once
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -118,6 +119,18 @@ array greater_equal(const array& a, const array& b);
 array logical_and(const array& a, const array& b);
 array logical_or(const array& a, const array& b);
 
+// ---- bitwise ops: bool and integer arrays (floats throw), promoted as the arithmetic ops ----
+array bitwise_and(const array& a, const array& b);
+array bitwise_or(const array& a, const array& b);
+array bitwise_xor(const array& a, const array& b);
+/// ~a; on bool it is logical_not (as MLX).
+array bitwise_invert(const array& a);
+/// a << b and a >> b (arithmetic for signed a). Two bool operands compute in uint8, as in MLX. A
+/// count outside [0, bits) shifts every bit out, as numpy does: 0, or -1 for a negative a shifted
+/// right (MLX's CPU backend leaves those counts to the hardware).
+array left_shift(const array& a, const array& b);
+array right_shift(const array& a, const array& b);
+
 // ---- compositions of other ops, with MLX's names and semantics (ops/compose.cpp) ----
 /// Reverses the order of the elements along `axes` (every axis by default): a view.
 array flip(const array& a, const std::vector<int>& axes);
@@ -202,8 +215,11 @@ array scalar_like(T v, const array& like) {
       // As numpy: an integer scalar must fit the array's integer dtype (uint8 + 300 is an error,
       // not a silent wrap to 44).
       const long double x = static_cast<long double>(v);
-      const long double lo = d == uint8 ? 0.0L : d == int32 ? -2147483648.0L : -9223372036854775808.0L;
-      const long double hi = d == uint8 ? 255.0L : d == int32 ? 2147483647.0L : 9223372036854775807.0L;
+      long double lo = 0, hi = 0;  // exact in a long double's 64-bit mantissa
+      LOOM_DISPATCH_ALL(d, I, {
+        lo = static_cast<long double>(std::numeric_limits<I>::min());
+        hi = static_cast<long double>(std::numeric_limits<I>::max());
+      });
       if (x < lo || x > hi) {
         throw std::invalid_argument("[operator] the scalar " + std::to_string(v) + " is out of range for " +
                                     to_string(d) + " [" + std::to_string(static_cast<long long>(lo)) + ", " +
@@ -238,9 +254,15 @@ LOOM_BINARY_OPERATOR(>, greater)
 LOOM_BINARY_OPERATOR(>=, greater_equal)
 LOOM_BINARY_OPERATOR(&&, logical_and)
 LOOM_BINARY_OPERATOR(||, logical_or)
+LOOM_BINARY_OPERATOR(&, bitwise_and)
+LOOM_BINARY_OPERATOR(|, bitwise_or)
+LOOM_BINARY_OPERATOR(^, bitwise_xor)
+LOOM_BINARY_OPERATOR(<<, left_shift)
+LOOM_BINARY_OPERATOR(>>, right_shift)
 #undef LOOM_BINARY_OPERATOR
 inline array operator-(const array& a) { return negative(a); }
 inline array operator!(const array& a) { return logical_not(a); }
+inline array operator~(const array& a) { return bitwise_invert(a); }
 
 // ---- reductions (axes may be negative; an empty axes list reduces nothing) ----
 array sum(const array& a, const std::vector<int>& axes, bool keepdims = false);

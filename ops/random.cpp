@@ -177,12 +177,12 @@ void bits_kernel(const Key& k, int width, array& out) {
   const size_t n = out.size();
   switch (width) {
     case 1: bits_kernel<1>(k, kernels::ptr<uint8_t>(out), n); break;
-    case 2: bits_kernel<2>(k, kernels::ptr<int32_t>(out), n); break;
+    case 2: bits_kernel<2>(k, kernels::ptr<uint16_t>(out), n); break;
     case 4:
       if (out.dtype() == int32) bits_kernel<4>(k, kernels::ptr<int32_t>(out), n);  // keys: raw patterns
-      else bits_kernel<4>(k, kernels::ptr<int64_t>(out), n);
+      else bits_kernel<4>(k, kernels::ptr<uint32_t>(out), n);
       break;
-    default: bits_kernel<8>(k, kernels::ptr<int64_t>(out), n); break;
+    default: bits_kernel<8>(k, kernels::ptr<uint64_t>(out), n); break;
   }
 }
 
@@ -326,9 +326,9 @@ class Random : public UnaryPrimitive {
         LOOM_DISPATCH_FLOAT(out.dtype(), T, gumbel_kernel<T>(k, out));
         break;
       case Dist::randint:
-        if (out.dtype() == uint8) randint_kernel<uint8_t>(k, in[1], in[2], out);
-        else if (out.dtype() == int32) randint_kernel<int32_t>(k, in[1], in[2], out);
-        else randint_kernel<int64_t>(k, in[1], in[2], out);
+        LOOM_DISPATCH_ALL(out.dtype(), T, {
+          if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) randint_kernel<T>(k, in[1], in[2], out);
+        });
         break;
       case Dist::bernoulli:
         bernoulli_kernel(k, in[1], out);
@@ -558,7 +558,7 @@ array bits(const Shape& shape, int width, const std::optional<array>& key) {
     throw std::invalid_argument(msg("[bits] width must be 1, 2, 4 or 8 bytes, got ", width));
   }
   if (key) check_key(*key, "bits");
-  Dtype dt = width == 1 ? uint8 : width == 2 ? int32 : int64;
+  Dtype dt = width == 1 ? uint8 : width == 2 ? uint16 : width == 4 ? uint32 : uint64;
   return make_random(Dist::bits, shape, dt, {take_key(key)}, width);
 }
 
@@ -632,7 +632,7 @@ array truncated_normal(const array& lower, const array& upper, Dtype dtype, cons
 array randint(const array& low, const array& high, const Shape& shape, Dtype dtype, const std::optional<array>& key) {
   check_shape(shape, "randint");
   if (!is_integral(dtype)) {
-    throw std::invalid_argument(msg("[randint] needs an integer dtype (uint8, int32, int64), got ", dtype));
+    throw std::invalid_argument(msg("[randint] needs an integer dtype, got ", dtype));
   }
   check_param_shape(low, "low", shape, "randint");
   check_param_shape(high, "high", shape, "randint");
@@ -641,10 +641,16 @@ array randint(const array& low, const array& high, const Shape& shape, Dtype dty
     throw std::invalid_argument(msg("[randint] needs low < high, got low ", bad->first, " and high ", bad->second));
   }
   if (lo.is_evaluated() && hi.is_evaluated()) {
-    const int64_t dmin = dtype == uint8 ? 0 : dtype == int32 ? std::numeric_limits<int32_t>::min()
-                                                              : std::numeric_limits<int64_t>::min();
-    const int64_t dmax = dtype == uint8 ? 255 : dtype == int32 ? std::numeric_limits<int32_t>::max()
-                                                                : std::numeric_limits<int64_t>::max();
+    // The dtype's range within int64's (the bounds are int64: uint64 draws stay below 2^63).
+    int64_t dmin = 0, dmax = 0;
+    LOOM_DISPATCH_ALL(dtype, T, {
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        dmin = static_cast<int64_t>(std::numeric_limits<T>::min());
+        dmax = std::numeric_limits<T>::max() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                   ? std::numeric_limits<int64_t>::max()
+                   : static_cast<int64_t>(std::numeric_limits<T>::max());
+      }
+    });
     for (int64_t l : array(lo).to_vector<int64_t>()) {
       if (l < dmin) throw std::invalid_argument(msg("[randint] low ", l, " is below the range of ", dtype));
     }

@@ -95,9 +95,8 @@ std::pair<array, array> split(const array& key);
 
 // ---- generators (key: std::nullopt takes the next key of the global state) ----
 
-/// Raw random bits: `width` bytes per element (1, 2, 4 or 8). Width 1 gives uint8, width 2 int32
-/// holding [0, 2^16), width 4 int64 holding [0, 2^32) (the uint32 values MLX returns), width 8 int64
-/// holding the 64-bit pattern. Element i is bytes [i*width, (i+1)*width) of the key's stream.
+/// Raw random bits: `width` bytes per element (1, 2, 4 or 8), as uint8, uint16, uint32 (MLX's
+/// default) or uint64. Element i is bytes [i*width, (i+1)*width) of the key's stream.
 array bits(const Shape& shape, int width, const std::optional<array>& key = std::nullopt);
 inline array bits(const Shape& shape, const std::optional<array>& key = std::nullopt) { return bits(shape, 4, key); }
 
@@ -144,7 +143,7 @@ array truncated_normal(T lower, U upper, const Shape& shape, Dtype dtype = float
                           shape, dtype, key);
 }
 
-/// Integers uniform in [low, high) of an integer `dtype` (uint8, int32, int64). Bounds are
+/// Integers uniform in [low, high) of an integer `dtype`. Bounds are
 /// converted to int64 (floats truncate toward zero) and broadcast to `shape`. Each element uses 64
 /// random bits (Lemire's multiply-shift), so the bias is below (high - low) / 2^64.
 array randint(const array& low, const array& high, const Shape& shape, Dtype dtype = int32,

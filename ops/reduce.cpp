@@ -209,15 +209,17 @@ class Reduce : public UnaryPrimitive {
     }
     LOOM_DISPATCH_ALL(x.dtype(), T, {
       if constexpr (!std::is_same_v<T, bool>) {
-        using A = std::conditional_t<is_half_v<T>, float, std::conditional_t<std::is_same_v<T, uint8_t>, int32_t, T>>;
+        using A = std::conditional_t<is_half_v<T>, float, T>;
+        // Sums and products of integers narrower than 32 bits are (u)int32 (MLX's rule).
+        using S = std::conditional_t<std::is_integral_v<T> && (sizeof(T) < 4),
+                                     std::conditional_t<std::is_signed_v<T>, int32_t, uint32_t>, T>;
+        using SA = std::conditional_t<is_half_v<T>, float, S>;
         switch (type_) {
           case ReduceType::sum:
-            if (out.dtype() == int32) reduce_kernel<T, int32_t, int32_t>(x, out, axes_, 0, [](int32_t a, int32_t b) { return kernels::wrapping_add(a, b); });
-            else reduce_kernel<T, T, A>(x, out, axes_, A(0), [](A a, A b) { return kernels::wrapping_add(a, b); });
+            reduce_kernel<T, S, SA>(x, out, axes_, SA(0), [](SA a, SA b) { return kernels::wrapping_add(a, b); });
             break;
           case ReduceType::prod:
-            if (out.dtype() == int32) reduce_kernel<T, int32_t, int32_t>(x, out, axes_, 1, [](int32_t a, int32_t b) { return kernels::wrapping_mul(a, b); });
-            else reduce_kernel<T, T, A>(x, out, axes_, A(1), [](A a, A b) { return kernels::wrapping_mul(a, b); });
+            reduce_kernel<T, S, SA>(x, out, axes_, SA(1), [](SA a, SA b) { return kernels::wrapping_mul(a, b); });
             break;
           case ReduceType::max:
             reduce_kernel<T, T, A>(x, out, axes_, lowest<A>(), [](A a, A b) {
@@ -476,6 +478,14 @@ std::vector<int> all_axes(const array& a) {
   return axes;
 }
 
+// MLX's dtype for a sum or product: bool and signed integers up to 32 bits give int32, unsigned
+// ones up to 32 bits uint32; 64-bit integers and floats keep their dtype.
+Dtype sum_dtype(Dtype d) {
+  if (d == bool_) return int32;
+  if (is_integral(d) && d.size < 4) return is_signed_integer(d) ? int32 : uint32;
+  return d;
+}
+
 array reduce(const array& a, const std::vector<int>& axes_in, bool keepdims, ReduceType type) {
   const char* name = reduce_name(type);
   auto axes = detail::normalize_axes(axes_in, static_cast<int>(a.ndim()), name);
@@ -489,8 +499,7 @@ array reduce(const array& a, const std::vector<int>& axes_in, bool keepdims, Red
   }
   Dtype out_dtype = a.dtype();
   if (type == ReduceType::all || type == ReduceType::any) out_dtype = bool_;
-  else if ((type == ReduceType::sum || type == ReduceType::prod) && (a.dtype() == bool_ || a.dtype() == uint8))
-    out_dtype = int32;
+  else if (type == ReduceType::sum || type == ReduceType::prod) out_dtype = sum_dtype(a.dtype());
   // Nothing to reduce (no axes, or a 0-d input): the values as they are, in the reduction's dtype.
   if (axes.empty()) return astype(a, out_dtype);
   Shape kshape = a.shape();

@@ -55,6 +55,7 @@ inline Entry none(const char* name, const char* why) { return {name, {}, why}; }
 inline std::vector<Entry> registry() {
   const char* predicate = "boolean result: no gradient flows through it";
   const char* indices = "integer indices: no gradient flows through it";
+  const char* bits = "integer bit operation: no gradient flows through it";
   const char* sample = "random sample: a constant to autograd (RandomGrad.SamplesAreConstantsToAutograd)";
   std::vector<Entry> r = {
       // ---- elementwise unary (ops/elementwise.cpp) ----
@@ -113,6 +114,8 @@ inline std::vector<Entry> registry() {
       none("GreaterEqual", predicate),
       none("LogicalAnd", predicate),
       none("LogicalOr", predicate),
+      none("BitwiseAnd", bits), none("BitwiseOr", bits), none("BitwiseXor", bits), none("LeftShift", bits),
+      none("RightShift", bits), none("BitwiseInvert", bits),
       checked("Select", {{kPrim, "GradCheck.WhereAndClip", "where"}, {kCover, "CoverageGrad.WhereBroadcastsAllThree", "where"}}),
       // ---- creation (ops/creation.cpp) ----
       checked("Full", {{kCover, "CoverageGrad.CreationAndCopies", "full"}}),

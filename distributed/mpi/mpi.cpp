@@ -60,6 +60,11 @@ MPI_Datatype mpi_type(Dtype d) {
   switch (d.val) {
     case Dtype::Val::bool_: return MPI_C_BOOL;
     case Dtype::Val::uint8: return MPI_UINT8_T;
+    case Dtype::Val::uint16: return MPI_UINT16_T;
+    case Dtype::Val::uint32: return MPI_UINT32_T;
+    case Dtype::Val::uint64: return MPI_UINT64_T;
+    case Dtype::Val::int8: return MPI_INT8_T;
+    case Dtype::Val::int16: return MPI_INT16_T;
     case Dtype::Val::int32: return MPI_INT32_T;
     case Dtype::Val::int64: return MPI_INT64_T;
     case Dtype::Val::float16:

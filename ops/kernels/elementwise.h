@@ -11,13 +11,26 @@
 
 namespace loom::kernels {
 
-/// a + b, a - b and a * b that wrap around at a signed integer type's limits, as numpy's do: signed
+/// The unsigned type integer arithmetic on T wraps in: T's own unsigned type, or unsigned int for
+/// types narrower than int (C++ promotes those to signed int, where uint16 * uint16 overflows).
+template <class T>
+struct wrap_type {
+  using type = std::make_unsigned_t<T>;
+};
+template <>
+struct wrap_type<bool> {
+  using type = unsigned;
+};
+template <class T>
+using wrap_t = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, typename wrap_type<T>::type>;
+
+/// a + b, a - b and a * b that wrap around at an integer type's limits, as numpy's do: signed
 /// overflow is undefined behaviour in C++, and the unsigned type's arithmetic is the same
-/// instructions. Other types compute as usual.
+/// instructions. Other types (bool, floats) compute as usual.
 template <class T, class F>
 T wrapping(T a, T b, F f) {
-  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
-    using U = std::make_unsigned_t<T>;
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using U = wrap_t<T>;
     return static_cast<T>(f(static_cast<U>(a), static_cast<U>(b)));
   } else {
     return static_cast<T>(f(a, b));

@@ -226,7 +226,7 @@ def enc_values(v, dt):
 
 
 def dec_values(data, dt):
-    if dt in INTS or dt == "bool":
+    if dt in INTS or dt in ("bool", "uint32"):
         return np.array([int(x) for x in data], dtype=object if dt == "int64" else np.int64)
     return np.array([float(x) if not isinstance(x, str) else float(x) for x in data], dtype=np.float64)
 
@@ -522,6 +522,54 @@ for _n, (_k, _f) in BINARY.items():
        scale=scale_logaddexp if _n == "logaddexp" else None)
 
 
+# ---- bitwise ops: bool and integer dtypes; shift counts beyond the width give numpy's answers ----
+BITWISE = {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
+           "left_shift": np.left_shift, "right_shift": np.right_shift}
+
+
+def gen_bitwise(name):
+    def gen(g, big):
+        shape = g.large_shape() if big else g.shape()
+        kinds = INTS if "shift" in name else ["bool"] + INTS
+        da = g.r.choice(kinds)
+        db = da if g.r.random() < 0.6 else g.r.choice(kinds)
+        sa, sb = shape, g.broadcastable(shape)
+        if g.r.random() < 0.5:
+            sa, sb = sb, sa
+        lo, hi = (-2, 70) if "shift" in name else (None, None)  # counts past every width, and negative ones
+        if "shift" in name and db == "uint8":
+            lo = 0
+        return [make_input(g, da, sa), make_input(g, db, sb, lo=lo, hi=hi)], {}
+    return gen
+
+
+def bitwise_ref(name, fn):
+    def ref(ts, dts, p):
+        d = promote(dts[0], dts[1])
+        ca, cb = cast(ts[0], dts[0], d), cast(ts[1], dts[1], d)
+        if d == "bool":
+            return [(torch.from_numpy(np.asarray(fn(ca.numpy(), cb.numpy()))), d)]
+        return [(np_binary(fn)(ca, cb, d), d)]
+    return ref
+
+
+for _n, _f in BITWISE.items():
+    Op(_n, gen_bitwise(_n), bitwise_ref(_n, _f), grad=False)
+
+
+def gen_bitwise_invert(g, big):
+    shape = g.large_shape() if big else g.shape()
+    return [make_input(g, g.r.choice(["bool"] + INTS), shape)], {}
+
+
+def ref_bitwise_invert(ts, dts, p):
+    t, dt = ts[0], dts[0]
+    return [(torch.logical_not(t) if dt == "bool" else torch.bitwise_not(t), dt)]
+
+
+Op("bitwise_invert", gen_bitwise_invert, ref_bitwise_invert, grad=False)
+
+
 def gen_where(g, big):
     shape = g.large_shape() if big else g.shape()
     shapes = [shape, g.broadcastable(shape), g.broadcastable(shape)]
@@ -690,16 +738,20 @@ def reduce_ref(name):
             od = dt
             if dt in ("bool", "uint8"):
                 deviation("sum_dtype")
-                od = "int32"
-            x = cast(t, dt, od) if od not in FLOATS else t
+                od = "int32" if dt == "bool" else "uint32"
+            # uint32 (no torch dtype): accumulate in int64, then wrap to 32 bits.
+            cd = "int64" if od == "uint32" else od
+            x = cast(t, dt, cd) if cd not in FLOATS else t
             if not axes:
-                return [(x.clone(), od)]
-            if name == "sum":
-                r = torch.sum(x, dim=axes, keepdim=keep, dtype=TORCH[od] if od not in FLOATS else None)
+                r = x.clone()
+            elif name == "sum":
+                r = torch.sum(x, dim=axes, keepdim=keep, dtype=TORCH[cd] if cd not in FLOATS else None)
             else:
                 r = x
                 for a in sorted(axes, reverse=True):
-                    r = torch.prod(r, dim=a, keepdim=keep, dtype=TORCH[od] if od not in FLOATS else None)
+                    r = torch.prod(r, dim=a, keepdim=keep, dtype=TORCH[cd] if cd not in FLOATS else None)
+            if od == "uint32":
+                r = torch.bitwise_and(r, 0xFFFFFFFF)
             return [(r, od)]
         d = floating(dt)
         x = cast(t, dt, d)

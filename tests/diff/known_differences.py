@@ -14,8 +14,9 @@ DIFFERENCES = {
     "int_to_float": "Floating ops (divide, arctan2, exp, log, ..., mean, var, std, logsumexp, softmax) "
     "of integer or bool arrays compute in float32 (MLX); PyTorch rejects some, promotes others to its "
     "default dtype. The reference casts to float32 first.",
-    "sum_dtype": "sum, prod and cumsum of bool/uint8 give int32, and int32 stays int32 (wrapping on "
-    "overflow), as MLX; PyTorch gives int64. The reference accumulates in Loom's dtype.",
+    "sum_dtype": "sum and prod of bool give int32, of uint8 uint32 (MLX: integers narrower than 32 bits "
+    "accumulate in (u)int32), int32 stays int32 (wrapping on overflow); cumsum of bool/uint8 gives int32. "
+    "PyTorch gives int64. The reference accumulates in Loom's dtype.",
     "bool_arith": "add/multiply/maximum/minimum of two bools stay bool (logical or / and), numpy's rule; "
     "negative, square, subtract, floor/ceil/round, floor_divide, remainder and power reject bool, "
     "as numpy does (PyTorch rejects some and accepts others).",

@@ -125,12 +125,13 @@ const std::map<std::string, Op>& ops() {
     UNARY(expm1) UNARY(log) UNARY(log1p) UNARY(log2) UNARY(log10) UNARY(sin) UNARY(cos) UNARY(tan) UNARY(tanh)
     UNARY(sigmoid) UNARY(erf) UNARY(erfinv) UNARY(floor) UNARY(ceil) UNARY(round) UNARY(logical_not)
     UNARY(isnan) UNARY(isinf) UNARY(isfinite) UNARY(copy) UNARY(stop_gradient) UNARY(arcsin) UNARY(arccos)
-    UNARY(arctan) UNARY(sinh) UNARY(cosh) UNARY(arcsinh) UNARY(arccosh) UNARY(arctanh)
+    UNARY(arctan) UNARY(sinh) UNARY(cosh) UNARY(arcsinh) UNARY(arccosh) UNARY(arctanh) UNARY(bitwise_invert)
 #undef UNARY
 #define BINARY(N) t[#N] = one([](const Args& x, const json&) { return N(x[0], x[1]); });
     BINARY(add) BINARY(subtract) BINARY(multiply) BINARY(divide) BINARY(floor_divide) BINARY(remainder)
     BINARY(power) BINARY(maximum) BINARY(minimum) BINARY(arctan2) BINARY(logaddexp) BINARY(equal) BINARY(not_equal) BINARY(less)
     BINARY(less_equal) BINARY(greater) BINARY(greater_equal) BINARY(logical_and) BINARY(logical_or)
+    BINARY(bitwise_and) BINARY(bitwise_or) BINARY(bitwise_xor) BINARY(left_shift) BINARY(right_shift)
     BINARY(matmul) BINARY(outer) BINARY(inner)
 #undef BINARY
     t["where"] = one([](const Args& x, const json&) { return where(x[0], x[1], x[2]); });

@@ -43,7 +43,7 @@ TEST(Distributed, EveryCollectiveOfASizeOneGroupIsItsInput) {
   }
   expect_array(dist::all_sum_flat({x, ones({2}, float32)}), {8}, {0, 1, 2, 3, 4, 5, 1, 1});
   expect_array(dist::all_mean_flat({x}), {6}, {0, 1, 2, 3, 4, 5});
-  for (Dtype d : {bool_, uint8, int32, int64, float16, bfloat16, float32, float64}) {
+  for (Dtype d : all_dtypes) {
     array v = astype(array({1.0, 0.0, 3.0}), d);
     expect_array(dist::all_max(v), {3}, {1, 0, d == bool_ ? 1.0 : 3.0});
   }

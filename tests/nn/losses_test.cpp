@@ -290,7 +290,7 @@ TEST(CrossEntropy, BadInputs) {
   array t = zeros({4}, int32);
   EXPECT_THROW_MSG(L::cross_entropy(x, t, "avg"), std::invalid_argument, "[cross_entropy] reduction must be 'none', 'mean' or 'sum'; got 'avg'");
   EXPECT_THROW_MSG(L::cross_entropy(x, zeros({4}, float32)), std::invalid_argument,
-                   "[cross_entropy] class-index targets must have an integer dtype (uint8, int32 or int64); got float32 targets of shape (4)");
+                   "[cross_entropy] class-index targets must have an integer dtype; got float32 targets of shape (4)");
   EXPECT_THROW_MSG(L::cross_entropy(x, zeros({4}, bool_)), std::invalid_argument, "got bool targets");
   EXPECT_THROW_MSG(L::cross_entropy(x, zeros({5}, int32)), std::invalid_argument,
                    "class-index targets of shape (5) do not match logits of shape (4,10) without the class axis 1: expected (4)");

@@ -393,7 +393,7 @@ TEST(Binary, BroadcastErrorsNameTheOp) {
 
 TEST(Where, ValuesDtypesAndBroadcasting) {
   array c({true, false, true, false, false, true}, {2, 3});
-  for (Dtype d : {bool_, uint8, int32, int64, float16, bfloat16, float32, float64}) {
+  for (Dtype d : all_dtypes) {
     SCOPED_TRACE(to_string(d));
     array x(std::vector<double>{1, 0, 1, 1, 1, 0}, {2, 3}, d);
     array y(std::vector<double>{0, 1, 0, 0, 0, 1}, {2, 3}, d);

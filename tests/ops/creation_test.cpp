@@ -12,7 +12,7 @@ using loom::testing::expect_array;
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
-const std::vector<Dtype> kAllDtypes{bool_, uint8, int32, int64, float16, bfloat16, float32, float64};
+const std::vector<Dtype> kAllDtypes(std::begin(all_dtypes), std::end(all_dtypes));
 }  // namespace
 
 TEST(Creation, ZerosOnesFull) {

@@ -56,7 +56,7 @@ TEST(Reduce, NothingToReduceKeepsTheReductionDtype) {
   EXPECT_EQ(sum(array({true, false}), std::vector<int>{}).dtype(), int32);
   EXPECT_EQ(sum(array(true)).dtype(), int32);
   EXPECT_EQ(sum(array(true)).item<int>(), 1);
-  EXPECT_EQ(prod(array(7, uint8)).dtype(), int32);
+  EXPECT_EQ(prod(array(7, uint8)).dtype(), uint32);  // MLX: unsigned up to 32 bits sum and multiply in uint32
   EXPECT_EQ(max(array(7, uint8)).dtype(), uint8);
   EXPECT_EQ(sum(array(3.0f)).dtype(), float32);
   EXPECT_EQ(mean(array(3)).dtype(), float32);
@@ -97,9 +97,9 @@ TEST(Reduce, SumDtypes) {
   EXPECT_EQ(sum(b).dtype(), int32);
   EXPECT_EQ(sum(b).item<int>(), 3);
   array u({200, 100, 250}, uint8);
-  EXPECT_EQ(sum(u).dtype(), int32);
+  EXPECT_EQ(sum(u).dtype(), uint32);
   EXPECT_EQ(sum(u).item<int>(), 550);
-  EXPECT_EQ(prod(array({16, 16, 2}, uint8)).dtype(), int32);
+  EXPECT_EQ(prod(array({16, 16, 2}, uint8)).dtype(), uint32);
   EXPECT_EQ(prod(array({16, 16, 2}, uint8)).item<int>(), 512);
   EXPECT_EQ(prod(b).dtype(), int32);
   EXPECT_EQ(prod(b).item<int>(), 0);
@@ -131,7 +131,7 @@ TEST(Reduce, EmptyArrays) {
   expect_array(sum(zeros({3, 0}), 0), {0}, {});
   expect_array(sum(zeros({3, 0}), 1), {3}, {0, 0, 0});
   expect_array(sum(zeros({3, 0}), 1, true), {3, 1}, {0, 0, 0});
-  EXPECT_EQ(sum(zeros({0}, uint8)).dtype(), int32);
+  EXPECT_EQ(sum(zeros({0}, uint8)).dtype(), uint32);
   EXPECT_EQ(all(zeros({0})).item<bool>(), true);
   EXPECT_EQ(any(zeros({0})).item<bool>(), false);
   expect_array(all(zeros({2, 0}), 1), {2}, {1, 1});
