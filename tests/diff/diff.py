@@ -35,9 +35,10 @@ torch.set_num_threads(1)
 fwAD = torch.autograd.forward_ad
 
 FLOATS = ["float16", "bfloat16", "float32", "float64"]
-INTS = ["uint8", "int32", "int64"]
+INTS = ["uint8", "int8", "int16", "int32", "int64"]
 DTYPES = ["bool"] + INTS + FLOATS
-TORCH = {"bool": torch.bool, "uint8": torch.uint8, "int32": torch.int32, "int64": torch.int64,
+TORCH = {"bool": torch.bool, "uint8": torch.uint8, "int8": torch.int8, "int16": torch.int16, "int32": torch.int32,
+         "int64": torch.int64,
          "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
 RANK = {d: i for i, d in enumerate(DTYPES)}
 # Unit roundoff of each float type. Tolerances are multiples of it: an elementwise op computed in
@@ -51,7 +52,8 @@ RTOL = {"float16": 4 * UNIT["float16"], "bfloat16": 4 * UNIT["bfloat16"], "float
 TINY = {"float16": 2.0 ** -14, "bfloat16": 2.0 ** -126, "float32": 2.0 ** -126, "float64": 2.0 ** -1022}
 FMAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38,
         "float64": 1.7976931348623157e308}
-ILIM = {"uint8": (0, 255), "int32": (-2 ** 31, 2 ** 31 - 1), "int64": (-2 ** 63, 2 ** 63 - 1)}
+ILIM = {"uint8": (0, 255), "int8": (-128, 127), "int16": (-2 ** 15, 2 ** 15 - 1), "int32": (-2 ** 31, 2 ** 31 - 1),
+        "int64": (-2 ** 63, 2 ** 63 - 1)}
 
 
 def promote(a, b):
@@ -64,6 +66,8 @@ def promote(a, b):
         return a
     if b in FLOATS and a not in FLOATS:
         return b
+    if {a, b} == {"uint8", "int8"}:  # MLX's table: the signed type wide enough for both
+        return "int16"
     return a if RANK[a] > RANK[b] else b
 
 
@@ -736,9 +740,9 @@ def reduce_ref(name):
             return [(r, "bool")]
         if name in ("sum", "prod"):
             od = dt
-            if dt in ("bool", "uint8"):
+            if dt in ("bool", "uint8", "int8", "int16"):
                 deviation("sum_dtype")
-                od = "int32" if dt == "bool" else "uint32"
+                od = "uint32" if dt == "uint8" else "int32"
             # uint32 (no torch dtype): accumulate in int64, then wrap to 32 bits.
             cd = "int64" if od == "uint32" else od
             x = cast(t, dt, cd) if cd not in FLOATS else t

@@ -30,7 +30,8 @@ using namespace loom;
 namespace {
 
 Dtype dtype_from(const std::string& s) {
-  static const std::map<std::string, Dtype> m = {{"bool", bool_},       {"uint8", uint8},       {"int32", int32},
+  static const std::map<std::string, Dtype> m = {{"bool", bool_},       {"uint8", uint8},       {"int8", int8},
+                                                 {"int16", int16},      {"int32", int32},
                                                  {"int64", int64},      {"float16", float16},   {"bfloat16", bfloat16},
                                                  {"float32", float32},  {"float64", float64}};
   auto it = m.find(s);
