@@ -135,7 +135,9 @@ template <> struct TypeToDtype<int64_t> { static constexpr Dtype value = int64; 
 template <> struct TypeToDtype<float16_t> { static constexpr Dtype value = float16; };
 template <> struct TypeToDtype<bfloat16_t> { static constexpr Dtype value = bfloat16; };
 template <> struct TypeToDtype<float> { static constexpr Dtype value = float32; };
-template <> struct TypeToDtype<double> { static constexpr Dtype value = float64; };
+// As MLX: a C++ double makes a float32 array (array(0.1), full(shape, 2.0), array({1.0, 2.0})), the
+// dtype models train in; pass float64 to keep double precision (array(0.1, float64)).
+template <> struct TypeToDtype<double> { static constexpr Dtype value = float32; };
 // The C++ integer types that are not one of the above on this platform.
 template <> struct TypeToDtype<char> { static constexpr Dtype value = uint8; };
 template <> struct TypeToDtype<long long> { static constexpr Dtype value = int64; };

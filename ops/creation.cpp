@@ -158,12 +158,12 @@ array arange(int stop) { return arange(0, stop, 1); }
 
 array linspace(double start, double stop, int num, Dtype dtype) {
   if (num < 0) throw std::invalid_argument(detail::msg("[linspace] num must be >= 0, got ", num));
-  if (num == 1) return full({1}, array(start), dtype);
+  if (num == 1) return full({1}, array(start, float64), dtype);
   double step = num > 1 ? (stop - start) / (num - 1) : 0.0;
   array t = arange(0.0, double(num), 1.0, float64);
-  array v = add(multiply(t, array(step)), array(start));
+  array v = add(multiply(t, array(step, float64)), array(start, float64));
   // The last value is exactly `stop`.
-  if (num > 1) v = slice_update(v, array({stop}), {num - 1}, {num});
+  if (num > 1) v = slice_update(v, array({stop}, float64), {num - 1}, {num});
   return astype(v, dtype);
 }
 

@@ -26,12 +26,12 @@ TEST(Grad, LogSumExpIsSoftmax) {
 
 TEST(Grad, TwoLayerMlpAgainstHandDerivation) {
   // loss = sum((relu(x W1) W2 - t)^2) / 2, with relu written as maximum(h, 0).
-  array x({1.0, 2.0}, {1, 2});
-  array w1({0.5, -1.0, 0.25, 1.0}, {2, 2});
-  array w2({2.0, -3.0}, {2, 1});
-  array t({1.0}, {1, 1});
+  array x({1.0, 2.0}, {1, 2}, float64);
+  array w1({0.5, -1.0, 0.25, 1.0}, {2, 2}, float64);
+  array w2({2.0, -3.0}, {2, 1}, float64);
+  array t({1.0}, {1, 1}, float64);
   auto loss = [&](const std::vector<array>& p) {
-    array h = maximum(matmul(x, p[0]), array(0.0));
+    array h = maximum(matmul(x, p[0]), array(0.0, float64));
     array y = matmul(h, p[1]);
     return sum(square(y - t)) * 0.5;
   };
@@ -48,7 +48,7 @@ TEST(Grad, SecondDerivatives) {
   expect_array(g2(array({1.0f, -2.0f})), {2}, {6, -12}, 1e-5);
   auto s = [](const array& x) { return sum(sin(x)); };  // second derivative -sin
   auto s2 = grad([&](const array& x) { return sum(grad(s)(x)); });
-  expect_array(s2(array({0.3, 1.2})), {2}, {-std::sin(0.3), -std::sin(1.2)}, 1e-9);
+  expect_array(s2(array({0.3, 1.2}, float64)), {2}, {-std::sin(0.3), -std::sin(1.2)}, 1e-9);
 }
 
 TEST(Grad, JvpOfVjp) {
@@ -57,7 +57,7 @@ TEST(Grad, JvpOfVjp) {
     return vjp([](const array& a) { return a * a * a; }, x[0], ones_like(x[0])).second;
   };
   auto [outs, tans] = jvp([&](const std::vector<array>& x) { return std::vector<array>{vjp_fn(x)}; },
-                          {array({1.0, 2.0})}, {array({1.0, 0.5})});
+                          {array({1.0, 2.0}, float64)}, {array({1.0, 0.5}, float64)});
   expect_array(outs[0], {2}, {3, 12});
   expect_array(tans[0], {2}, {6, 6});
 }
@@ -191,7 +191,7 @@ TEST(Grad, HessianVectorProductIsJvpOfGrad) {
   // f(x, y) = sum(x^2 y): grad_x = 2 x y, so the Hessian-vector product along (v, w) in x is
   // 2 (v y + x w); along w alone it is 2 x w.
   auto gx = [](const std::vector<array>& p) { return grad([](const std::vector<array>& q) { return sum(q[0] * q[0] * q[1]); }, {0})(p); };
-  array x({1.0, -2.0}), y({3.0, 0.5}), v({1.0, 1.0}), w({0.5, -1.0});
+  array x({1.0, -2.0}, float64), y({3.0, 0.5}), v({1.0, 1.0}), w({0.5, -1.0});
   auto [g, hv] = jvp(gx, {x, y}, {v, w});
   expect_array(g[0], {2}, {6, -2});
   expect_array(hv[0], {2}, {2 * (1 * 3 + 1 * 0.5), 2 * (1 * 0.5 + -2 * -1.0)});
@@ -199,7 +199,7 @@ TEST(Grad, HessianVectorProductIsJvpOfGrad) {
   auto d1 = [](const array& a) { return grad([](const array& b) { return sum(b * b * b * b); })(a); };
   auto d2 = [&](const array& a) { return grad([&](const array& b) { return sum(d1(b)); })(a); };
   auto d3 = grad([&](const array& b) { return sum(d2(b)); });
-  expect_array(d3(array({0.5, -1.0})), {2}, {12, -24}, 1e-12);
+  expect_array(d3(array({0.5, -1.0}, float64)), {2}, {12, -24}, 1e-12);
 }
 
 TEST(Grad, HalfAndSinglePrecisionGradientsKeepTheirDtype) {

@@ -44,7 +44,7 @@ TEST(Distributed, EveryCollectiveOfASizeOneGroupIsItsInput) {
   expect_array(dist::all_sum_flat({x, ones({2}, float32)}), {8}, {0, 1, 2, 3, 4, 5, 1, 1});
   expect_array(dist::all_mean_flat({x}), {6}, {0, 1, 2, 3, 4, 5});
   for (Dtype d : all_dtypes) {
-    array v = astype(array({1.0, 0.0, 3.0}), d);
+    array v = astype(array({1.0, 0.0, 3.0}, float64), d);
     expect_array(dist::all_max(v), {3}, {1, 0, d == bool_ ? 1.0 : 3.0});
   }
   EXPECT_THROW_MSG(dist::send(x, 0), std::invalid_argument, "cannot send to itself");
@@ -56,7 +56,7 @@ TEST(Distributed, AllSumEveryDtype) {
   const int n = g.size(), r = g.rank();
   double tri = n * (n + 1) / 2.0;
   for (Dtype d : {uint8, int32, int64, float16, bfloat16, float32, float64}) {
-    array x = astype(array({1.0, 2.0, 3.0}) * double(r + 1), d);
+    array x = astype(array({1.0, 2.0, 3.0}, float64) * double(r + 1), d);
     array s = dist::all_sum(x);
     EXPECT_EQ(s.dtype(), d);
     expect_array(s, {3}, {tri, 2 * tri, 3 * tri});
@@ -153,7 +153,7 @@ TEST(Distributed, AllMeanDividesBySizeAndRejectsIntegers) {
   auto g = dist::init();
   const double n = g.size(), mean_rank = (n - 1) / 2.0;
   for (Dtype d : {float16, bfloat16, float32, float64}) {
-    array x = astype(array({1.0, 2.0, -4.0}) + double(g.rank()), d);
+    array x = astype(array({1.0, 2.0, -4.0}, float64) + double(g.rank()), d);
     array m = dist::all_mean(x);
     EXPECT_EQ(m.dtype(), d);
     expect_array(m, {3}, {1 + mean_rank, 2 + mean_rank, -4 + mean_rank}, 1e-2);
@@ -422,7 +422,7 @@ TEST(Distributed, FlatReductionProducersWriteIntoTheResult) {
 
 TEST(Distributed, FlatReductionsRejectBadInput) {
   EXPECT_THROW_MSG(dist::all_sum_flat({}), std::invalid_argument, "[all_sum_flat] needs at least one array");
-  EXPECT_THROW_MSG(dist::all_sum_flat({array({1.0f}), array({1.0})}), std::invalid_argument,
+  EXPECT_THROW_MSG(dist::all_sum_flat({array({1.0f}), array({1.0}, float64)}), std::invalid_argument,
                    "array 0 is float32, array 1 is float64");
   EXPECT_THROW_MSG(dist::all_mean_flat({array({1, 2})}), std::invalid_argument, "[all_mean_flat] needs floating-point arrays, got int32");
 }

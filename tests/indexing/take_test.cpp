@@ -103,7 +103,7 @@ TEST(Take, EveryDtypeAndIndexDtype) {
   // Values that only the wide types hold survive the gather bit for bit.
   array big = array({int64_t(1) << 40, -(int64_t(1) << 50)});
   EXPECT_EQ(take(big, array({1, 0}), 0).to_vector<int64_t>(), (std::vector<int64_t>{-(int64_t(1) << 50), int64_t(1) << 40}));
-  array d = array({0.1, 1e300});
+  array d = array({0.1, 1e300}, float64);
   EXPECT_EQ(take(d, array({1, 0}), 0).to_vector<double>(), (std::vector<double>{1e300, 0.1}));
   array h = array({0.1f, 65504.f}, float16);
   expect_array(take(h, array({1}), 0), {1}, {65504});

@@ -104,7 +104,7 @@ TEST_F(Safetensors, MetadataFirstThenTensorsSortedByName) {
 
   // Mixed sizes: offsets follow name order; 256 bytes of JSON, no padding.
   save_safetensors(path("o.safetensors"),
-                   {{"w", array({0.5, -1.0})}, {"b", array({1, 2, 3}, {3}, uint8)}, {"a", array({true})}});
+                   {{"w", array({0.5, -1.0}, float64)}, {"b", array({1, 2, 3}, {3}, uint8)}, {"a", array({true})}});
   const std::string json2 =
       "{\"__metadata__\":{\"loom.crc32.a\":\"a505df1b\",\"loom.crc32.b\":\"55bc801d\",\"loom.crc32.w\":\"65b30687\"},"
       "\"a\":{\"dtype\":\"BOOL\",\"shape\":[1],\"data_offsets\":[0,1]},"
@@ -131,7 +131,7 @@ TEST_F(Safetensors, RoundTripsEveryDtypeAndLayout) {
       {"transposed", transpose(m)},
       {"reversed", slice(m, {2, 3}, {-4, -5}, {-1, -2})},
       {"broadcast", broadcast_to(array({1.5f, 2.5f}), {2, 2})},
-      {"scalar", array(3.25)},
+      {"scalar", array(3.25, float64)},
       {"empty", zeros({0, 3}, bfloat16)},
       {"empty2", zeros({4, 0}, int64)},
       {"lazy", add(m, array(1.0f))},

@@ -52,7 +52,7 @@ TEST(Activations, SmoothFunctionsMatchClosedForms) {
   expect_array(nn::gelu(points()), {7}, mapped([](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }),
                1e-6);
   // Well-known values: Phi(1) = 0.841344746..., so gelu(1) = 0.841344746 and gelu(-1) = -0.158655254.
-  expect_array(nn::gelu(array({1.0, -1.0})), {2}, {0.8413447460685429, -0.15865525393145707}, 1e-12);
+  expect_array(nn::gelu(array({1.0, -1.0}, float64)), {2}, {0.8413447460685429, -0.15865525393145707}, 1e-12);
   expect_array(nn::gelu_approx(points()), {7}, mapped([](double x) {
                  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
                }),
@@ -63,11 +63,11 @@ TEST(Activations, SmoothFunctionsMatchClosedForms) {
   for (size_t i = 0; i < approx.size(); ++i) EXPECT_NEAR(approx[i], exact[i], 5e-4);
   expect_array(nn::gelu_fast_approx(points()), {7}, mapped([](double x) { return x * sigmoid_ref(1.702 * x); }));
   expect_array(nn::silu(points()), {7}, mapped([](double x) { return x * sigmoid_ref(x); }));
-  expect_array(nn::silu(array({1.0})), {1}, {0.7310585786300049}, 1e-12);
+  expect_array(nn::silu(array({1.0}, float64)), {1}, {0.7310585786300049}, 1e-12);
   expect_array(nn::sigmoid(points()), {7}, mapped(sigmoid_ref));
   expect_array(nn::tanh(points()), {7}, mapped([](double x) { return std::tanh(x); }));
   expect_array(nn::softplus(points()), {7}, mapped(softplus_ref));
-  expect_array(nn::softplus(array({0.0})), {1}, {M_LN2}, 1e-12);
+  expect_array(nn::softplus(array({0.0}, float64)), {1}, {M_LN2}, 1e-12);
   expect_array(nn::log_sigmoid(points()), {7}, mapped([](double x) { return std::log(sigmoid_ref(x)); }));
   expect_array(nn::softsign(points()), {7}, mapped([](double x) { return x / (1 + std::abs(x)); }));
   expect_array(nn::mish(points()), {7}, mapped([](double x) { return x * std::tanh(softplus_ref(x)); }));

@@ -66,7 +66,7 @@ TEST(CrossEntropy, ClassIndicesClosedForm) {
   expect_array(loss, {2}, {kLog1pExpM3, kLog1pExpM3}, 1e-6);
 
   // Rows (1,2,3) target 2: lse - 3; (0,0,0) target 1: log 3.
-  array x({1.0, 2.0, 3.0, 0.0, 0.0, 0.0}, {2, 3});
+  array x({1.0, 2.0, 3.0, 0.0, 0.0, 0.0}, {2, 3}, float64);
   array t({2, 1});
   expect_array(L::cross_entropy(x, t, "none"), {2}, {kLse123 - 3, kLog3}, 1e-12);
   expect_array(L::cross_entropy(x, t, "sum"), {}, {kLse123 - 3 + kLog3}, 1e-12);
@@ -75,7 +75,7 @@ TEST(CrossEntropy, ClassIndicesClosedForm) {
 }
 
 TEST(CrossEntropy, TargetDtypesAndLogitDtypes) {
-  array x({1.0, 2.0, 3.0, 0.0, 0.0, 0.0}, {2, 3});
+  array x({1.0, 2.0, 3.0, 0.0, 0.0, 0.0}, {2, 3}, float64);
   for (Dtype td : {uint8, int32, int64}) {
     expect_array(L::cross_entropy(x, array({2, 1}, td)), {2}, {kLse123 - 3, kLog3}, 1e-12);
   }
@@ -94,7 +94,7 @@ TEST(CrossEntropy, TargetDtypesAndLogitDtypes) {
 
 TEST(CrossEntropy, AxisAndStridedLogits) {
   // Classes along axis 0: column j of (3, 2) is a row of (2, 3) above.
-  array xt({1.0, 0.0, 2.0, 0.0, 3.0, 0.0}, {3, 2});
+  array xt({1.0, 0.0, 2.0, 0.0, 3.0, 0.0}, {3, 2}, float64);
   array t({2, 1});
   expect_array(L::cross_entropy(xt, t, std::nullopt, 0), {2}, {kLse123 - 3, kLog3}, 1e-12);
   expect_array(L::cross_entropy(xt, t, std::nullopt, -2), {2}, {kLse123 - 3, kLog3}, 1e-12);
@@ -104,7 +104,7 @@ TEST(CrossEntropy, AxisAndStridedLogits) {
   // A 3-d logits tensor with the classes in the middle: (2, 3, 2); the loss has shape (2, 2).
   array x3({1.0, 0.0, 2.0, 0.0, 3.0, 0.0,    // batch 0: classes down the column
             0.0, 1.0, 0.0, 2.0, 0.0, 3.0},  // batch 1: swapped columns
-           {2, 3, 2});
+           {2, 3, 2}, float64);
   array t3({2, 1, 0, 2}, {2, 2});
   // (b0,c0)=(1,2,3)->2, (b0,c1)=(0,0,0)->1, (b1,c0)=(0,0,0)->0, (b1,c1)=(1,2,3)->2
   expect_array(L::cross_entropy(x3, t3, std::nullopt, 1), {2, 2}, {kLse123 - 3, kLog3, kLog3, kLse123 - 3}, 1e-12);
@@ -112,26 +112,26 @@ TEST(CrossEntropy, AxisAndStridedLogits) {
   array t3v = transpose(array({2, 0, 1, 2}, {2, 2}));
   expect_array(L::cross_entropy(x3, t3v, std::nullopt, 1), {2, 2}, {kLse123 - 3, kLog3, kLog3, kLse123 - 3}, 1e-12);
   // 1-d logits: one sample, a 0-d target and a 0-d loss.
-  array one = L::cross_entropy(array({1.0, 2.0, 3.0}), array(0));
+  array one = L::cross_entropy(array({1.0, 2.0, 3.0}, float64), array(0));
   EXPECT_EQ(one.ndim(), 0u);
   expect_array(one, {}, {kLse123 - 1}, 1e-12);
   // Broadcast (stride-0) logits.
-  array row({1.0, 2.0, 3.0});
+  array row({1.0, 2.0, 3.0}, float64);
   array bx = broadcast_to(row, {3, 3});
   expect_array(L::cross_entropy(bx, array({0, 1, 2})), {3}, {kLse123 - 1, kLse123 - 2, kLse123 - 3}, 1e-12);
 }
 
 TEST(CrossEntropy, LabelSmoothing) {
   // lse - (1 - ls) x[t] - ls mean(x): for (1,2,3), target 2, ls 0.1: lse - 2.7 - 0.2.
-  array x({1.0, 2.0, 3.0, 0.0, 0.0, 0.0}, {2, 3});
+  array x({1.0, 2.0, 3.0, 0.0, 0.0, 0.0}, {2, 3}, float64);
   array t({2, 1});
   expect_array(L::cross_entropy(x, t, std::nullopt, -1, 0.1), {2}, {kLse123 - 2.9, kLog3}, 1e-12);
   // The same number is the cross entropy against the smoothed distribution (0.1/3, 0.1/3, 0.9 + 0.1/3).
-  array q({0.1 / 3, 0.1 / 3, 0.9 + 0.1 / 3, 0.0, 1.0, 0.0}, {2, 3});
+  array q({0.1 / 3, 0.1 / 3, 0.9 + 0.1 / 3, 0.0, 1.0, 0.0}, {2, 3}, float64);
   expect_array(L::cross_entropy(x, q), {2}, {kLse123 - 2.9, kLog3}, 1e-12);
   // Probability targets with smoothing (MLX's formula): lse - 0.8 * sum(p x) - 0.2 * mean(x).
-  array x2({2.0, -1.0, -1.0, 2.0}, {2, 2});
-  array p2({0.9, 0.1, 0.1, 0.9}, {2, 2});
+  array x2({2.0, -1.0, -1.0, 2.0}, {2, 2}, float64);
+  array p2({0.9, 0.1, 0.1, 0.9}, {2, 2}, float64);
   double lse = 2 + kLog1pExpM3;  // log(e^2 + e^-1)
   expect_array(L::cross_entropy(x2, p2, std::nullopt, -1, 0.2, "sum"), {}, {2 * (lse - 0.8 * 1.7 - 0.2 * 0.5)}, 1e-12);
 }
@@ -156,14 +156,14 @@ TEST(CrossEntropy, ProbabilityTargets) {
 }
 
 TEST(CrossEntropy, Weights) {
-  array x({1.0, 2.0, 3.0, 0.0, 0.0, 0.0}, {2, 3});
+  array x({1.0, 2.0, 3.0, 0.0, 0.0, 0.0}, {2, 3}, float64);
   array t({2, 1});
-  array w({0.5, 2.0});
+  array w({0.5, 2.0}, float64);
   expect_array(L::cross_entropy(x, t, w), {2}, {0.5 * (kLse123 - 3), 2 * kLog3}, 1e-12);
   // "mean" is mean(loss * w), as in MLX.
   expect_array(L::cross_entropy(x, t, w, "mean"), {}, {(0.5 * (kLse123 - 3) + 2 * kLog3) / 2}, 1e-12);
   expect_array(L::cross_entropy(x, t, w, "sum"), {}, {0.5 * (kLse123 - 3) + 2 * kLog3}, 1e-12);
-  array q({0.0, 0.0, 1.0, 0.0, 1.0, 0.0}, {2, 3});
+  array q({0.0, 0.0, 1.0, 0.0, 1.0, 0.0}, {2, 3}, float64);
   expect_array(L::cross_entropy(x, q, w, "sum"), {}, {0.5 * (kLse123 - 3) + 2 * kLog3}, 1e-12);
 }
 
@@ -337,13 +337,13 @@ TEST(BinaryCrossEntropy, ClosedForms) {
   array probs({0.1f, 0.1f, 0.4f, 0.4f});
   expect_array(L::binary_cross_entropy(probs, targets, std::nullopt, false), {}, {0.5108256237659906}, 1e-6);
   // Reductions and weights.
-  array x({0.0, 2.0, -1.0});
-  array y({1.0, 0.0, 0.5});
+  array x({0.0, 2.0, -1.0}, float64);
+  array y({1.0, 0.0, 0.5}, float64);
   // log 2 - 0;  log(1 + e^2) - 0;  log(1 + e^-1) + 0.5
   std::vector<double> per{0.6931471805599453, 2.1269280110429727, 0.31326168751822286 + 0.5};
   expect_array(L::binary_cross_entropy(x, y, "none"), {3}, per, 1e-12);
   expect_array(L::binary_cross_entropy(x, y, "sum"), {}, {per[0] + per[1] + per[2]}, 1e-12);
-  array w({1.0, 0.5, 2.0});
+  array w({1.0, 0.5, 2.0}, float64);
   expect_array(L::binary_cross_entropy(x, y, w, "none"), {3}, {per[0], 0.5 * per[1], 2 * per[2]}, 1e-12);
   expect_array(L::binary_cross_entropy(x, y, w, std::string("sum")), {}, {per[0] + 0.5 * per[1] + 2 * per[2]}, 1e-12);
   expect_array(L::binary_cross_entropy(x, y, w, true, "mean"), {}, {(per[0] + 0.5 * per[1] + 2 * per[2]) / 3}, 1e-12);
@@ -367,14 +367,14 @@ TEST(BinaryCrossEntropy, ExtremeInputs) {
 }
 
 TEST(BinaryCrossEntropy, Gradients) {
-  array x({-3.0, -0.5, 0.0, 0.7, 4.0});
-  array y({0.0, 1.0, 0.3, 1.0, 0.0});
+  array x({-3.0, -0.5, 0.0, 0.7, 4.0}, float64);
+  array y({0.0, 1.0, 0.3, 1.0, 0.0}, float64);
   // Includes x = 0, where softplus's pieces meet.
   expect_grads([&](const std::vector<array>& p) { return L::binary_cross_entropy(p[0], p[1], "none"); }, {x, y});
-  array w({1.0, 2.0, 0.5, 1.5, 1.0});
+  array w({1.0, 2.0, 0.5, 1.5, 1.0}, float64);
   expect_grads([&](const std::vector<array>& p) { return L::binary_cross_entropy(p[0], p[1], p[2], true, "mean"); },
                {x, y, w});
-  array pr({0.1, 0.35, 0.5, 0.8, 0.95});
+  array pr({0.1, 0.35, 0.5, 0.8, 0.95}, float64);
   expect_grads([&](const std::vector<array>& p) { return L::binary_cross_entropy(p[0], p[1], std::nullopt, false, "sum"); },
                {pr, y});
 }
@@ -394,7 +394,7 @@ TEST(BinaryCrossEntropy, BadInputs) {
 // ---- nll ----
 
 TEST(NllLoss, ClosedFormsAndGradients) {
-  array lp({-0.5, -1.0, -2.0, -0.1, -3.0, -4.0}, {2, 3});
+  array lp({-0.5, -1.0, -2.0, -0.1, -3.0, -4.0}, {2, 3}, float64);
   array t({1, 0});
   expect_array(L::nll_loss(lp, t), {2}, {1.0, 0.1}, 1e-12);
   expect_array(L::nll_loss(lp, t, "mean"), {}, {0.55}, 1e-12);
@@ -418,8 +418,8 @@ TEST(NllLoss, ClosedFormsAndGradients) {
 // ---- regression losses ----
 
 TEST(RegressionLosses, MseAndL1) {
-  array p({1.0, 2.0, 3.0, 4.0}, {2, 2});
-  array y({1.5, 0.0, 3.0, 7.0}, {2, 2});
+  array p({1.0, 2.0, 3.0, 4.0}, {2, 2}, float64);
+  array y({1.5, 0.0, 3.0, 7.0}, {2, 2}, float64);
   // differences -0.5, 2, 0, -3
   expect_array(L::mse_loss(p, y), {}, {(0.25 + 4 + 0 + 9) / 4}, 1e-12);  // default "mean"
   expect_array(L::mse_loss(p, y, "none"), {2, 2}, {0.25, 4, 0, 9}, 1e-12);
@@ -441,8 +441,8 @@ TEST(RegressionLosses, MseAndL1) {
 }
 
 TEST(RegressionLosses, SmoothL1) {
-  array p({0.0, 0.0, 0.0, 0.0});
-  array y({0.5, -1.0, 2.0, -0.2});
+  array p({0.0, 0.0, 0.0, 0.0}, float64);
+  array y({0.5, -1.0, 2.0, -0.2}, float64);
   // beta 1: |d| < 1 -> d^2 / 2, else |d| - 0.5: 0.125, 0.5, 1.5, 0.02.
   expect_array(L::smooth_l1_loss(p, y, "none"), {4}, {0.125, 0.5, 1.5, 0.02}, 1e-12);
   expect_array(L::smooth_l1_loss(p, y), {}, {(0.125 + 0.5 + 1.5 + 0.02) / 4}, 1e-12);  // default "mean"
@@ -453,7 +453,7 @@ TEST(RegressionLosses, SmoothL1) {
   expect_array(L::smooth_l1_loss(p, y, 0.0, "none"), {4}, {0.5, 1.0, 2.0, 0.2}, 1e-12);
   auto g = grad([&](const array& z) { return L::smooth_l1_loss(z, y, 0.0, "sum"); })(p);
   expect_array(g, {4}, {-1, 1, -1, 1}, 1e-12);
-  array a({0.3, -1.7, 2.2, 0.05}), b({0.0, 0.1, 0.4, -0.6});
+  array a({0.3, -1.7, 2.2, 0.05}, float64), b({0.0, 0.1, 0.4, -0.6});
   for (double beta : {1.0, 0.5}) {
     expect_grads([&](const std::vector<array>& q) { return L::smooth_l1_loss(q[0], q[1], beta, "none"); }, {a, b});
   }
@@ -463,8 +463,8 @@ TEST(RegressionLosses, SmoothL1) {
 }
 
 TEST(RegressionLosses, Huber) {
-  array x({0.0, 0.0, 0.0, 0.0});
-  array y({0.5, -1.0, 2.0, -3.0});
+  array x({0.0, 0.0, 0.0, 0.0}, float64);
+  array y({0.5, -1.0, 2.0, -3.0}, float64);
   // delta 1: |a| <= 1 -> a^2 / 2, else |a| - 0.5: 0.125, 0.5, 1.5, 2.5. Default reduction "none".
   expect_array(L::huber_loss(x, y), {4}, {0.125, 0.5, 1.5, 2.5}, 1e-12);
   // delta 2: 0.125, 0.5, 2 (the boundary), 2 * (3 - 1) = 4.
@@ -474,7 +474,7 @@ TEST(RegressionLosses, Huber) {
   // The gradient is exact at the boundary |a| = delta: delta * sign(x - y).
   auto g = grad([&](const array& z) { return L::huber_loss(z, y, 2.0, "sum"); })(x);
   expect_array(g, {4}, {-0.5, 1.0, -2.0, 2.0}, 1e-12);
-  array a({0.3, -1.7, 2.2, 0.05}), b({0.0, 0.1, 0.4, -0.6});
+  array a({0.3, -1.7, 2.2, 0.05}, float64), b({0.0, 0.1, 0.4, -0.6});
   expect_grads([&](const std::vector<array>& q) { return L::huber_loss(q[0], q[1], 0.8, "none"); }, {a, b});
   EXPECT_THROW_MSG(L::huber_loss(x, y, 0.0), std::invalid_argument, "[huber_loss] delta must be > 0; got 0");
   EXPECT_THROW_MSG(L::huber_loss(x, zeros({4, 1})), std::invalid_argument, "[huber_loss] inputs of shape (4) and targets of shape (4,1)");
@@ -484,20 +484,20 @@ TEST(RegressionLosses, Huber) {
 TEST(KlDivLoss, ClosedFormsAndGradients) {
   // KL(q || p) = sum q log(q / p) with q = (0.5, 0.5), p = (0.25, 0.75):
   // 0.5 log 2 + 0.5 log(2/3) = 0.5 log(4/3).
-  array q({0.5, 0.5, 0.1, 0.9}, {2, 2});
-  array p({0.25, 0.75, 0.1, 0.9}, {2, 2});
+  array q({0.5, 0.5, 0.1, 0.9}, {2, 2}, float64);
+  array p({0.25, 0.75, 0.1, 0.9}, {2, 2}, float64);
   array lq = log(q), lp = log(p);
   expect_array(L::kl_div_loss(lp, lq), {2}, {0.5 * std::log(4.0 / 3.0), 0.0}, 1e-12);  // default "none"
   expect_array(L::kl_div_loss(lp, lq, "sum"), {}, {0.5 * std::log(4.0 / 3.0)}, 1e-12);
   expect_array(L::kl_div_loss(lp, lq, "mean"), {}, {0.25 * std::log(4.0 / 3.0)}, 1e-12);
   // Along axis 0 (columns): q col0 = (0.5, 0.1), p col0 = (0.25, 0.1).
-  array q0({0.5, 0.5, 0.5, 0.5}, {2, 2}), p0({0.25, 0.75, 0.75, 0.25}, {2, 2});
+  array q0({0.5, 0.5, 0.5, 0.5}, {2, 2}, float64), p0({0.25, 0.75, 0.75, 0.25}, {2, 2}, float64);
   double kl = 0.5 * std::log(2.0) + 0.5 * std::log(2.0 / 3.0);
   expect_array(L::kl_div_loss(log(p0), log(q0), 0), {2}, {kl, kl}, 1e-12);
   array a = log_softmax(uniform_values({3, 4}, -1, 1, 27), -1), b = log_softmax(uniform_values({3, 4}, -1, 1, 28), -1);
   expect_grads([&](const std::vector<array>& r) { return L::kl_div_loss(r[0], r[1], -1, "mean"); }, {a, b});
   EXPECT_THROW_MSG(L::kl_div_loss(lp, zeros({2})), std::invalid_argument, "[kl_div_loss] inputs of shape (2,2) and targets of shape (2)");
   EXPECT_THROW_MSG(L::kl_div_loss(lp, lq, 2), std::out_of_range, "[kl_div_loss] axis 2");
-  EXPECT_THROW_MSG(L::kl_div_loss(array(0.0), array(0.0)), std::invalid_argument, "[kl_div_loss] inputs must have at least one axis");
+  EXPECT_THROW_MSG(L::kl_div_loss(array(0.0, float64), array(0.0, float64)), std::invalid_argument, "[kl_div_loss] inputs must have at least one axis");
   EXPECT_THROW_MSG(L::kl_div_loss(lp, lq, "avg"), std::invalid_argument, "[kl_div_loss] reduction must be");
 }

@@ -366,8 +366,9 @@ TEST(Binary, ScalarOperatorsKeepTheArrayDtype) {
   expect_array(b || false, {2}, {1, 0});
   expect_array(false || b, {2}, {1, 0});
 
-  array d({1.0, 2.0});
+  array d({1.0, 2.0}, float64);
   EXPECT_EQ((d + 1.0f).dtype(), float64);
+  EXPECT_EQ(array({1.0, 2.0}).dtype(), float32);  // a C++ double makes float32, as in MLX
   array f({1.0f});
   EXPECT_EQ((f + 1.0).dtype(), float32);
   EXPECT_EQ((f + 1).dtype(), float32);

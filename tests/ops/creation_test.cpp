@@ -40,8 +40,8 @@ TEST(Creation, ZerosOnesFull) {
   EXPECT_EQ(full({2}, -2.7, uint8).to_vector<int>(), (std::vector<int>{0, 0}));  // saturates
   expect_array(full({3}, 0.1, float16), {3}, {0.0999755859375, 0.0999755859375, 0.0999755859375}, 1e-12);
   expect_array(full({2}, 5, bool_), {2}, {1, 1});
-  expect_array(full({2}, array(7.0), int64), {2}, {7, 7});
-  EXPECT_EQ(full({2}, array(7.0)).dtype(), float64);
+  expect_array(full({2}, array(7.0, float64), int64), {2}, {7, 7});
+  EXPECT_EQ(full({2}, array(7.0, float64)).dtype(), float64);
   // a one-element array of any rank is a scalar value
   expect_array(full({3}, array({4.0f}, {1, 1})), {3}, {4, 4, 4});
   expect_array(full({}, array(4.0f)), {}, {4});
@@ -134,7 +134,7 @@ TEST(AsType, FloatToIntTruncatesAndSaturates) {
   constexpr int64_t kMax64 = std::numeric_limits<int64_t>::max(), kMin64 = std::numeric_limits<int64_t>::min();
   EXPECT_EQ(astype(big, int64).to_vector<int64_t>(),
             (std::vector<int64_t>{10000000000, -10000000000, kMax64, kMin64, 0, 2147483648, -2147483648}));
-  array d({1e30, -1e30, 9.3e18, 2147483647.9, -2147483648.9, -2147483647.9, 255.9, 256.0, kNaN});
+  array d({1e30, -1e30, 9.3e18, 2147483647.9, -2147483648.9, -2147483647.9, 255.9, 256.0, kNaN}, float64);
   EXPECT_EQ(astype(d, int64).to_vector<int64_t>(),
             (std::vector<int64_t>{kMax64, kMin64, kMax64, 2147483647, -2147483648, -2147483647, 255, 256, 0}));
   EXPECT_EQ(astype(d, int32).to_vector<int>(),
@@ -177,7 +177,7 @@ TEST(AsType, BoolConversions) {
   // a float16 subnormal and a bfloat16 tiny value are still true
   expect_array(astype(array({1e-7f, 0.0f}, float16), bool_), {2}, {1, 0});
   expect_array(astype(array({1e-30f, -0.0f}, bfloat16), bool_), {2}, {1, 0});
-  expect_array(astype(array({1e-300, 0.0}), bool_), {2}, {1, 0});
+  expect_array(astype(array({1e-300, 0.0}, float64), bool_), {2}, {1, 0});
   array t({true, false});
   for (Dtype d : kAllDtypes) {
     SCOPED_TRACE(to_string(d));
@@ -219,15 +219,15 @@ TEST(AsType, HalfRounding) {
 TEST(AsType, Float64ToHalfRoundsOnce) {
   // A float64 just above a float16 (bfloat16) rounding midpoint must round up. Going through
   // float32 first lands exactly on the midpoint, and ties-to-even then rounds down.
-  array d({1.0 + 0x1p-11 + 0x1p-40, 1.0 + 0x1p-11 - 0x1p-40, 1.0 + 0x1p-11});
+  array d({1.0 + 0x1p-11 + 0x1p-40, 1.0 + 0x1p-11 - 0x1p-40, 1.0 + 0x1p-11}, float64);
   EXPECT_EQ(astype(d, float16).to_vector<double>(), (std::vector<double>{1.0009765625, 1.0, 1.0}));
-  array e({1.0 + 0x1p-8 + 0x1p-30, 1.0 + 0x1p-8 - 0x1p-30, 1.0 + 0x1p-8});
+  array e({1.0 + 0x1p-8 + 0x1p-30, 1.0 + 0x1p-8 - 0x1p-30, 1.0 + 0x1p-8}, float64);
   EXPECT_EQ(astype(e, bfloat16).to_vector<double>(), (std::vector<double>{1.0078125, 1.0, 1.0}));
   // the same through array construction and full
   EXPECT_EQ(array(1.0 + 0x1p-11 + 0x1p-40, float16).item<double>(), 1.0009765625);
   EXPECT_EQ(full({1}, 1.0 + 0x1p-11 + 0x1p-40, float16).item<double>(), 1.0009765625);
   // 65519.99 is below the overflow threshold 65520 (float32 would round it to 65520 and overflow)
-  EXPECT_EQ(astype(array({65519.999}), float16).item<double>(), 65504.0);
+  EXPECT_EQ(astype(array({65519.999}, float64), float16).item<double>(), 65504.0);
 }
 
 TEST(AsType, ViewsEmptyAndIdentity) {
@@ -237,7 +237,7 @@ TEST(AsType, ViewsEmptyAndIdentity) {
   EXPECT_EQ(t.to_vector<int>(), (std::vector<int>{1, 4, 2, 5, 3, 6}));
   EXPECT_EQ(astype(slice(x, {1, 2}, {-3, -4}, {-1, -2}), float64).to_vector<double>(),
             (std::vector<double>{6.5, 4.5, 3.5, 1.5}));
-  expect_array(astype(broadcast_to(array(2.5), {2, 2}), float16), {2, 2}, {2.5, 2.5, 2.5, 2.5});
+  expect_array(astype(broadcast_to(array(2.5, float64), {2, 2}), float16), {2, 2}, {2.5, 2.5, 2.5, 2.5});
   EXPECT_EQ(astype(zeros({0, 3}), int64).shape(), (Shape{0, 3}));
   expect_array(astype(array(-3.9f), int32), {}, {-3});
   EXPECT_EQ(astype(x, float32).id(), x.id());

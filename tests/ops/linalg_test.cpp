@@ -57,7 +57,7 @@ TEST(Matmul, TwoD) {
     expect_array(matmul(b, a), {3, 3}, {39, 54, 69, 49, 68, 87, 59, 82, 105});
   }
   // float64 keeps precision float32 would lose
-  array x({1.0, 0x1p-40}, {1, 2}), y({1.0, 1.0}, {2, 1});
+  array x({1.0, 0x1p-40}, {1, 2}, float64), y({1.0, 1.0}, {2, 1});
   EXPECT_EQ(matmul(x, y).item<double>(), 1.0 + 0x1p-40);
   // mixed dtypes promote
   EXPECT_EQ(matmul(array(kA, {2, 3}, float16), array(kB, {3, 2}, float32)).dtype(), float32);

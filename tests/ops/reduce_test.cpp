@@ -115,12 +115,12 @@ TEST(Reduce, SumDtypes) {
   EXPECT_EQ(sum(h).item<float>(), 4096.0f);
   EXPECT_EQ(sum(ones({1000}, bfloat16)).item<float>(), 1000.0f);
   EXPECT_EQ(sum(reshape(ones({4096}, float16), {64, 64}), 0).to_vector<float>(), std::vector<float>(64, 64.0f));
-  EXPECT_EQ(sum(array({0.1, 0.2, 0.3})).dtype(), float64);
-  EXPECT_NEAR(sum(array({0.1, 0.2, 0.3})).item<double>(), 0.6, 1e-15);
+  EXPECT_EQ(sum(array({0.1, 0.2, 0.3}, float64)).dtype(), float64);
+  EXPECT_NEAR(sum(array({0.1, 0.2, 0.3}, float64)).item<double>(), 0.6, 1e-15);
   // infinities and NaN
   expect_array(sum(array({1.0f, kInfF, 2.0f})), {}, {kInf});
   expect_array(sum(array({kInf, -kInf})), {}, {kNaN});
-  expect_array(sum(array({1.0, kNaN})), {}, {kNaN});
+  expect_array(sum(array({1.0, kNaN}, float64)), {}, {kNaN});
 }
 
 TEST(Reduce, EmptyArrays) {
@@ -177,7 +177,7 @@ TEST(Reduce, ProdMeanAllAny) {
   expect_array(mean(array({true, false, false, false})), {}, {0.25});
   EXPECT_EQ(mean(array({1.0f, 2.0f}, float16)).dtype(), float16);
   expect_array(mean(array({1.0f, 2.0f}, float16)), {}, {1.5});
-  EXPECT_EQ(mean(array({1.0, 2.0})).dtype(), float64);
+  EXPECT_EQ(mean(array({1.0, 2.0}, float64)).dtype(), float64);
   // all / any (NaN is truthy)
   array b({1.0f, 0.0f, kNaNF, 2.0f}, {2, 2});
   EXPECT_EQ(all(b).dtype(), bool_);
@@ -281,7 +281,7 @@ TEST(Reduce, VarStd) {
   expect_array(var(m, {0, 1}), {}, {(1 + 4 + 9 + 16 + 36 + 64) / 6.0 - 4.0 * 4.0});
   expect_array(var(transpose(m), 1, true), {3, 1}, {2.25, 4, 6.25});
   // two-pass: a large common offset does not destroy the result
-  expect_array(var(array({1e8 + 1, 1e8 + 2, 1e8 + 3, 1e8 + 4})), {}, {1.25}, 1e-9);
+  expect_array(var(array({1e8 + 1, 1e8 + 2, 1e8 + 3, 1e8 + 4}, float64)), {}, {1.25}, 1e-9);
   // integer input gives float32; half stays half
   EXPECT_EQ(var(array({1, 2, 3, 4})).dtype(), float32);
   expect_array(var(array({1, 2, 3, 4})), {}, {1.25});
@@ -299,13 +299,13 @@ TEST(Reduce, LogSumExp) {
   // huge values do not overflow, tiny ones do not underflow to -inf
   expect_array(logsumexp(array({1000.0f, 1000.0f})), {}, {1000.6931471805599});
   expect_array(logsumexp(array({-1000.0f, -1000.0f})), {}, {-999.3068528194401});
-  expect_array(logsumexp(array({1e308, 1e308})), {}, {1e308}, 1e-12);
+  expect_array(logsumexp(array({1e308, 1e308}, float64)), {}, {1e308}, 1e-12);
   // infinities
   expect_array(logsumexp(array({-kInf, -kInf})), {}, {-kInf});
-  expect_array(logsumexp(array({-kInf, 0.0})), {}, {0}, 1e-12);
-  expect_array(logsumexp(array({kInf, 1.0})), {}, {kInf});
+  expect_array(logsumexp(array({-kInf, 0.0}, float64)), {}, {0}, 1e-12);
+  expect_array(logsumexp(array({kInf, 1.0}, float64)), {}, {kInf});
   expect_array(logsumexp(array({kInf, -kInf})), {}, {kInf});
-  expect_array(logsumexp(array({kNaN, 1.0})), {}, {kNaN});
+  expect_array(logsumexp(array({kNaN, 1.0}, float64)), {}, {kNaN});
   // axes
   array x = reshape(arange(0.0, 8.0, 1.0, float64), {2, 4});
   expect_array(logsumexp(x, 1), {2}, {3.4401896985611953, 7.440189698561196}, 1e-12);
@@ -313,7 +313,7 @@ TEST(Reduce, LogSumExp) {
   expect_array(logsumexp(transpose(x), 0), {2}, {3.4401896985611953, 7.440189698561196}, 1e-12);
   expect_array(logsumexp(reshape(x, {2, 2, 2}), {1, 2}), {2}, {3.4401896985611953, 7.440189698561196}, 1e-12);
   // a row of -inf next to a normal row
-  array r({-kInf, -kInf, 1.0, 2.0}, {2, 2});
+  array r({-kInf, -kInf, 1.0, 2.0}, {2, 2}, float64);
   expect_array(logsumexp(r, 1), {2}, {-kInf, 2.3132616875182228}, 1e-12);
   // dtypes
   EXPECT_EQ(logsumexp(array({1, 2, 3})).dtype(), float32);
@@ -364,7 +364,7 @@ TEST(Reduce, ArgMaxArgMin) {
   // NaN wins (the first one)
   EXPECT_EQ(argmax(array({1.0f, kNaNF, 5.0f, kNaNF})).item<int>(), 1);
   EXPECT_EQ(argmin(array({1.0f, kNaNF, -5.0f})).item<int>(), 1);
-  EXPECT_EQ(argmax(array({kNaN, 7.0})).item<int>(), 0);
+  EXPECT_EQ(argmax(array({kNaN, 7.0}, float64)).item<int>(), 0);
   EXPECT_EQ(argmax(array({-kInf, -kInf})).item<int>(), 0);
   EXPECT_EQ(argmin(array({kInfF, 1.0f, -kInfF})).item<int>(), 2);
   // axes and keepdims
@@ -421,6 +421,6 @@ TEST(Reduce, CumSum) {
   auto hv = cumsum(h, 0).to_vector<float>();
   EXPECT_EQ(hv[2047], 2048.0f);
   EXPECT_EQ(hv[2999], 3000.0f);  // 3000 is a float16 value; a half accumulator would stall at 2048
-  expect_array(cumsum(array({1.0, kNaN, 1.0}), 0), {3}, {1, kNaN, kNaN});
+  expect_array(cumsum(array({1.0, kNaN, 1.0}, float64), 0), {3}, {1, kNaN, kNaN});
   expect_array(cumsum(array(3.0f)), {1}, {3});
 }

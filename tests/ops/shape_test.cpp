@@ -322,7 +322,7 @@ TEST(SliceUpdate, Values) {
   array i = slice_update(zeros({3}, int32), array({2.7f, -1.5f}), {0}, {2});
   EXPECT_EQ(i.dtype(), int32);
   EXPECT_EQ(i.to_vector<int>(), (std::vector<int>{2, -1, 0}));
-  array h = slice_update(ones({2}, float16), array(1e-4), {1}, {2});
+  array h = slice_update(ones({2}, float16), array(1e-4, float64), {1}, {2});
   EXPECT_EQ(h.dtype(), float16);
   expect_array(h, {2}, {1, 1.0001659393310547e-4}, 1e-9);
   // a non-contiguous source and a non-contiguous update
@@ -390,7 +390,7 @@ TEST(Concatenate, ValuesAndPromotion) {
   expect_array(concatenate({array({true}), array({3}, uint8)}), {2}, {1, 3});
   EXPECT_EQ(concatenate({array({1.0f}, float16), array({2.0f}, bfloat16)}).dtype(), float32);
   EXPECT_EQ(concatenate({array({1}), array(std::vector<int64_t>{int64_t(1) << 40}, {1})}).dtype(), int64);
-  EXPECT_EQ(concatenate({array({1.0}), array({1.0f})}).dtype(), float64);
+  EXPECT_EQ(concatenate({array({1.0}, float64), array({1.0f})}).dtype(), float64);
   // a single array comes back as it is
   EXPECT_EQ(concatenate({a}).id(), a.id());
 }
@@ -551,7 +551,7 @@ TEST(Pad, EveryForm) {
   array i = pad(array({1, 2}), 1, array(2.7f));
   EXPECT_EQ(i.dtype(), int32);
   EXPECT_EQ(i.to_vector<int>(), (std::vector<int>{2, 1, 2, 2}));
-  array h = pad(array({1.0f}, float16), 1, array(0.1));
+  array h = pad(array({1.0f}, float16), 1, array(0.1, float64));
   EXPECT_EQ(h.dtype(), float16);
   expect_array(h, {3}, {0.0999755859375, 1, 0.0999755859375}, 1e-12);
   expect_array(pad(array({true}), 1, array(true)), {3}, {1, 1, 1});
