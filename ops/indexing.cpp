@@ -1,5 +1,5 @@
 // Gathers and scatters along an axis: take, take_along_axis, put_along_axis, scatter_add_axis and
-// scatter_add, each a primitive with its CPU kernel, vjp and jvp side by side.
+// scatter_add_take, each a primitive with its CPU kernel, vjp and jvp side by side.
 #include "loom/ops/indexing.h"
 
 #include <algorithm>
@@ -111,7 +111,7 @@ class Take : public UnaryPrimitive {
                          const std::vector<array>&) override {
     std::vector<array> out;
     for (int arg : argnums) {
-      out.push_back(arg == 0 ? scatter_add(zeros_like(p[0]), p[1], cot[0], axis_) : zeros_like(p[1]));
+      out.push_back(arg == 0 ? scatter_add_take(zeros_like(p[0]), p[1], cot[0], axis_) : zeros_like(p[1]));
     }
     return out;
   }
@@ -297,7 +297,7 @@ class ScatterAxis : public UnaryPrimitive {
   int axis_;
 };
 
-// ---- scatter_add ----
+// ---- scatter_add_take ----
 
 // out (row-major, shape S) gets out[p, idx[j], q] += u[p, j, q] with u row-major of take's shape.
 template <typename T>
@@ -324,7 +324,7 @@ class ScatterAdd : public UnaryPrimitive {
  public:
   explicit ScatterAdd(int axis) : axis_(axis) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
-    auto idx = detail::load_indices(in[1], in[0].shape()[axis_], axis_, "scatter_add");
+    auto idx = detail::load_indices(in[1], in[0].shape()[axis_], axis_, "scatter_add_take");
     detail::copy_or_donate(in[0], out);
     if (idx.empty() || out.size() == 0) return;
     array upd = kernels::row_contiguous(in[2]);
@@ -344,13 +344,13 @@ class ScatterAdd : public UnaryPrimitive {
                          const std::vector<int>& argnums) override {
     array ta = detail::tangent_or_zeros(p, t, argnums, 0);
     if (!detail::has_arg(argnums, 2)) return {ta};
-    return {scatter_add(ta, p[1], detail::tangent_or_zeros(p, t, argnums, 2), axis_)};
+    return {scatter_add_take(ta, p[1], detail::tangent_or_zeros(p, t, argnums, 2), axis_)};
   }
   // The updates are written over a copy of the input: its own buffer when nothing else reads it.
   uint64_t donors(const std::vector<array>& in, int) const override {
     return listed_once(in, 0) ? row_contiguous_donors(in, {0}) : 0;
   }
-  const char* name() const override { return "ScatterAdd"; }
+  const char* name() const override { return "ScatterAddTake"; }
 
  private:
   int axis_;
@@ -472,11 +472,11 @@ array scatter_add_axis(const array& a, const array& indices, const array& values
   return scatter_axis(a, indices, values, axis, ScatterMode::add);
 }
 
-array scatter_add(const array& a, const array& indices, const array& updates, int axis) {
-  detail::check_index_dtype(indices, "scatter_add");
-  const int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "scatter_add");
+array scatter_add_take(const array& a, const array& indices, const array& updates, int axis) {
+  detail::check_index_dtype(indices, "scatter_add_take");
+  const int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "scatter_add_take");
   if (a.shape()[ax] == 0 && indices.size() > 0) {
-    throw std::invalid_argument(msg("[scatter_add] cannot index axis ", ax, " of size 0 of the array of shape ",
+    throw std::invalid_argument(msg("[scatter_add_take] cannot index axis ", ax, " of size 0 of the array of shape ",
                                     shape_str(a.shape())));
   }
   Shape target = take_shape(a.shape(), indices.shape(), ax);
@@ -487,7 +487,7 @@ array scatter_add(const array& a, const array& indices, const array& updates, in
     b.clear();
   }
   if (b != target) {
-    throw std::invalid_argument(msg("[scatter_add] updates of shape ", shape_str(updates.shape()),
+    throw std::invalid_argument(msg("[scatter_add_take] updates of shape ", shape_str(updates.shape()),
                                     " do not broadcast to ", shape_str(target), ", the shape take(a, indices, ", ax,
                                     ") has for a of shape ", shape_str(a.shape()), " and indices of shape ",
                                     shape_str(indices.shape())));

@@ -51,17 +51,18 @@ array put_along_axis(const array& a, const array& indices, const array& values, 
 /// `scatter_add_axis`).
 array scatter_add_axis(const array& a, const array& indices, const array& values, int axis);
 
-/// The adjoint of `take`: out = a, then for every position (pre, j, post) of `updates`
+/// scatter_add_take: the adjoint of `take` (a Loom name; MLX has no such public op). out = a, then for
+/// every position (pre, j, post) of `updates`
 ///     out[pre, indices.flat[j], post] += updates[pre, j, post]
 /// where pre runs over a.shape[:axis], j over the elements of `indices` (row-major) and post over
 /// a.shape[axis+1:]. So `updates` has the shape `take(a, indices, axis)` produces,
 /// a.shape[:axis] + indices.shape + a.shape[axis+1:] (it is broadcast to that shape and cast to
 /// a.dtype()), and the result has a's shape and dtype. Repeated indices accumulate (in the order of
-/// j). `take`'s vjp is scatter_add of the cotangent into zeros. The embedding gradient is the case a:
-/// (V, D), indices: (N,), updates: (N, D), axis 0.
-/// Note: MLX's `scatter_add(a, indices, updates, axis)` takes updates of shape indices.shape + a.shape
-/// with a size-1 slice along axis; this one takes take-shaped updates, as described above.
-array scatter_add(const array& a, const array& indices, const array& updates, int axis);
+/// j). `take`'s vjp is scatter_add_take of the cotangent into zeros. The embedding gradient is the
+/// case a: (V, D), indices: (N,), updates: (N, D), axis 0.
+/// It was called `scatter_add` before MLX's `scatter_add` (updates of shape indices.shape +
+/// a.shape with a size-1 slice along the axis) took that name.
+array scatter_add_take(const array& a, const array& indices, const array& updates, int axis);
 
 // ---- sorting (NaNs sort after every other value, as in numpy; axes may be negative) ----
 

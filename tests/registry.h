@@ -156,7 +156,7 @@ inline std::vector<Entry> registry() {
       checked("TakeAlongAxis", {{kIndex, "IndexingGrad.TakeAlongAxis", "take_along_axis"}}),
       checked("PutAlongAxis", {{kIndex, "IndexingGrad.PutAlongAxis", "put_along_axis"}}),
       checked("ScatterAddAxis", {{kIndex, "IndexingGrad.ScatterAddAxis", "scatter_add_axis"}}),
-      checked("ScatterAdd", {{kIndex, "IndexingGrad.ScatterAdd", "scatter_add"}}),
+      checked("ScatterAddTake", {{kIndex, "IndexingGrad.ScatterAddTake", "scatter_add_take"}}),
       checked("Sort", {{kIndex, "IndexingGrad.SortTopKPartition", "sort"}}),
       checked("TopK", {{kIndex, "IndexingGrad.SortTopKPartition", "topk"}}),
       none("ArgSort", indices),

@@ -1320,7 +1320,7 @@ Op("scatter_add_axis", gen_along("scatter_add_axis"), along_ref("scatter_add_axi
    scale=scale_scatter(along_ref("scatter_add_axis")), rtol=4.0)
 
 
-def gen_scatter_add(g, big):
+def gen_scatter_add_take(g, big):
     dt = g.r.choice(FLOATS + ["int32", "int64"])
     shape = g.shape(min_rank=1)
     axis = g.r.randrange(-len(shape), len(shape))
@@ -1334,7 +1334,7 @@ def gen_scatter_add(g, big):
         {"axis": axis}
 
 
-def ref_scatter_add(ts, dts, p):
+def ref_scatter_add_take(ts, dts, p):
     a, idx, u = ts
     ax = p["axis"] % a.dim()
     n = a.shape[ax]
@@ -1345,7 +1345,7 @@ def ref_scatter_add(ts, dts, p):
     return [(a.index_add(ax, i, uu), dts[0])]
 
 
-Op("scatter_add", gen_scatter_add, ref_scatter_add, scale=scale_scatter(ref_scatter_add), rtol=4.0)
+Op("scatter_add_take", gen_scatter_add_take, ref_scatter_add_take, scale=scale_scatter(ref_scatter_add_take), rtol=4.0)
 
 
 def gen_sort(name):
@@ -2176,7 +2176,7 @@ def make_case(g, cid, op_name=None):
     op = OPS[name]
     big = g.r.random() < 0.015 and name not in ("pad", "take", "split", "concatenate", "stack", "slice_update",
                                                 "take_along_axis", "put_along_axis", "scatter_add_axis",
-                                                "scatter_add", "conv_general", "max_pool", "avg_pool", "sdpa",
+                                                "scatter_add_take", "conv_general", "max_pool", "avg_pool", "sdpa",
                                                 "cross_entropy", "arange")
     inputs, params = op.gen(g, big)
     case = {"id": cid, "op": name, "_inputs": inputs, "params": params}

@@ -226,7 +226,7 @@ const std::map<std::string, Op>& ops() {
     t["scatter_add_axis"] = one([](const Args& x, const json& p) {
       return scatter_add_axis(x[0], x[1], x[2], p["axis"].get<int>());
     });
-    t["scatter_add"] = one([](const Args& x, const json& p) { return scatter_add(x[0], x[1], x[2], p["axis"]); });
+    t["scatter_add_take"] = one([](const Args& x, const json& p) { return scatter_add_take(x[0], x[1], x[2], p["axis"]); });
     t["sort"] = one([](const Args& x, const json& p) { return sort(x[0], p["axis"].get<int>()); });
     t["argsort"] = one([](const Args& x, const json& p) { return argsort(x[0], p["axis"].get<int>()); });
     t["topk"] = one([](const Args& x, const json& p) { return topk(x[0], p["k"], p["axis"]); });

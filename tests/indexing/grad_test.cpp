@@ -77,15 +77,15 @@ TEST(IndexingGrad, ScatterAddAxis) {
         {a, array({1, 1, 0}, {1, 3}), distinct({1, 3}, 10)});
 }
 
-TEST(IndexingGrad, ScatterAdd) {
+TEST(IndexingGrad, ScatterAddTake) {
   // The embedding gradient shape: a (5, 3), indices (4,), updates (4, 3), with a repeat.
-  check([](const std::vector<array>& p) { return scatter_add(p[0], p[1], p[2], 0); },
+  check([](const std::vector<array>& p) { return scatter_add_take(p[0], p[1], p[2], 0); },
         {distinct({5, 3}, 11), array({4, 1, 4, -5}), distinct({4, 3}, 12)});
   // Inner axis with 2-D indices: updates (2, 2, 2).
-  check([](const std::vector<array>& p) { return scatter_add(p[0], p[1], p[2], 1); },
+  check([](const std::vector<array>& p) { return scatter_add_take(p[0], p[1], p[2], 1); },
         {distinct({2, 3}, 13), array({0, 2, 2, 2}, {2, 2}), distinct({2, 2, 2}, 15)});
   // Broadcast updates.
-  check([](const std::vector<array>& p) { return scatter_add(p[0], p[1], p[2], 0); },
+  check([](const std::vector<array>& p) { return scatter_add_take(p[0], p[1], p[2], 0); },
         {distinct({3, 2}, 16), array({2, 2, 0}), distinct({2}, 17)});
 }
 
