@@ -312,6 +312,14 @@ TEST(AsStrided, ViewsTheRowMajorElements) {
   array s = slice(a, {0, 1}, {3, 4}, {2, 2});  // [[1, 3], [9, 11]]
   expect_array(as_strided(s, {3}, {1}, 1), {3}, {3, 9, 11});
   expect_array(as_strided(broadcast_to(array(7.f), {5}), {2, 2}, {1, 2}, 0), {2, 2}, {7, 7, 7, 7});
+  // Overlapping windows whose span equals their size: a reduction must see the view's elements
+  // (squares of 0 ... 8 at 0 2 4 / 2 4 6 / 4 6 8: sum 192), not the 9 elements in memory (204).
+  array sq = square(iota({9}));
+  array ov = as_strided(sq, {3, 3}, {2, 2}, 0);
+  expect_array(ov, {3, 3}, {0, 4, 16, 4, 16, 36, 16, 36, 64});
+  expect_array(sum(ov), {}, {192});
+  expect_array(sum(ov, 0), {3}, {20, 56, 116});
+  expect_array(exp(ov * 0.f) + ov, {3, 3}, {1, 5, 17, 5, 17, 37, 17, 37, 65});
   // 0-d and empty results; every dtype.
   expect_array(as_strided(a, {}, {}, 5), {}, {5});
   expect_array(as_strided(a, {0, 3}, {100, 1}, 50), {0, 3}, {});
@@ -411,4 +419,17 @@ TEST(SliceUpdateReduce, BadInput) {
   EXPECT_THROW_MSG(slice_update_max(a, ones({1}), {0, 0}, {1, 1}, {1, 0}), std::invalid_argument,
                    "[slice_update_max] slice step of axis 1 is zero");
   EXPECT_THROW_MSG(slice_update_min(a, ones({5}), {0, 0}, {2, 3}), std::invalid_argument, "[slice_update_min]");
+}
+
+TEST(Scatter, MlxCallFormsCompileAndAgree) {
+  // The argument forms MLX code uses: braced index lists and axes, empty lists, 0-d indices.
+  array x = iota({6});
+  expect_array(gather(x, {}, std::vector<int>{}, {3}), {3}, {0, 1, 2});
+  auto idx = {array({1}), array({0})};
+  auto axes = {0, 1};
+  expect_array(scatter(zeros({2, 3}), idx, array({4.f, 5.f}, {1, 1, 2}), axes), {2, 3}, {0, 0, 0, 4, 5, 0});
+  expect_array(scatter_max(array(1.f), {}, array(3.f), std::vector<int>{}), {}, {3});
+  expect_array(scatter_min(array({4.f, 2.f}), array(0), array({3.f}, {1}), 0), {2}, {3, 2});
+  expect_array(scatter_add(broadcast_to(array({1.f, 2.f}), {2, 2}), array({1, 1}), ones({2, 1, 1}), 0), {2, 2},
+               {1, 2, 3, 2});
 }
