@@ -17,6 +17,7 @@
 // argsort and argpartition are not differentiable.
 #pragma once
 
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -160,6 +161,29 @@ array slice_update_max(const array& src, const array& update, Shape start, Shape
 array slice_update_max(const array& src, const array& update, Shape start, Shape stop);
 array slice_update_min(const array& src, const array& update, Shape start, Shape stop, Shape strides);
 array slice_update_min(const array& src, const array& update, Shape start, Shape stop);
+
+// ---- matrix products with gathers and block masks (MLX; defined in ops/linalg.cpp) ----
+
+/// MLX `gather_mm`: out[i] = a[lhs_indices[i]] @ b[rhs_indices[i]], where an index picks a matrix of
+/// the operand's batch (its leading dimensions, flattened) and the two index arrays broadcast together
+/// to I; the result has shape I + (M, N). A missing index array means every batch entry in order
+/// (arange of the batch, in its shape); with neither it is matmul(a, b). 1-d operands are a row and a
+/// column, as in matmul, and their dimension is dropped again. Only floating results (as MLX).
+/// Loom builds it from take and matmul (the gathered matrices are materialized; `sorted_indices`, a
+/// speed hint in MLX, changes nothing), so indices wrap when negative and out-of-range ones throw
+/// std::out_of_range from eval ("[take] ..."); MLX casts them to uint32 and does not check.
+array gather_mm(array a, array b, std::optional<array> lhs_indices = std::nullopt,
+                std::optional<array> rhs_indices = std::nullopt, bool sorted_indices = false);
+
+/// MLX `block_masked_mm`: a @ b with the matrices cut into blocks of block_size x block_size. mask_lhs
+/// (..., ceil(M/bs), ceil(K/bs)) and mask_rhs (..., ceil(K/bs), ceil(N/bs)) mask the blocks of a and b
+/// (given either, the other defaults to all true), mask_out (..., ceil(M/bs), ceil(N/bs)) those of the
+/// result; masks broadcast over the batch. A bool mask zeroes the blocks where it is false (a NaN there
+/// becomes 0); a floating one multiplies each block by its value. Without masks it is matmul(a, b).
+/// MLX allows block sizes 32 and 64 only and its CPU kernel float32 only; Loom takes any block size
+/// >= 1 and every floating dtype, built from repeat, where / multiply and matmul.
+array block_masked_mm(array a, array b, int block_size, std::optional<array> mask_out = std::nullopt,
+                      std::optional<array> mask_lhs = std::nullopt, std::optional<array> mask_rhs = std::nullopt);
 
 // ---- sorting (NaNs sort after every other value, as in numpy; axes may be negative) ----
 
