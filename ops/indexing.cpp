@@ -1,5 +1,5 @@
 // Gathers and scatters along an axis: take, take_along_axis, put_along_axis, scatter_add_axis and
-// scatter_add, each a primitive with its CPU kernel, vjp and jvp side by side.
+// scatter_add_take, each a primitive with its CPU kernel, vjp and jvp side by side.
 #include "loom/ops/indexing.h"
 
 #include <algorithm>
@@ -111,7 +111,7 @@ class Take : public UnaryPrimitive {
                          const std::vector<array>&) override {
     std::vector<array> out;
     for (int arg : argnums) {
-      out.push_back(arg == 0 ? scatter_add(zeros_like(p[0]), p[1], cot[0], axis_) : zeros_like(p[1]));
+      out.push_back(arg == 0 ? scatter_add_take(zeros_like(p[0]), p[1], cot[0], axis_) : zeros_like(p[1]));
     }
     return out;
   }
@@ -297,7 +297,7 @@ class ScatterAxis : public UnaryPrimitive {
   int axis_;
 };
 
-// ---- scatter_add ----
+// ---- scatter_add_take ----
 
 // out (row-major, shape S) gets out[p, idx[j], q] += u[p, j, q] with u row-major of take's shape.
 template <typename T>
@@ -324,7 +324,7 @@ class ScatterAdd : public UnaryPrimitive {
  public:
   explicit ScatterAdd(int axis) : axis_(axis) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
-    auto idx = detail::load_indices(in[1], in[0].shape()[axis_], axis_, "scatter_add");
+    auto idx = detail::load_indices(in[1], in[0].shape()[axis_], axis_, "scatter_add_take");
     detail::copy_or_donate(in[0], out);
     if (idx.empty() || out.size() == 0) return;
     array upd = kernels::row_contiguous(in[2]);
@@ -344,13 +344,13 @@ class ScatterAdd : public UnaryPrimitive {
                          const std::vector<int>& argnums) override {
     array ta = detail::tangent_or_zeros(p, t, argnums, 0);
     if (!detail::has_arg(argnums, 2)) return {ta};
-    return {scatter_add(ta, p[1], detail::tangent_or_zeros(p, t, argnums, 2), axis_)};
+    return {scatter_add_take(ta, p[1], detail::tangent_or_zeros(p, t, argnums, 2), axis_)};
   }
   // The updates are written over a copy of the input: its own buffer when nothing else reads it.
   uint64_t donors(const std::vector<array>& in, int) const override {
     return listed_once(in, 0) ? row_contiguous_donors(in, {0}) : 0;
   }
-  const char* name() const override { return "ScatterAdd"; }
+  const char* name() const override { return "ScatterAddTake"; }
 
  private:
   int axis_;
@@ -472,11 +472,11 @@ array scatter_add_axis(const array& a, const array& indices, const array& values
   return scatter_axis(a, indices, values, axis, ScatterMode::add);
 }
 
-array scatter_add(const array& a, const array& indices, const array& updates, int axis) {
-  detail::check_index_dtype(indices, "scatter_add");
-  const int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "scatter_add");
+array scatter_add_take(const array& a, const array& indices, const array& updates, int axis) {
+  detail::check_index_dtype(indices, "scatter_add_take");
+  const int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "scatter_add_take");
   if (a.shape()[ax] == 0 && indices.size() > 0) {
-    throw std::invalid_argument(msg("[scatter_add] cannot index axis ", ax, " of size 0 of the array of shape ",
+    throw std::invalid_argument(msg("[scatter_add_take] cannot index axis ", ax, " of size 0 of the array of shape ",
                                     shape_str(a.shape())));
   }
   Shape target = take_shape(a.shape(), indices.shape(), ax);
@@ -487,13 +487,626 @@ array scatter_add(const array& a, const array& indices, const array& updates, in
     b.clear();
   }
   if (b != target) {
-    throw std::invalid_argument(msg("[scatter_add] updates of shape ", shape_str(updates.shape()),
+    throw std::invalid_argument(msg("[scatter_add_take] updates of shape ", shape_str(updates.shape()),
                                     " do not broadcast to ", shape_str(target), ", the shape take(a, indices, ", ax,
                                     ") has for a of shape ", shape_str(a.shape()), " and indices of shape ",
                                     shape_str(indices.shape())));
   }
   array u = broadcast_to(astype(updates, a.dtype()), target);
   return array(a.shape(), a.dtype(), std::make_shared<ScatterAdd>(ax), {a, indices, u});
+}
+
+
+// ---- MLX's gather and scatters ----
+
+namespace {
+
+enum class Reduce { none, add, prod, max, min };
+
+// The window of each index tuple as an element offset under `strides`: sum over j of
+// indices[j][b] * strides[axes[j]]. The indices (all of one shape) are wrapped and checked so that a
+// window of size window[axis] starting there fits in the axis.
+std::vector<int64_t> window_offsets(const std::vector<array>& indices, const std::vector<int>& axes,
+                                    const Shape& shape, const Strides& strides, const Shape& window, const char* op) {
+  std::vector<int64_t> off(indices.empty() ? 1 : indices[0].size(), 0);
+  std::vector<int64_t> v;
+  for (size_t j = 0; j < indices.size(); ++j) {
+    const int ax = axes[j];
+    const int64_t n = shape[ax], w = window[ax];
+    v.resize(indices[j].size());
+    if (v.empty()) continue;
+    kernels::copy_strided(indices[j], v.data(), int64, kernels::row_major_strides(indices[j].shape()));
+    for (size_t b = 0; b < v.size(); ++b) {
+      const int64_t x = v[b], y = x < 0 ? x + n : x;
+      if (y < 0 || y >= n || y + w > n) {
+        if (w <= 1) {
+          throw std::out_of_range(msg("[", op, "] index ", x, " is out of bounds for axis ", ax, " of size ", n));
+        }
+        throw std::out_of_range(msg("[", op, "] index ", x, " with a window of size ", w,
+                                    " is out of bounds for axis ", ax, " of size ", n));
+      }
+      off[b] += y * strides[ax];
+    }
+  }
+  return off;
+}
+
+// Shared argument checks of gather and the scatters: the index arrays (integer, at most ndim of them,
+// one per axis) and the axes (normalized, distinct). Returns the indices broadcast together.
+std::vector<array> check_index_arrays(const array& a, const std::vector<array>& indices, std::vector<int>& axes,
+                                      const char* op) {
+  const int nd = static_cast<int>(a.ndim());
+  if (indices.size() > a.ndim()) {
+    throw std::invalid_argument(msg("[", op, "] got ", indices.size(), " index arrays for the array of shape ",
+                                    shape_str(a.shape()), " with ", nd, " dimensions"));
+  }
+  if (indices.size() != axes.size()) {
+    throw std::invalid_argument(msg("[", op, "] got ", indices.size(), " index arrays but ", axes.size(),
+                                    " axes; they must match"));
+  }
+  for (const array& x : indices) detail::check_index_dtype(x, op);
+  for (int& ax : axes) ax = detail::normalize_axis(ax, nd, op);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (axes[i] == axes[j]) throw std::invalid_argument(msg("[", op, "] axis ", axes[i], " is given twice"));
+    }
+  }
+  Shape b;
+  for (const array& x : indices) {
+    try {
+      b = broadcast_shapes(b, x.shape());
+    } catch (const std::invalid_argument&) {
+      std::string shapes;
+      for (const array& y : indices) shapes += (shapes.empty() ? "" : ", ") + shape_str(y.shape());
+      throw std::invalid_argument(msg("[", op, "] index arrays of shapes ", shapes, " do not broadcast together"));
+    }
+  }
+  std::vector<array> out;
+  for (const array& x : indices) out.push_back(broadcast_to(x, b));
+  return out;
+}
+
+class Gather : public UnaryPrimitive {
+ public:
+  Gather(std::vector<int> axes, Shape slice_sizes) : axes_(std::move(axes)), slice_(std::move(slice_sizes)) {}
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    out.alloc();
+    if (out.size() == 0) return;
+    const array& a = in[0];
+    std::vector<array> idx(in.begin() + 1, in.end());
+    auto base = window_offsets(idx, axes_, a.shape(), a.strides(), slice_, "gather");
+    LOOM_DISPATCH_ITEMSIZE(a.itemsize(), T, kernel<T>(a, out, base));
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
+                         const std::vector<array>&) override {
+    std::vector<array> out;
+    std::vector<array> idx(p.begin() + 1, p.end());
+    for (int arg : argnums) {
+      out.push_back(arg == 0 ? scatter_add(zeros_like(p[0]), idx, cot[0], axes_) : zeros_like(p[arg]));
+    }
+    return out;
+  }
+  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t,
+                         const std::vector<int>& argnums) override {
+    std::vector<array> idx(p.begin() + 1, p.end());
+    return {gather(detail::tangent_or_zeros(p, t, argnums, 0), idx, axes_, slice_)};
+  }
+  const char* name() const override { return "Gather"; }
+
+ private:
+  // out[b, u] = a[base[b] + offset of u] with u over the window's positions in row-major order.
+  template <typename T>
+  void kernel(const array& a, array& out, const std::vector<int64_t>& base) const {
+    const size_t nd = a.ndim();
+    const int64_t N = static_cast<int64_t>(base.size()), S = prod(slice_, 0, nd);
+    const bool dense = detail::dense_block(slice_, a.strides(), 0, nd);
+    std::vector<int64_t> po;
+    if (!dense) po = detail::block_offsets(slice_, a.strides(), 0, nd);
+    const T* src = kernels::ptr<T>(a);
+    T* dst = kernels::ptr<T>(out);
+    kernels::parallel_for(
+        static_cast<size_t>(N),
+        [&](size_t b, size_t e) {
+          for (size_t r = b; r < e; ++r) {
+            const T* s = src + base[r];
+            T* d = dst + static_cast<int64_t>(r) * S;
+            if (dense) {
+              std::memcpy(static_cast<void*>(d), static_cast<const void*>(s), sizeof(T) * S);
+            } else {
+              for (int64_t q = 0; q < S; ++q) d[q] = s[po[q]];
+            }
+          }
+        },
+        std::max<size_t>(1, kernels::kParallelThreshold / std::max<int64_t>(S, 1)));
+  }
+  std::vector<int> axes_;
+  Shape slice_;
+};
+
+template <typename T, Reduce M>
+inline void combine(T& y, T x) {
+  using C = compute_t<T>;
+  if constexpr (M == Reduce::none) {
+    y = x;
+  } else if constexpr (M == Reduce::add) {
+    y = static_cast<T>(kernels::wrapping_add(static_cast<C>(y), static_cast<C>(x)));
+  } else if constexpr (M == Reduce::prod) {
+    y = static_cast<T>(kernels::wrapping_mul(static_cast<C>(y), static_cast<C>(x)));
+  } else {
+    const C a = static_cast<C>(y), b = static_cast<C>(x);
+    bool keep = M == Reduce::max ? a > b : a < b;
+    if constexpr (std::is_floating_point_v<C>) keep = keep || a != a;  // NaN in, NaN out (as maximum)
+    y = keep ? y : x;
+  }
+}
+
+class Scatter : public UnaryPrimitive {
+ public:
+  Scatter(Reduce mode, std::vector<int> axes, const char* op) : mode_(mode), axes_(std::move(axes)), op_(op) {}
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    detail::copy_or_donate(in[0], out);
+    const array& upd_in = in.back();
+    if (upd_in.size() == 0 || out.size() == 0) return;
+    std::vector<array> idx(in.begin() + 1, in.end() - 1);
+    const size_t k = upd_in.ndim() - out.ndim();
+    const Shape win(upd_in.shape().begin() + k, upd_in.shape().end());
+    auto base = window_offsets(idx, axes_, out.shape(), out.strides(), win, op_);
+    array upd = kernels::row_contiguous(upd_in);
+    // Windows overlap across index tuples only when an indexed axis has a window wider than 1; else
+    // two tuples meet only at the same window position, so threads can split the window positions.
+    bool split = true;
+    for (int ax : axes_) split = split && win[ax] <= 1;
+    switch (mode_) {
+      case Reduce::none: LOOM_DISPATCH_ALL(out.dtype(), T, kernel<T, Reduce::none>(out, upd, base, win, split)); break;
+      case Reduce::add: LOOM_DISPATCH_ALL(out.dtype(), T, kernel<T, Reduce::add>(out, upd, base, win, split)); break;
+      case Reduce::prod: LOOM_DISPATCH_ALL(out.dtype(), T, kernel<T, Reduce::prod>(out, upd, base, win, split)); break;
+      case Reduce::max: LOOM_DISPATCH_ALL(out.dtype(), T, kernel<T, Reduce::max>(out, upd, base, win, split)); break;
+      case Reduce::min: LOOM_DISPATCH_ALL(out.dtype(), T, kernel<T, Reduce::min>(out, upd, base, win, split)); break;
+    }
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
+                         const std::vector<array>& outputs) override {
+    if (mode_ == Reduce::prod) {
+      throw std::runtime_error(msg("[", op_, "] has no vjp (MLX implements none for scatter_prod)"));
+    }
+    const array& a = p[0];
+    const array& upd = p.back();
+    const array& c = cot[0];
+    std::vector<array> idx(p.begin() + 1, p.end() - 1);
+    const Shape win = window(upd, a);
+    std::vector<array> out;
+    for (int arg : argnums) {
+      if (arg == 0) {
+        if (mode_ == Reduce::none) out.push_back(scatter(c, idx, zeros_like(upd), axes_));
+        else if (mode_ == Reduce::add) out.push_back(c);
+        else out.push_back(where(equal(outputs[0], a), c, zeros_like(c)));
+      } else if (arg == static_cast<int>(p.size()) - 1) {
+        array g = gather(c, idx, axes_, win);
+        if (mode_ == Reduce::none) {
+          if (!idx.empty() && idx[0].size() > 1) {
+            g = where(last_writer_mask(a, idx, upd), g, zeros_like(g));
+          }
+        } else if (mode_ != Reduce::add) {
+          g = where(equal(gather(outputs[0], idx, axes_, win), upd), g, zeros_like(g));
+        }
+        out.push_back(g);
+      } else {
+        out.push_back(zeros_like(p[arg]));
+      }
+    }
+    return out;
+  }
+  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t,
+                         const std::vector<int>& argnums) override {
+    if (mode_ == Reduce::prod) {
+      throw std::runtime_error(msg("[", op_, "] has no jvp (MLX implements no derivative for scatter_prod)"));
+    }
+    const int last = static_cast<int>(p.size()) - 1;
+    std::vector<array> idx(p.begin() + 1, p.end() - 1);
+    array ta = detail::tangent_or_zeros(p, t, argnums, 0);
+    array tu = detail::tangent_or_zeros(p, t, argnums, last);
+    if (mode_ == Reduce::none) return {scatter(ta, idx, tu, axes_)};
+    if (mode_ == Reduce::add) return {scatter_add(ta, idx, tu, axes_)};
+    // max / min: the transpose of the vjp (the tangent of whichever side equals the result).
+    const array& a = p[0];
+    const array& upd = p.back();
+    array res = array(a.shape(), a.dtype(), std::make_shared<Scatter>(mode_, axes_, op_), p);
+    array from_a = where(equal(res, a), ta, zeros_like(ta));
+    array hit = equal(gather(res, idx, axes_, window(upd, a)), upd);
+    return {scatter_add(from_a, idx, where(hit, tu, zeros_like(tu)), axes_)};
+  }
+  // The updates are written over a copy of the input: its own buffer when nothing else reads it.
+  uint64_t donors(const std::vector<array>& in, int) const override {
+    return listed_once(in, 0) ? row_contiguous_donors(in, {0}) : 0;
+  }
+  const char* name() const override {
+    switch (mode_) {
+      case Reduce::none: return "Scatter";
+      case Reduce::add: return "ScatterAdd";
+      case Reduce::prod: return "ScatterProd";
+      case Reduce::max: return "ScatterMax";
+      default: return "ScatterMin";
+    }
+  }
+
+ private:
+  static Shape window(const array& upd, const array& a) {
+    return Shape(upd.shape().begin() + (upd.ndim() - a.ndim()), upd.shape().end());
+  }
+  // True for each update element that lands last at its position (the one scatter keeps): each
+  // element's number is scattered, and read back.
+  array last_writer_mask(const array& a, const std::vector<array>& idx, const array& upd) const {
+    const int64_t n = static_cast<int64_t>(upd.size());
+    const Dtype dt = n > INT32_MAX ? int64 : int32;
+    array pos = reshape(arange(0.0, static_cast<double>(n), 1.0, dt), upd.shape());
+    array winner = scatter(full(a.shape(), -1, dt), idx, pos, axes_);
+    return equal(gather(winner, idx, axes_, window(upd, a)), pos);
+  }
+  template <typename T, Reduce M>
+  static void kernel(array& out, const array& upd, const std::vector<int64_t>& base, const Shape& win, bool split) {
+    const int64_t N = static_cast<int64_t>(base.size()), U = prod(win, 0, win.size());
+    const auto po = detail::block_offsets(win, out.strides(), 0, win.size());
+    T* dst = kernels::ptr<T>(out);
+    const T* u = kernels::ptr<T>(upd);
+    auto body = [&](int64_t u0, int64_t u1) {
+      for (int64_t i = 0; i < N; ++i) {
+        T* o = dst + base[i];
+        const T* ur = u + i * U;
+        for (int64_t q = u0; q < u1; ++q) combine<T, M>(o[po[q]], ur[q]);
+      }
+    };
+    if (split) {
+      kernels::parallel_for(
+          static_cast<size_t>(U), [&](size_t b, size_t e) { body(int64_t(b), int64_t(e)); },
+          std::max<size_t>(1, kernels::kParallelThreshold / std::max<int64_t>(N, 1)));
+    } else {
+      body(0, U);
+    }
+  }
+  Reduce mode_;
+  std::vector<int> axes_;
+  const char* op_;
+};
+
+array scatter_node(const array& a, const std::vector<array>& indices, const array& updates, std::vector<int> axes,
+                   Reduce mode, const char* op) {
+  auto idx = check_index_arrays(a, indices, axes, op);
+  const Shape b = idx.empty() ? Shape{} : idx[0].shape();
+  const size_t k = b.size(), nd = a.ndim();
+  if (updates.ndim() != nd + k) {
+    throw std::invalid_argument(msg("[", op, "] updates of shape ", shape_str(updates.shape()), " have ",
+                                    updates.ndim(), " dimensions; they need ", nd + k, ": the index shape ",
+                                    shape_str(b), " followed by one window size per dimension of the array of shape ",
+                                    shape_str(a.shape())));
+  }
+  for (size_t d = 0; d < k; ++d) {
+    if (updates.shape()[d] != b[d]) {
+      throw std::invalid_argument(msg("[", op, "] updates of shape ", shape_str(updates.shape()),
+                                      " do not start with the index shape ", shape_str(b)));
+    }
+  }
+  for (size_t d = 0; d < nd; ++d) {
+    if (updates.shape()[k + d] > a.shape()[d]) {
+      throw std::invalid_argument(msg("[", op, "] updates of shape ", shape_str(updates.shape()),
+                                      " have windows larger than the array of shape ", shape_str(a.shape())));
+    }
+  }
+  std::vector<array> inputs{a};
+  inputs.insert(inputs.end(), idx.begin(), idx.end());
+  inputs.push_back(astype(updates, a.dtype()));
+  return array(a.shape(), a.dtype(), std::make_shared<Scatter>(mode, std::move(axes), op), std::move(inputs));
+}
+
+// ---- masked_scatter ----
+
+class MaskedScatter : public UnaryPrimitive {
+ public:
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    detail::copy_or_donate(in[0], out);
+    if (out.size() == 0) return;
+    array mask = kernels::row_contiguous(in[1]);
+    array src = kernels::row_contiguous(in[2]);
+    const bool* m = kernels::ptr<bool>(mask);
+    const int64_t n = static_cast<int64_t>(out.size()), ns = static_cast<int64_t>(src.size());
+    int64_t count = 0;
+    for (int64_t i = 0; i < n; ++i) count += m[i] ? 1 : 0;
+    if (count > ns) {
+      throw std::runtime_error(msg("[masked_scatter] the mask selects ", count, " positions but src has only ", ns,
+                                   " elements"));
+    }
+    LOOM_DISPATCH_ITEMSIZE(out.itemsize(), T, {
+      T* o = kernels::ptr<T>(out);
+      const T* s = kernels::ptr<T>(src);
+      int64_t j = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        if (m[i]) o[i] = s[j++];
+      }
+    });
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
+                         const std::vector<array>&) override {
+    const array& mask = p[1];
+    const array& src = p[2];
+    const array& c = cot[0];
+    std::vector<array> out;
+    for (int arg : argnums) {
+      if (arg == 0) {
+        out.push_back(where(mask, zeros_like(c), c));
+      } else if (arg == 2 && src.size() == 0) {
+        out.push_back(zeros_like(src));
+      } else if (arg == 2) {
+        // Masked position i took src element (number of true entries before i).
+        array mf = flatten(mask);
+        array pos = cumsum(astype(mf, int32), 0, false, false);
+        pos = where(mf, pos, zeros_like(pos));
+        array g = scatter_add_take(zeros({static_cast<int>(src.size())}, c.dtype()), pos,
+                                   where(mf, flatten(c), zeros({1}, c.dtype())), 0);
+        out.push_back(reshape(g, src.shape()));
+      } else {
+        out.push_back(zeros_like(p[arg]));
+      }
+    }
+    return out;
+  }
+  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t,
+                         const std::vector<int>& argnums) override {
+    // The inputs are already in the node's form (mask broadcast to a, src as rows).
+    array ta = detail::tangent_or_zeros(p, t, argnums, 0);
+    return {array(ta.shape(), ta.dtype(), std::make_shared<MaskedScatter>(),
+                  {ta, p[1], astype(detail::tangent_or_zeros(p, t, argnums, 2), ta.dtype())})};
+  }
+  uint64_t donors(const std::vector<array>& in, int) const override {
+    return listed_once(in, 0) ? row_contiguous_donors(in, {0}) : 0;
+  }
+  const char* name() const override { return "MaskedScatter"; }
+};
+
+// ---- as_strided ----
+
+class AsStrided : public UnaryPrimitive {
+ public:
+  AsStrided(Shape shape, Strides strides, int64_t offset)
+      : shape_(std::move(shape)), strides_(std::move(strides)), offset_(offset) {}
+  // The input is 1-d (a flattened view): element i of the data is at i * stride of the input.
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    const array& x = in[0];
+    const int64_t s = x.ndim() == 1 ? x.strides()[0] : 1;
+    Strides st(strides_.size());
+    for (size_t i = 0; i < st.size(); ++i) st[i] = strides_[i] * s;
+    size_t data_size;
+    auto flags = array::layout_flags(out.shape(), st, &data_size);
+    if (flags.contiguous && !flags.row_contiguous && !flags.col_contiguous && !one_to_one(out.shape(), st)) {
+      // Overlapping windows whose span happens to equal their size (shape (3, 3), strides (2, 2)):
+      // layout_flags would call the view contiguous, and a kernel reading its data flat would see
+      // other elements. A copy instead.
+      out.alloc();
+      const int64_t base = offset_ * s;
+      LOOM_DISPATCH_ITEMSIZE(out.itemsize(), T, {
+        const T* src = kernels::ptr<T>(x) + base;
+        T* dst = kernels::ptr<T>(out);
+        kernels::Walker<1> w(out.shape(), st, 0);
+        for (size_t i = 0; i < out.size(); ++i, w.next()) dst[i] = src[w.off[0]];
+      });
+      return;
+    }
+    out.copy_shared_buffer(x, st, flags, data_size, out.size() == 0 ? 0 : offset_ * s);
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
+                         const std::vector<array>&) override {
+    const int n = static_cast<int>(p[0].size());
+    array pos = as_strided(arange(n), shape_, strides_, static_cast<size_t>(offset_));
+    return {reshape(scatter_add_take(zeros({n}, cot[0].dtype()), flatten(pos), flatten(cot[0]), 0), p[0].shape())};
+  }
+  std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
+    return {as_strided(t[0], shape_, strides_, static_cast<size_t>(offset_))};
+  }
+  const char* name() const override { return "AsStrided"; }
+  bool makes_view() const override { return true; }
+
+ private:
+  // True when no two positions share an element: ordered by stride, each axis steps past everything
+  // the smaller ones reach (a sufficient test).
+  static bool one_to_one(const Shape& shape, const Strides& st) {
+    std::vector<std::pair<int64_t, int>> dims;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      if (shape[i] > 1) dims.emplace_back(st[i] < 0 ? -st[i] : st[i], shape[i]);
+    }
+    std::sort(dims.begin(), dims.end());
+    int64_t reach = 0;
+    for (auto& [stride, n] : dims) {
+      if (stride <= reach) return false;
+      reach += stride * (n - 1);
+    }
+    return true;
+  }
+  Shape shape_;
+  Strides strides_;
+  int64_t offset_;
+};
+
+}  // namespace
+
+array gather(const array& a, const std::vector<array>& indices, const std::vector<int>& axes_in,
+             const Shape& slice_sizes) {
+  std::vector<int> axes = axes_in;
+  auto idx = check_index_arrays(a, indices, axes, "gather");
+  const size_t nd = a.ndim();
+  if (slice_sizes.size() != nd) {
+    throw std::invalid_argument(msg("[gather] got ", slice_sizes.size(), " slice sizes ", shape_str(slice_sizes),
+                                    " for the array of shape ", shape_str(a.shape()), "; it needs one per dimension"));
+  }
+  const int64_t n_idx = idx.empty() ? 1 : static_cast<int64_t>(idx[0].size());
+  if (a.size() == 0) {
+    if (n_idx != 0 && prod(slice_sizes, 0, nd) != 0) {
+      throw std::invalid_argument(msg("[gather] the array of shape ", shape_str(a.shape()),
+                                      " is empty, so the indices or the slice sizes ", shape_str(slice_sizes),
+                                      " must be empty"));
+    }
+  } else {
+    for (size_t d = 0; d < nd; ++d) {
+      if (slice_sizes[d] < 0 || slice_sizes[d] > a.shape()[d]) {
+        throw std::invalid_argument(msg("[gather] slice sizes ", shape_str(slice_sizes),
+                                        " must lie in [0, a.shape[d]] for the array of shape ", shape_str(a.shape())));
+      }
+    }
+  }
+  Shape out = idx.empty() ? Shape{} : idx[0].shape();
+  out.insert(out.end(), slice_sizes.begin(), slice_sizes.end());
+  std::vector<array> inputs{a};
+  inputs.insert(inputs.end(), idx.begin(), idx.end());
+  return array(std::move(out), a.dtype(), std::make_shared<Gather>(std::move(axes), slice_sizes), std::move(inputs));
+}
+
+array gather(const array& a, const array& indices, int axis, const Shape& slice_sizes) {
+  return gather(a, std::vector<array>{indices}, std::vector<int>{axis}, slice_sizes);
+}
+
+array scatter(const array& a, const std::vector<array>& indices, const array& updates, const std::vector<int>& axes) {
+  return scatter_node(a, indices, updates, axes, Reduce::none, "scatter");
+}
+array scatter(const array& a, const array& indices, const array& updates, int axis) {
+  return scatter(a, std::vector<array>{indices}, updates, std::vector<int>{axis});
+}
+array scatter_add(const array& a, const std::vector<array>& indices, const array& updates,
+                  const std::vector<int>& axes) {
+  return scatter_node(a, indices, updates, axes, Reduce::add, "scatter_add");
+}
+array scatter_add(const array& a, const array& indices, const array& updates, int axis) {
+  return scatter_add(a, std::vector<array>{indices}, updates, std::vector<int>{axis});
+}
+array scatter_prod(const array& a, const std::vector<array>& indices, const array& updates,
+                   const std::vector<int>& axes) {
+  return scatter_node(a, indices, updates, axes, Reduce::prod, "scatter_prod");
+}
+array scatter_prod(const array& a, const array& indices, const array& updates, int axis) {
+  return scatter_prod(a, std::vector<array>{indices}, updates, std::vector<int>{axis});
+}
+array scatter_max(const array& a, const std::vector<array>& indices, const array& updates,
+                  const std::vector<int>& axes) {
+  return scatter_node(a, indices, updates, axes, Reduce::max, "scatter_max");
+}
+array scatter_max(const array& a, const array& indices, const array& updates, int axis) {
+  return scatter_max(a, std::vector<array>{indices}, updates, std::vector<int>{axis});
+}
+array scatter_min(const array& a, const std::vector<array>& indices, const array& updates,
+                  const std::vector<int>& axes) {
+  return scatter_node(a, indices, updates, axes, Reduce::min, "scatter_min");
+}
+array scatter_min(const array& a, const array& indices, const array& updates, int axis) {
+  return scatter_min(a, std::vector<array>{indices}, updates, std::vector<int>{axis});
+}
+
+array detail::dynamic_slice_update(const array& src, const array& update, const array& start, std::vector<int> axes) {
+  const char* op = "slice_update";
+  const int nd = static_cast<int>(src.ndim());
+  if (start.ndim() > 1) {
+    throw std::invalid_argument(msg("[slice_update] start of shape ", shape_str(start.shape()),
+                                    " must be 0-d or 1-d"));
+  }
+  if (start.size() != axes.size()) {
+    throw std::invalid_argument(msg("[slice_update] start of shape ", shape_str(start.shape()), " gives ",
+                                    start.size(), " positions for ", axes.size(), " axes; they must match"));
+  }
+  if (update.ndim() > src.ndim()) {
+    throw std::invalid_argument(msg("[slice_update] the update of shape ", shape_str(update.shape()),
+                                    " has more dimensions than the array of shape ", shape_str(src.shape())));
+  }
+  detail::check_index_dtype(start, op);
+  std::vector<array> idx;
+  for (size_t j = 0; j < axes.size(); ++j) idx.push_back(reshape(slice(flatten(start), {int(j)}, {int(j) + 1}), {}));
+  // MLX's block shape: src's leading dimensions where the update has none (1 along an indexed axis),
+  // then the update's sizes, each at most src's.
+  const int diff = nd - static_cast<int>(update.ndim());
+  Shape up(src.shape().begin(), src.shape().begin() + diff);
+  up.insert(up.end(), update.shape().begin(), update.shape().end());
+  for (int d = diff; d < nd; ++d) up[d] = std::min(up[d], src.shape()[d]);
+  for (int& ax : axes) {
+    ax = detail::normalize_axis(ax, nd, op);
+    if (ax < diff) up[ax] = 1;
+  }
+  array upd = astype(update, src.dtype());
+  try {
+    upd = broadcast_to(upd, up);
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument(msg("[slice_update] the update of shape ", shape_str(update.shape()),
+                                    " does not fit the array of shape ", shape_str(src.shape())));
+  }
+  return scatter_node(src, idx, upd, std::move(axes), Reduce::none, op);
+}
+
+array masked_scatter(const array& a, const array& mask, const array& src) {
+  if (mask.dtype() != bool_) {
+    throw std::invalid_argument(msg("[masked_scatter] the mask must be bool; got ", mask.dtype()));
+  }
+  const size_t nd = a.ndim();
+  if (mask.ndim() > nd || !std::equal(mask.shape().begin(), mask.shape().end(), a.shape().begin())) {
+    throw std::invalid_argument(msg("[masked_scatter] the mask of shape ", shape_str(mask.shape()),
+                                    " must match the leading dimensions of the array of shape ", shape_str(a.shape())));
+  }
+  const size_t rest = nd - mask.ndim();
+  const Shape tail(a.shape().begin() + mask.ndim(), a.shape().end());
+  if (src.ndim() > rest + 1) {
+    throw std::invalid_argument(msg("[masked_scatter] src of shape ", shape_str(src.shape()), " has more than ",
+                                    rest + 1, " dimensions (one plus the array's ", rest,
+                                    " dimensions past the mask's)"));
+  }
+  // As MLX: src becomes rows shaped like a's trailing dimensions, broadcast where it has fewer.
+  array v = astype(src, a.dtype());
+  Shape vs;
+  if (src.ndim() < rest + 1) {
+    vs = Shape(rest + 1 - src.ndim(), 1);
+    vs.insert(vs.end(), src.shape().begin(), src.shape().end());
+    v = reshape(v, vs);
+    vs[0] = static_cast<int>(mask.size());
+  } else {
+    vs = src.shape();
+  }
+  for (size_t i = 0; i < rest; ++i) vs[i + 1] = tail[i];
+  try {
+    v = broadcast_to(v, vs);
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument(msg("[masked_scatter] src of shape ", shape_str(src.shape()),
+                                    " does not broadcast to rows of shape ", shape_str(tail)));
+  }
+  Shape ms = mask.shape();
+  while (ms.size() < nd) ms.push_back(1);
+  array m = broadcast_to(reshape(mask, ms), a.shape());
+  return array(a.shape(), a.dtype(), std::make_shared<MaskedScatter>(), {a, m, v});
+}
+
+namespace {
+std::string strides_str(const Strides& s) {
+  std::string out = "(";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + ")";
+}
+}  // namespace
+
+array as_strided(const array& a, Shape shape, Strides strides, size_t offset) {
+  if (shape.size() != strides.size()) {
+    throw std::invalid_argument(msg("[as_strided] shape ", shape_str(shape), " has ", shape.size(),
+                                    " dimensions but ", strides.size(), " strides are given"));
+  }
+  int64_t lo = 0, hi = 0, n = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0) {
+      throw std::invalid_argument(msg("[as_strided] negative dimension in shape ", shape_str(shape)));
+    }
+    n *= shape[i];
+    const int64_t reach = strides[i] * int64_t(std::max(shape[i] - 1, 0));
+    (reach < 0 ? lo : hi) += reach;
+  }
+  const int64_t size = static_cast<int64_t>(a.size());
+  if (n > 0 && (offset > static_cast<size_t>(INT64_MAX) || static_cast<int64_t>(offset) + lo < 0 ||
+                static_cast<int64_t>(offset) + hi >= size)) {
+    throw std::out_of_range(msg("[as_strided] shape ", shape_str(shape), " with strides ", strides_str(strides),
+                                " and offset ", offset, " reaches elements ", static_cast<int64_t>(offset) + lo,
+                                " to ", static_cast<int64_t>(offset) + hi, ", outside the ", size,
+                                " elements of the array of shape ", shape_str(a.shape())));
+  }
+  Shape out = shape;
+  return array(std::move(out), a.dtype(), std::make_shared<AsStrided>(std::move(shape), std::move(strides), int64_t(offset)),
+               {flatten(a)});
 }
 
 }  // namespace loom

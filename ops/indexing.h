@@ -1,4 +1,5 @@
-// Indexing and sorting ops: gathers and scatters along an axis, sorting, top-k and partitioning.
+// Indexing and sorting ops: gathers and scatters (along an axis, and MLX's general gather / scatter
+// family), masked_scatter, as_strided, slice updates, sorting, top-k and partitioning.
 // Names and semantics follow MLX (`mlx/ops.h`) and numpy. Every op checks its arguments when it is
 // built and records a lazy node; nothing runs until eval.
 //
@@ -7,12 +8,18 @@
 // axis (numpy): -1 is the last element. Index values are only known when the graph runs, so an index
 // outside [-n, n) for an axis of size n makes `eval` throw std::out_of_range with a message that names
 // the op, the bad index and the axis size (e.g. "[take] index 7 is out of bounds for axis 0 of size
-// 5"). This is the only error these ops raise at eval time; everything known at build time (dtypes,
-// axes, shapes, k) throws when the op is built.
+// 5"). Apart from masked_scatter's source running short (std::runtime_error, as MLX), this is the
+// only error these ops raise at eval time; everything known at build time (dtypes, axes, shapes, k)
+// throws when the op is built.
 //
-// Gradients. Every primitive has a vjp and a jvp. Index arrays get a zero cotangent (they are not
-// differentiable); argsort and argpartition are not differentiable.
+// Gradients. Every primitive has a vjp and a jvp, except scatter_prod (none, as in MLX: both throw).
+// Index arrays (and masks) get a zero cotangent (they are not differentiable; MLX throws when asked);
+// argsort and argpartition are not differentiable.
 #pragma once
+
+#include <optional>
+#include <type_traits>
+#include <vector>
 
 #include "loom/core/array.h"
 
@@ -51,17 +58,132 @@ array put_along_axis(const array& a, const array& indices, const array& values, 
 /// `scatter_add_axis`).
 array scatter_add_axis(const array& a, const array& indices, const array& values, int axis);
 
-/// The adjoint of `take`: out = a, then for every position (pre, j, post) of `updates`
+/// scatter_add_take: the adjoint of `take` (a Loom name; MLX has no such public op). out = a, then for
+/// every position (pre, j, post) of `updates`
 ///     out[pre, indices.flat[j], post] += updates[pre, j, post]
 /// where pre runs over a.shape[:axis], j over the elements of `indices` (row-major) and post over
 /// a.shape[axis+1:]. So `updates` has the shape `take(a, indices, axis)` produces,
 /// a.shape[:axis] + indices.shape + a.shape[axis+1:] (it is broadcast to that shape and cast to
 /// a.dtype()), and the result has a's shape and dtype. Repeated indices accumulate (in the order of
-/// j). `take`'s vjp is scatter_add of the cotangent into zeros. The embedding gradient is the case a:
-/// (V, D), indices: (N,), updates: (N, D), axis 0.
-/// Note: MLX's `scatter_add(a, indices, updates, axis)` takes updates of shape indices.shape + a.shape
-/// with a size-1 slice along axis; this one takes take-shaped updates, as described above.
+/// j). `take`'s vjp is scatter_add_take of the cotangent into zeros. The embedding gradient is the
+/// case a: (V, D), indices: (N,), updates: (N, D), axis 0.
+/// It was called `scatter_add` before MLX's `scatter_add` (below, updates of shape indices.shape +
+/// a.shape with a size-1 slice along the axis) took that name.
+array scatter_add_take(const array& a, const array& indices, const array& updates, int axis);
+
+// ---- MLX's general gather and scatters (mlx/ops.h) ----
+//
+// An index tuple picks a window. `indices` holds k integer arrays for the k distinct `axes`; they
+// broadcast together to the index shape B. For each position b of B, the window of `a` starts at
+// indices[j][b] along axes[j] and at 0 along every other axis. Negative indices count from the end of
+// the axis, as elsewhere in Loom; an index whose window would reach past the end of its axis (index +
+// window size > axis size, after wrapping) makes eval throw std::out_of_range naming the op, the
+// index, the window size and the axis size, where MLX reads or writes outside the array (its docs call
+// it undefined). Axes may be negative (MLX rejects them); repeated axes are an error.
+
+/// MLX `gather`: the windows of size `slice_sizes` (one entry per dimension of `a`, each in
+/// [0, a.shape[d]]) at every index tuple. The result has shape B + slice_sizes (the indexed axes keep
+/// their slice size, usually 1; MLX does not squeeze them either).
+array gather(const array& a, const std::vector<array>& indices, const std::vector<int>& axes, const Shape& slice_sizes);
+/// gather with one index array along one axis.
+array gather(const array& a, const array& indices, int axis, const Shape& slice_sizes);
+
+/// MLX `scatter`: a copy of `a` with, for every index tuple b, the window starting there overwritten
+/// by updates[b]. `updates` has shape B + W with W one size per dimension of `a` (W[d] <= a.shape[d];
+/// usually 1 along the indexed axes and a.shape[d] elsewhere); it is cast to a.dtype() and not
+/// broadcast (as MLX). Where windows overlap, the last index tuple in row-major order wins (MLX's CPU
+/// order); only the winning update gets a gradient (MLX gives every overlapping update the cotangent,
+/// which finite differences contradict).
+array scatter(const array& a, const std::vector<array>& indices, const array& updates, const std::vector<int>& axes);
+array scatter(const array& a, const array& indices, const array& updates, int axis);
+/// MLX `scatter_add`: as scatter, but each update is added to what is there; overlaps accumulate.
+/// Integers wrap around as in numpy; on bool it is a logical or. (For take-shaped updates see
+/// scatter_add_take.)
+array scatter_add(const array& a, const std::vector<array>& indices, const array& updates,
+                  const std::vector<int>& axes);
 array scatter_add(const array& a, const array& indices, const array& updates, int axis);
+/// MLX `scatter_prod`: multiplies the updates in; overlaps accumulate. As in MLX it has no gradient:
+/// its vjp and jvp throw std::runtime_error.
+array scatter_prod(const array& a, const std::vector<array>& indices, const array& updates,
+                   const std::vector<int>& axes);
+array scatter_prod(const array& a, const array& indices, const array& updates, int axis);
+/// MLX `scatter_max` / `scatter_min`: the larger (smaller) of what is there and each update. NaN
+/// propagates from either side, as `maximum` does (MLX's CPU kernel drops a NaN already in `a`).
+/// Gradients as MLX: the cotangent goes to `a` where the result equals a, and to each update equal to
+/// the result at its position (ties give it to both).
+array scatter_max(const array& a, const std::vector<array>& indices, const array& updates,
+                  const std::vector<int>& axes);
+array scatter_max(const array& a, const array& indices, const array& updates, int axis);
+array scatter_min(const array& a, const std::vector<array>& indices, const array& updates,
+                  const std::vector<int>& axes);
+array scatter_min(const array& a, const array& indices, const array& updates, int axis);
+
+/// MLX `masked_scatter`: a copy of `a` whose positions where `mask` is true take, in row-major order,
+/// the consecutive elements of `src` (flattened). `mask` is bool with a.shape[:mask.ndim()] as its
+/// shape (it covers whole trailing blocks); `src` has at most a.ndim() - mask.ndim() + 1 dimensions and
+/// is broadcast as MLX does (a scalar fills every masked position). When `src` has fewer elements than
+/// the masked positions, eval throws std::runtime_error naming both counts (as MLX's CPU kernel).
+array masked_scatter(const array& a, const array& mask, const array& src);
+
+/// MLX `as_strided`: a view of `a`'s elements in row-major order (a contiguous copy when `a` is not
+/// contiguous) with the given shape, element strides (may be 0 or negative) and element offset.
+/// Unlike MLX, which does not check, every element the view can reach must lie inside `a`'s
+/// a.size() elements; otherwise it throws std::out_of_range when built, naming the offending range.
+array as_strided(const array& a, Shape shape, Strides strides, size_t offset);
+
+// ---- slice updates (MLX; the Shape overloads of slice_update are in ops.h) ----
+
+namespace detail {
+array dynamic_slice_update(const array& src, const array& update, const array& start, std::vector<int> axes);
+}  // namespace detail
+
+/// MLX `slice_update` with start positions known only at eval: `start` (an integer array of shape
+/// (k,) or a 0-d one for k = 1) gives where the update's block begins along each of the k `axes`;
+/// along every other axis it begins at 0. The update gets src's leading dimensions when it has fewer
+/// and is cast to src.dtype(); its size along an axis is min(its size, src's) as MLX. A negative start
+/// counts from the end; a block that would reach past the end of an axis makes eval throw
+/// std::out_of_range (MLX writes outside the array). A template only so that a braced list never picks
+/// this overload: slice_update(x, u, {0}, {2}) stays the Shape overload (start, stop).
+template <typename A, typename = std::enable_if_t<std::is_same_v<A, array>>>
+array slice_update(const array& src, const array& update, const A& start, std::vector<int> axes) {
+  return detail::dynamic_slice_update(src, update, start, std::move(axes));
+}
+
+/// MLX `slice_update_add` / `_prod` / `_max` / `_min`: as slice_update(src, update, start, stop[,
+/// strides]) but combining the update with what the slice holds (sum, product, maximum, minimum;
+/// NaN propagates through max and min). Gradients as MLX's vjps; Loom also has their jvps (MLX throws
+/// for prod, max and min).
+array slice_update_add(const array& src, const array& update, Shape start, Shape stop, Shape strides);
+array slice_update_add(const array& src, const array& update, Shape start, Shape stop);
+array slice_update_prod(const array& src, const array& update, Shape start, Shape stop, Shape strides);
+array slice_update_prod(const array& src, const array& update, Shape start, Shape stop);
+array slice_update_max(const array& src, const array& update, Shape start, Shape stop, Shape strides);
+array slice_update_max(const array& src, const array& update, Shape start, Shape stop);
+array slice_update_min(const array& src, const array& update, Shape start, Shape stop, Shape strides);
+array slice_update_min(const array& src, const array& update, Shape start, Shape stop);
+
+// ---- matrix products with gathers and block masks (MLX; defined in ops/linalg.cpp) ----
+
+/// MLX `gather_mm`: out[i] = a[lhs_indices[i]] @ b[rhs_indices[i]], where an index picks a matrix of
+/// the operand's batch (its leading dimensions, flattened) and the two index arrays broadcast together
+/// to I; the result has shape I + (M, N). A missing index array means every batch entry in order
+/// (arange of the batch, in its shape); with neither it is matmul(a, b). 1-d operands are a row and a
+/// column, as in matmul, and their dimension is dropped again. Only floating results (as MLX).
+/// Loom builds it from take and matmul (the gathered matrices are materialized; `sorted_indices`, a
+/// speed hint in MLX, changes nothing), so indices wrap when negative and out-of-range ones throw
+/// std::out_of_range from eval ("[take] ..."); MLX casts them to uint32 and does not check.
+array gather_mm(array a, array b, std::optional<array> lhs_indices = std::nullopt,
+                std::optional<array> rhs_indices = std::nullopt, bool sorted_indices = false);
+
+/// MLX `block_masked_mm`: a @ b with the matrices cut into blocks of block_size x block_size. mask_lhs
+/// (..., ceil(M/bs), ceil(K/bs)) and mask_rhs (..., ceil(K/bs), ceil(N/bs)) mask the blocks of a and b
+/// (given either, the other defaults to all true), mask_out (..., ceil(M/bs), ceil(N/bs)) those of the
+/// result; masks broadcast over the batch. A bool mask zeroes the blocks where it is false (a NaN there
+/// becomes 0); a floating one multiplies each block by its value. Without masks it is matmul(a, b).
+/// MLX allows block sizes 32 and 64 only and its CPU kernel float32 only; Loom takes any block size
+/// >= 1 and every floating dtype, built from repeat, where / multiply and matmul.
+array block_masked_mm(array a, array b, int block_size, std::optional<array> mask_out = std::nullopt,
+                      std::optional<array> mask_lhs = std::nullopt, std::optional<array> mask_rhs = std::nullopt);
 
 // ---- sorting (NaNs sort after every other value, as in numpy; axes may be negative) ----
 

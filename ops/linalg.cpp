@@ -1,5 +1,6 @@
 #include "loom/core/primitive.h"
 #include "loom/ops/kernels/elementwise.h"
+#include "loom/ops/indexing.h"
 #include "loom/ops/kernels/gemm.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
@@ -254,6 +255,149 @@ array inner(const array& a, const array& b) {
   for (size_t i = 0; i + 1 < b.ndim(); ++i) mb *= b.shape()[i];
   array r = matmul(reshape(a, {ma, K}), transpose(reshape(b, {mb, K})));
   return reshape(r, out);
+}
+
+
+// ---- gather_mm / block_masked_mm (MLX), as compositions ----
+
+namespace {
+
+// Shared by gather_mm and block_masked_mm: 1-d operands become a row and a column, K must agree and
+// the result must be floating. Returns the output dtype.
+Dtype prepare_mm_operands(array& a, array& b, const char* op) {
+  if (a.ndim() == 0 || b.ndim() == 0) {
+    throw std::invalid_argument(msg("[", op, "] operands of shapes ", shape_str(a.shape()), " and ",
+                                    shape_str(b.shape()), " must have at least one dimension"));
+  }
+  if (a.ndim() == 1) a = expand_dims(a, 0);
+  if (b.ndim() == 1) b = expand_dims(b, 1);
+  if (a.shape()[a.ndim() - 1] != b.shape()[b.ndim() - 2]) {
+    throw std::invalid_argument(msg("[", op, "] the last dimension of a ", shape_str(a.shape()),
+                                    " must match the second to last of b ", shape_str(b.shape())));
+  }
+  const Dtype dt = promote_types(a.dtype(), b.dtype());
+  if (!is_floating_point(dt)) {
+    throw std::invalid_argument(msg("[", op, "] only floating operands are supported; ", a.dtype(), " and ",
+                                    b.dtype(), " give ", dt));
+  }
+  a = astype(a, dt);
+  b = astype(b, dt);
+  return dt;
+}
+
+// Drops the dimensions a 1-d operand was given.
+array squeeze_vector_dims(const array& out, size_t a_nd, size_t b_nd) {
+  std::vector<int> axes;
+  const int nd = static_cast<int>(out.ndim());
+  if (a_nd == 1) axes.push_back(nd - 2);
+  if (b_nd == 1) axes.push_back(nd - 1);
+  return axes.empty() ? out : squeeze(out, axes);
+}
+
+}  // namespace
+
+array gather_mm(array a, array b, std::optional<array> lhs_indices, std::optional<array> rhs_indices,
+                bool /*sorted_indices*/) {
+  if (!lhs_indices && !rhs_indices) return matmul(a, b);
+  const size_t a_nd = a.ndim(), b_nd = b.ndim();
+  prepare_mm_operands(a, b, "gather_mm");
+  auto indices = [](const std::optional<array>& given, const array& x) {
+    if (given) {
+      if (!is_integral(given->dtype())) {
+        throw std::invalid_argument(msg("[gather_mm] indices must have an integer dtype; got ", given->dtype(),
+                                        " indices of shape ", shape_str(given->shape())));
+      }
+      return *given;
+    }
+    Shape batch(x.shape().begin(), x.shape().end() - 2);
+    int64_t n = 1;
+    for (int d : batch) n *= d;
+    return reshape(arange(0, static_cast<int>(n)), batch);
+  };
+  array li = indices(lhs_indices, a), ri = indices(rhs_indices, b);
+  Shape ishape;
+  try {
+    ishape = broadcast_shapes(li.shape(), ri.shape());
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument(msg("[gather_mm] lhs indices of shape ", shape_str(li.shape()),
+                                    " and rhs indices of shape ", shape_str(ri.shape()), " do not broadcast together"));
+  }
+  const int M = a.shape()[a.ndim() - 2], K = a.shape()[a.ndim() - 1], N = b.shape()[b.ndim() - 1];
+  auto batch_count = [](const array& x) {
+    int n = 1;
+    for (size_t d = 0; d + 2 < x.ndim(); ++d) n *= x.shape()[d];
+    return n;
+  };
+  array af = reshape(a, {batch_count(a), M, K}), bf = reshape(b, {batch_count(b), K, N});
+  array ga = take(af, flatten(broadcast_to(li, ishape)), 0);
+  array gb = take(bf, flatten(broadcast_to(ri, ishape)), 0);
+  Shape out = ishape;
+  out.push_back(M);
+  out.push_back(N);
+  return squeeze_vector_dims(reshape(matmul(ga, gb), out), a_nd, b_nd);
+}
+
+array block_masked_mm(array a, array b, int block_size, std::optional<array> mask_out,
+                      std::optional<array> mask_lhs, std::optional<array> mask_rhs) {
+  if (!mask_out && !mask_lhs && !mask_rhs) return matmul(a, b);
+  if (block_size < 1) {
+    throw std::invalid_argument(msg("[block_masked_mm] block_size must be at least 1; got ", block_size));
+  }
+  const size_t a_nd = a.ndim(), b_nd = b.ndim();
+  const Dtype dt = prepare_mm_operands(a, b, "block_masked_mm");
+  Shape batch;
+  try {
+    batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2), Shape(b.shape().begin(), b.shape().end() - 2));
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument(msg("[block_masked_mm] the batch dimensions of a ", shape_str(a.shape()), " and b ",
+                                    shape_str(b.shape()), " do not broadcast together"));
+  }
+  const int M = a.shape()[a.ndim() - 2], K = a.shape()[a.ndim() - 1], N = b.shape()[b.ndim() - 1];
+  auto tiles = [&](int n) { return (n + block_size - 1) / block_size; };
+  // The mask broadcast to batch + (tiles of rows, tiles of cols), then spread over the blocks' elements.
+  auto spread = [&](array m, int rows, int cols, const char* which) {
+    Shape target = batch;
+    target.push_back(tiles(rows));
+    target.push_back(tiles(cols));
+    try {
+      m = broadcast_to(m, target);
+    } catch (const std::invalid_argument&) {
+      throw std::invalid_argument(msg("[block_masked_mm] ", which, " of shape ", shape_str(m.shape()),
+                                      " does not broadcast to ", shape_str(target), " (blocks of ", block_size, ")"));
+    }
+    const int nd = static_cast<int>(target.size());
+    m = repeat(repeat(m, block_size, nd - 2), block_size, nd - 1);
+    Shape start(nd, 0), stop = m.shape();
+    stop[nd - 2] = rows;
+    stop[nd - 1] = cols;
+    return slice(m, start, stop);
+  };
+  auto apply = [&](const array& x, const array& m) {
+    return m.dtype() == bool_ ? where(m, x, zeros({}, x.dtype())) : multiply(x, astype(m, x.dtype()));
+  };
+  if (mask_lhs || mask_rhs) {
+    array ml = mask_lhs.value_or(array(true)), mr = mask_rhs.value_or(array(true));
+    // As MLX: bool only when both are; otherwise both multiply.
+    if (ml.dtype() != bool_ || mr.dtype() != bool_) {
+      ml = astype(ml, dt);
+      mr = astype(mr, dt);
+    }
+    if (a_nd == 1) ml = expand_dims(ml, -2);
+    if (b_nd == 1) mr = expand_dims(mr, -1);
+    a = apply(a, spread(ml, M, K, "mask_lhs"));
+    b = apply(b, spread(mr, K, N, "mask_rhs"));
+  }
+  array out = matmul(a, b);
+  if (mask_out) {
+    array mo = *mask_out;
+    std::vector<int> ex;
+    if (a_nd == 1) ex.push_back(-2);
+    if (b_nd == 1) ex.push_back(-1);
+    if (!ex.empty()) mo = expand_dims(mo, ex);
+    if (mo.dtype() != bool_) mo = astype(mo, dt);
+    out = apply(out, spread(mo, M, N, "mask_out"));
+  }
+  return squeeze_vector_dims(out, a_nd, b_nd);
 }
 
 }  // namespace loom

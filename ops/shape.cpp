@@ -6,6 +6,7 @@
 
 #include "loom/core/primitive.h"
 #include "loom/ops/graph.h"
+#include "loom/ops/indexing.h"
 #include "loom/ops/kernels/elementwise.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
@@ -191,10 +192,47 @@ class Slice : public UnaryPrimitive {
   Shape start_, stop_, strides_;
 };
 
+// slice_update and its combining forms (MLX's SliceUpdate::ReduceType).
+enum class SliceMode { none, add, prod, max, min };
+
+template <typename T, SliceMode M>
+inline T slice_combine(T y, T x) {
+  using C = compute_t<T>;
+  const C a = static_cast<C>(y), b = static_cast<C>(x);
+  if constexpr (M == SliceMode::add) {
+    return static_cast<T>(kernels::wrapping_add(a, b));
+  } else if constexpr (M == SliceMode::prod) {
+    return static_cast<T>(kernels::wrapping_mul(a, b));
+  } else {
+    bool keep = M == SliceMode::max ? a > b : a < b;
+    if constexpr (std::is_floating_point_v<C>) keep = keep || a != a;  // NaN in, NaN out (as maximum)
+    return keep ? y : x;
+  }
+}
+
+// out's window (strides `st` from element `offset`) gets op(window, upd), elementwise.
+template <typename T, SliceMode M>
+void slice_combine_kernel(array& out, const array& upd, const Strides& st, int64_t offset) {
+  Shape shape = upd.shape();
+  std::array<Strides, 2> strides{st, upd.strides()};
+  if (shape.empty()) {
+    shape = Shape{1};
+    strides = {Strides{0}, Strides{0}};
+  }
+  T* o = kernels::ptr<T>(out) + offset;
+  const T* u = kernels::ptr<T>(upd);
+  kernels::for_each_row<2>(shape, strides, [&](const std::array<int64_t, 2>& off, int n, const std::array<int64_t, 2>& s) {
+    T* op = o + off[0];
+    const T* up = u + off[1];
+    for (int i = 0; i < n; ++i) op[i * s[0]] = slice_combine<T, M>(op[i * s[0]], up[i * s[1]]);
+  });
+}
+
+
 class SliceUpdate : public UnaryPrimitive {
  public:
-  SliceUpdate(Shape start, Shape stop, Shape strides)
-      : start_(std::move(start)), stop_(std::move(stop)), strides_(std::move(strides)) {}
+  SliceUpdate(Shape start, Shape stop, Shape strides, SliceMode mode = SliceMode::none)
+      : start_(std::move(start)), stop_(std::move(stop)), strides_(std::move(strides)), mode_(mode) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array& src = in[0];
     const array& upd = in[1];
@@ -207,31 +245,82 @@ class SliceUpdate : public UnaryPrimitive {
       offset += int64_t(start_[i]) * out.strides()[i];
     }
     if (upd.size() == 0) return;
-    char* base = static_cast<char*>(out.raw_data()) + offset * int64_t(out.itemsize());
-    kernels::copy_strided(upd, base, out.dtype(), st);
+    switch (mode_) {
+      case SliceMode::none: {
+        char* base = static_cast<char*>(out.raw_data()) + offset * int64_t(out.itemsize());
+        kernels::copy_strided(upd, base, out.dtype(), st);
+        break;
+      }
+      case SliceMode::add: LOOM_DISPATCH_ALL(out.dtype(), T, slice_combine_kernel<T, SliceMode::add>(out, upd, st, offset)); break;
+      case SliceMode::prod: LOOM_DISPATCH_ALL(out.dtype(), T, slice_combine_kernel<T, SliceMode::prod>(out, upd, st, offset)); break;
+      case SliceMode::max: LOOM_DISPATCH_ALL(out.dtype(), T, slice_combine_kernel<T, SliceMode::max>(out, upd, st, offset)); break;
+      case SliceMode::min: LOOM_DISPATCH_ALL(out.dtype(), T, slice_combine_kernel<T, SliceMode::min>(out, upd, st, offset)); break;
+    }
   }
+  // As MLX's SliceUpdate::vjp.
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
-                         const std::vector<array>&) override {
+                         const std::vector<array>& outputs) override {
+    const array& c = cot[0];
     std::vector<array> out;
     for (int arg : argnums) {
-      if (arg == 0) out.push_back(slice_update(cot[0], zeros_like(p[1]), start_, stop_, strides_));
-      else out.push_back(slice(cot[0], start_, stop_, strides_));
+      if (arg == 0) {
+        switch (mode_) {
+          case SliceMode::none: out.push_back(slice_update(c, zeros_like(p[1]), start_, stop_, strides_)); break;
+          case SliceMode::add: out.push_back(c); break;
+          case SliceMode::prod: out.push_back(mode_node(c, p[1], SliceMode::prod)); break;
+          default: out.push_back(where(equal(outputs[0], p[0]), c, zeros_like(c))); break;
+        }
+      } else {
+        array g = slice(c, start_, stop_, strides_);
+        if (mode_ == SliceMode::prod) {
+          g = multiply(g, slice(p[0], start_, stop_, strides_));
+        } else if (mode_ == SliceMode::max || mode_ == SliceMode::min) {
+          g = where(equal(slice(outputs[0], start_, stop_, strides_), p[1]), g, zeros_like(g));
+        }
+        out.push_back(g);
+      }
     }
     return out;
   }
+  // MLX has jvps for none and add only; those of prod, max and min here are their vjps' transposes.
   std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t,
                          const std::vector<int>& argnums) override {
     auto tt = tangents_or_zeros(p, t, argnums);
-    return {slice_update(tt[0], tt[1], start_, stop_, strides_)};
+    switch (mode_) {
+      case SliceMode::none: return {slice_update(tt[0], tt[1], start_, stop_, strides_)};
+      case SliceMode::add: return {mode_node(tt[0], tt[1], SliceMode::add)};
+      case SliceMode::prod:
+        return {mode_node(mode_node(tt[0], p[1], SliceMode::prod), multiply(slice(p[0], start_, stop_, strides_), tt[1]),
+                          SliceMode::add)};
+      default: {
+        array res = mode_node(p[0], p[1], mode_);
+        array from_src = where(equal(res, p[0]), tt[0], zeros_like(tt[0]));
+        array hit = equal(slice(res, start_, stop_, strides_), p[1]);
+        return {mode_node(from_src, where(hit, tt[1], zeros_like(tt[1])), SliceMode::add)};
+      }
+    }
   }
   // The updates are written over a copy of the input: its own buffer when nothing else reads it.
   uint64_t donors(const std::vector<array>& in, int) const override {
     return listed_once(in, 0) ? row_contiguous_donors(in, {0}) : 0;
   }
-  const char* name() const override { return "SliceUpdate"; }
+  const char* name() const override {
+    switch (mode_) {
+      case SliceMode::none: return "SliceUpdate";
+      case SliceMode::add: return "SliceUpdateAdd";
+      case SliceMode::prod: return "SliceUpdateProd";
+      case SliceMode::max: return "SliceUpdateMax";
+      default: return "SliceUpdateMin";
+    }
+  }
 
  private:
+  // The same slice with another mode (start, stop and strides are normalized already: a fixed point).
+  array mode_node(const array& a, const array& u, SliceMode m) const {
+    return array(a.shape(), a.dtype(), std::make_shared<SliceUpdate>(start_, stop_, strides_, m), {a, u});
+  }
   Shape start_, stop_, strides_;
+  SliceMode mode_;
 };
 
 class Concatenate : public UnaryPrimitive {
@@ -608,21 +697,42 @@ array slice(const array& a, Shape start, Shape stop) {
   return slice(a, std::move(start), std::move(stop), Shape(a.ndim(), 1));
 }
 
-array slice_update(const array& src, const array& update, Shape start, Shape stop, Shape strides) {
-  Shape shape = normalize_slice(src.shape(), start, stop, strides, "slice_update");
+namespace {
+array slice_update_mode(const array& src, const array& update, Shape start, Shape stop, Shape strides, SliceMode mode) {
+  static const char* names[] = {"slice_update", "slice_update_add", "slice_update_prod", "slice_update_max",
+                                "slice_update_min"};
+  const char* op = names[static_cast<int>(mode)];
+  Shape shape = normalize_slice(src.shape(), start, stop, strides, op);
   array upd = astype(update, src.dtype());
   try {
     upd = broadcast_to(upd, shape);
   } catch (const std::invalid_argument&) {
-    throw std::invalid_argument(msg("[slice_update] update of shape ", shape_str(update.shape()),
+    throw std::invalid_argument(msg("[", op, "] update of shape ", shape_str(update.shape()),
                                     " does not broadcast to the slice shape ", shape_str(shape)));
   }
   return array(src.shape(), src.dtype(),
-               std::make_shared<SliceUpdate>(std::move(start), std::move(stop), std::move(strides)), {src, upd});
+               std::make_shared<SliceUpdate>(std::move(start), std::move(stop), std::move(strides), mode), {src, upd});
+}
+}  // namespace
+
+array slice_update(const array& src, const array& update, Shape start, Shape stop, Shape strides) {
+  return slice_update_mode(src, update, std::move(start), std::move(stop), std::move(strides), SliceMode::none);
 }
 array slice_update(const array& src, const array& update, Shape start, Shape stop) {
   return slice_update(src, update, std::move(start), std::move(stop), Shape(src.ndim(), 1));
 }
+#define LOOM_SLICE_UPDATE_MODE(NAME, MODE)                                                                 \
+  array NAME(const array& src, const array& update, Shape start, Shape stop, Shape strides) {             \
+    return slice_update_mode(src, update, std::move(start), std::move(stop), std::move(strides), MODE);    \
+  }                                                                                                        \
+  array NAME(const array& src, const array& update, Shape start, Shape stop) {                            \
+    return NAME(src, update, std::move(start), std::move(stop), Shape(src.ndim(), 1));                     \
+  }
+LOOM_SLICE_UPDATE_MODE(slice_update_add, SliceMode::add)
+LOOM_SLICE_UPDATE_MODE(slice_update_prod, SliceMode::prod)
+LOOM_SLICE_UPDATE_MODE(slice_update_max, SliceMode::max)
+LOOM_SLICE_UPDATE_MODE(slice_update_min, SliceMode::min)
+#undef LOOM_SLICE_UPDATE_MODE
 
 array concatenate(const std::vector<array>& arrays, int axis) {
   if (arrays.empty()) throw std::invalid_argument("[concatenate] needs at least one array");

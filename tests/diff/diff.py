@@ -32,6 +32,8 @@ except ImportError as e:  # CTest: SKIP_RETURN_CODE 77
 from known_differences import DIFFERENCES, NOT_COVERED, PENDING_FIXES, deviation  # noqa: E402
 
 torch.set_num_threads(1)
+import warnings  # noqa: E402
+warnings.filterwarnings("ignore", message="scatter_reduce")  # "in beta": the references use it
 fwAD = torch.autograd.forward_ad
 
 FLOATS = ["float16", "bfloat16", "float32", "float64"]
@@ -1376,7 +1378,7 @@ Op("scatter_add_axis", gen_along("scatter_add_axis"), along_ref("scatter_add_axi
    scale=scale_scatter(along_ref("scatter_add_axis")), rtol=4.0)
 
 
-def gen_scatter_add(g, big):
+def gen_scatter_add_take(g, big):
     dt = g.r.choice(FLOATS + ["int32", "int64"])
     shape = g.shape(min_rank=1)
     axis = g.r.randrange(-len(shape), len(shape))
@@ -1390,7 +1392,7 @@ def gen_scatter_add(g, big):
         {"axis": axis}
 
 
-def ref_scatter_add(ts, dts, p):
+def ref_scatter_add_take(ts, dts, p):
     a, idx, u = ts
     ax = p["axis"] % a.dim()
     n = a.shape[ax]
@@ -1401,7 +1403,281 @@ def ref_scatter_add(ts, dts, p):
     return [(a.index_add(ax, i, uu), dts[0])]
 
 
-Op("scatter_add", gen_scatter_add, ref_scatter_add, scale=scale_scatter(ref_scatter_add), rtol=4.0)
+Op("scatter_add_take", gen_scatter_add_take, ref_scatter_add_take, scale=scale_scatter(ref_scatter_add_take), rtol=4.0)
+
+
+# MLX's gather and scatters: index arrays broadcast together to B pick windows (starting at the index
+# on the indexed axes, at 0 elsewhere); a window that reaches past its axis is an error in Loom (MLX
+# reads or writes outside the array), and is checked only when something is read or written.
+def gen_windows(g, shape, updates):
+    nd = len(shape)
+    k = g.r.randint(0, min(nd, 3))
+    axes = g.r.sample(range(nd), k)
+    win = []
+    for d in range(nd):
+        n = shape[d]
+        if d in axes:
+            w = 1 if g.r.random() < 0.7 else g.r.randint(0, n)
+        else:
+            w = n if g.r.random() < 0.6 else g.r.randint(0, n)
+        win.append(min(w, n))
+    bshape = g.shape(max_rank=2)
+    idx = []
+    for ax in axes:
+        ishape = g.broadcastable(bshape) if g.r.random() < 0.5 else list(bshape)
+        cnt = int(np.prod(ishape, dtype=np.int64))
+        n, w = shape[ax], win[ax]
+        v = g.np.integers(0, max(n - w, 0) + 1, cnt)
+        v = np.where(g.np.random(cnt) < 0.3, v - n, v)
+        if g.r.random() < 0.03 and cnt:
+            v[0] = n - w + 1  # out of range now and then: both sides must reject
+        idt = g.r.choice(["int32", "int64", "uint8"])
+        if idt == "uint8":  # it cannot hold negative indices
+            v = np.where(v < 0, v + n, v)
+        idx.append(Input(idt, ishape, v if n else np.zeros(cnt, dtype=np.int64)))
+    axes_p = [ax - nd if g.r.random() < 0.3 else ax for ax in axes]
+    return idx, axes, axes_p, win
+
+
+def window_positions(shape, idx, axes, win):
+    """Flat positions in an array of `shape` of every (index tuple, window position), as numpy of shape
+    B + win; raises IndexError when a window does not fit and something would be touched."""
+    arrs = [np.asarray(i, dtype=np.int64) for i in idx]
+    b = np.broadcast_shapes(*[x.shape for x in arrs]) if arrs else ()
+    arrs = [np.broadcast_to(x, b) for x in arrs]
+    total = int(np.prod(b, dtype=np.int64)) * int(np.prod(win, dtype=np.int64))
+    strides = [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
+    base = np.zeros(b, dtype=np.int64)
+    for x, ax in zip(arrs, axes):
+        n, w = shape[ax], win[ax]
+        y = np.where(x < 0, x + n, x)
+        if total and ((y < 0) | (y + w > n)).any():
+            deviation("scatter_gather_window_bounds")
+            raise IndexError("window out of bounds")
+        base = base + y * strides[ax]
+    inner = np.zeros(win, dtype=np.int64)
+    for d, w in enumerate(win):
+        sh = [1] * len(win)
+        sh[d] = w
+        inner = inner + np.arange(w, dtype=np.int64).reshape(sh) * strides[d]
+    return base.reshape(tuple(b) + (1,) * len(win)) + inner.reshape((1,) * len(b) + tuple(win))
+
+
+def gen_gather(g, big):
+    dt = pick_dtype(g)
+    shape = g.shape()
+    idx, axes, axes_p, win = gen_windows(g, shape, False)
+    return [make_input(g, dt, shape)] + idx, {"axes": axes_p, "slice_sizes": win}
+
+
+def ref_gather(ts, dts, p):
+    a = ts[0]
+    nd = a.dim()
+    axes = [ax % nd for ax in p["axes"]]
+    pos = window_positions(list(a.shape), [t.numpy() for t in ts[1:]], axes, p["slice_sizes"])
+    return [(a.reshape(-1)[torch.from_numpy(pos.reshape(-1).copy())].reshape(pos.shape), dts[0])]
+
+
+Op("gather", gen_gather, ref_gather)
+
+
+def gen_scatter(mode):
+    def gen(g, big):
+        dt = pick_dtype(g) if mode != "prod" else g.r.choice(["bool"] + INTS + FLOATS)
+        shape = g.shape()
+        idx, axes, axes_p, win = gen_windows(g, shape, True)
+        b = list(np.broadcast_shapes(*[tuple(i.shape) for i in idx])) if idx else []
+        ud = dt if g.r.random() < 0.8 else pick_dtype(g)
+        return [make_input(g, dt, shape)] + idx + [make_input(g, ud, b + win)], {"axes": axes_p}
+    return gen
+
+
+def scatter_ref(mode):
+    def ref(ts, dts, p):
+        a, u = ts[0], ts[-1]
+        nd = a.dim()
+        axes = [ax % nd for ax in p["axes"]]
+        win = list(u.shape[u.dim() - nd:])
+        pos = window_positions(list(a.shape), [t.numpy() for t in ts[1:-1]], axes, win).reshape(-1)
+        uu = cast(u, dts[-1], dts[0]).reshape(-1)
+        flat = a.reshape(-1) * 1 if a.requires_grad else a.reshape(-1).clone()
+        if pos.size == 0:
+            return [(flat.reshape(a.shape), dts[0])]
+        if mode == "none":
+            # The last write to a position wins (MLX's CPU order); only it is written.
+            last = np.zeros(pos.size, dtype=bool)
+            _, first_from_end = np.unique(pos[::-1], return_index=True)
+            last[pos.size - 1 - first_from_end] = True
+            keep = torch.from_numpy(np.nonzero(last)[0])
+            out = flat.index_put((torch.from_numpy(pos[last].copy()),), uu[keep])
+            return [(out.reshape(a.shape), dts[0])]
+        P = torch.from_numpy(pos.copy())
+        if dts[0] == "bool":  # or / and / max / min of bools, computed on integers
+            deviation("scatter_bool_logical")
+            fi, ui = flat.to(torch.int64), uu.to(torch.int64)
+            red = {"add": "sum", "prod": "prod", "max": "amax", "min": "amin"}[mode]
+            out = fi.scatter_reduce(0, P, ui, red, include_self=True) != 0
+            return [(out.reshape(a.shape), dts[0])]
+        if mode == "add":
+            return [(flat.index_put((P,), uu, accumulate=True).reshape(a.shape), dts[0])]
+        red = {"prod": "prod", "max": "amax", "min": "amin"}[mode]
+        out = flat.scatter_reduce(0, P, uu, red, include_self=True)
+        if dts[0] in FLOATS and mode != "prod":  # NaN from either side wins, as maximum / minimum
+            nan = torch.zeros_like(flat, dtype=torch.bool).index_put((P,), torch.isnan(uu), accumulate=True)
+            out = torch.where(nan | torch.isnan(flat), torch.full_like(out, math.nan), out)
+        return [(out.reshape(a.shape), dts[0])]
+    return ref
+
+
+def scale_windows(mode):
+    # Repeated positions accumulate in the array's dtype: errors relative to the op applied to the
+    # magnitudes of the array and the updates (integer updates too; the index arrays stay as they are).
+    def scale(ts, dts, p):
+        if dts[0] not in FLOATS:
+            return None
+
+        def mag(t):
+            t = t if t.is_floating_point() else t.to(torch.float64)
+            return torch.where(torch.isfinite(t), t.abs(), torch.ones_like(t) if mode == "prod" else torch.zeros_like(t))
+        return scatter_ref(mode)([mag(ts[0])] + list(ts[1:-1]) + [mag(ts[-1])], dts, p)[0][0]
+    return scale
+
+
+def bound_scatter_prod(ts, dts, p):
+    # As bound_prod, per position, over the array's value and the updates that land there: Loom
+    # multiplies them in the array's dtype one at a time (as MLX), so a partial product can overflow or
+    # underflow where the reference's float64 product does not.
+    if dts[0] not in FLOATS:
+        return None
+
+    def pick(t, keep):
+        a = (t if t.is_floating_point() else t.to(torch.float64)).abs()
+        return torch.where(torch.isfinite(a) & keep(a), a, torch.ones_like(a))
+
+    def over(f):
+        return scatter_ref("prod")([f(ts[0])] + list(ts[1:-1]) + [f(ts[-1])], dts, p)[0][0]
+    large = over(lambda t: pick(t, lambda a: a > 1))
+    small = over(lambda t: pick(t, lambda a: (a > 0) & (a < 1)))
+    inf = over(lambda t: torch.where(torch.isinf(t.to(torch.float64)), torch.full_like(t, 2.0, dtype=torch.float64),
+                                     torch.ones_like(t, dtype=torch.float64))) > 1
+    return torch.where((small < TINY[dts[0]]) & (inf | (large > 1)), torch.full_like(large, math.inf), large)
+
+
+Op("scatter", gen_scatter("none"), scatter_ref("none"))
+Op("scatter_add", gen_scatter("add"), scatter_ref("add"), scale=scale_windows("add"), rtol=4.0)
+Op("scatter_prod", gen_scatter("prod"), scatter_ref("prod"), grad=False, scale=scale_windows("prod"),
+   bound=bound_scatter_prod, rtol=16.0)
+# max / min: gradients at ties differ on purpose (MLX gives each tied side the whole cotangent, PyTorch
+# splits it), and special values make ties common; IndexingGrad.ScatterMaxMin checks them.
+Op("scatter_max", gen_scatter("max"), scatter_ref("max"), grad=False)
+Op("scatter_min", gen_scatter("min"), scatter_ref("min"), grad=False)
+
+
+def gen_masked_scatter(g, big):
+    dt = pick_dtype(g)
+    shape = g.shape()
+    mk = g.r.randint(0, len(shape))
+    mshape, rest = shape[:mk], shape[mk:]
+    m = g.np.integers(0, 2, int(np.prod(mshape, dtype=np.int64))).astype(bool)
+    rows = int(m.sum())
+    r = g.r.random()
+    if r < 0.15:
+        sshape = []  # a scalar fills every masked position
+    elif rest and r < 0.3:
+        sshape = [rest[-1]]  # broadcast to every row (MLX)
+    elif rest and r < 0.45:
+        sshape = [max(rows, 1)] + [1] * len(rest)
+    else:
+        extra = g.r.choice([0, 0, 0, 1, 3])
+        if rows and g.r.random() < 0.03:
+            extra = -1  # too few: both sides must reject
+        sshape = [max(rows + extra, 0)] + list(rest)
+    sd = dt if g.r.random() < 0.8 else pick_dtype(g)
+    return [make_input(g, dt, shape), Input("bool", mshape, m), make_input(g, sd, sshape)], {}
+
+
+def ref_masked_scatter(ts, dts, p):
+    a, m, s = ts
+    rest = list(a.shape[m.dim():])
+    sv = cast(s, dts[2], dts[0])
+    if sv.dim() > len(rest) + 1:
+        raise ValueError("src has too many dimensions")
+    if sv.dim() < len(rest) + 1:
+        sv = sv.reshape([1] * (len(rest) + 1 - sv.dim()) + list(sv.shape)).expand([m.numel()] + rest)
+    elif list(sv.shape[1:]) != rest:
+        sv = sv.expand([sv.shape[0]] + rest)
+    full_m = m.reshape(list(m.shape) + [1] * len(rest)).expand(a.shape)
+    if int(full_m.sum()) > sv.numel():
+        raise ValueError("src too small")
+    flat = a.reshape(-1) * 1 if a.requires_grad else a.reshape(-1).clone()
+    sel = torch.nonzero(full_m.reshape(-1)).reshape(-1)
+    out = flat.index_put((sel,), sv.reshape(-1)[:sel.numel()])
+    return [(out.reshape(a.shape), dts[0])]
+
+
+Op("masked_scatter", gen_masked_scatter, ref_masked_scatter)
+
+
+def gen_as_strided(g, big):
+    dt = pick_dtype(g)
+    shape = g.shape(min_rank=0)
+    n = int(np.prod(shape, dtype=np.int64))
+    oshape = g.shape(max_rank=3)
+    strides = [g.r.choice([0, 1, 1, 2, 3, -1, -2, 5]) for _ in oshape]
+    lo = sum(s * (d - 1) for s, d in zip(strides, oshape) if s < 0 and d > 0)
+    hi = sum(s * (d - 1) for s, d in zip(strides, oshape) if s > 0 and d > 0)
+    if hi - lo < n:
+        offset = g.r.randint(-lo, n - 1 - hi)
+    else:
+        offset = g.r.randint(0, 3)  # reaches outside: both sides must reject
+    return [make_input(g, dt, shape)], {"shape": oshape, "strides": strides, "offset": offset}
+
+
+def ref_as_strided(ts, dts, p):
+    a = ts[0]
+    shape, strides, off = p["shape"], p["strides"], p["offset"]
+    pos = np.full(shape, off, dtype=np.int64)
+    for d, (n, s) in enumerate(zip(shape, strides)):
+        sh = [1] * len(shape)
+        sh[d] = n
+        pos = pos + np.arange(n, dtype=np.int64).reshape(sh) * s
+    if pos.size and (pos.min() < 0 or pos.max() >= a.numel()):
+        deviation("as_strided_bounds")
+        raise IndexError("as_strided reaches outside the array")
+    return [(a.reshape(-1)[torch.from_numpy(pos.reshape(-1).copy())].reshape(shape), dts[0])]
+
+
+Op("as_strided", gen_as_strided, ref_as_strided)
+
+
+def slice_update_mode_ref(mode):
+    def ref(ts, dts, p):
+        src, upd = ts
+        idx = index_tensor(view_index(list(src.shape), [{"slice": p}]))
+        u = cast(upd, dts[1], dts[0]).expand(idx.shape).reshape(-1)
+        flat = src.reshape(-1) * 1 if src.requires_grad else src.reshape(-1).clone()
+        i = idx.reshape(-1)
+        cur = flat[i]
+        if dts[0] == "bool":
+            deviation("scatter_bool_logical")
+            ci, ui = cur.to(torch.int64), u.to(torch.int64)
+            v = {"add": ci + ui, "prod": ci * ui, "max": torch.maximum(ci, ui), "min": torch.minimum(ci, ui)}[mode] != 0
+        elif mode == "add":
+            v = cur + u
+        elif mode == "prod":
+            v = cur * u
+        elif mode == "max":
+            v = torch.maximum(cur, u)
+        else:
+            v = torch.minimum(cur, u)
+        return [(flat.index_put((i,), v).reshape(src.shape), dts[0])]
+    return ref
+
+
+for _m in ["add", "prod", "max", "min"]:
+    # max / min: no gradients compared (ties: see scatter_max); IndexingGrad.SliceUpdateReduce checks them.
+    Op("slice_update_" + _m, gen_slice_update, slice_update_mode_ref(_m), grad=_m in ("add", "prod"),
+       rtol=4.0 if _m == "prod" else 1.0)
 
 
 def gen_sort(name):
@@ -2232,7 +2508,7 @@ def make_case(g, cid, op_name=None):
     op = OPS[name]
     big = g.r.random() < 0.015 and name not in ("pad", "take", "split", "concatenate", "stack", "slice_update",
                                                 "take_along_axis", "put_along_axis", "scatter_add_axis",
-                                                "scatter_add", "conv_general", "max_pool", "avg_pool", "sdpa",
+                                                "scatter_add_take", "conv_general", "max_pool", "avg_pool", "sdpa",
                                                 "cross_entropy", "arange")
     inputs, params = op.gen(g, big)
     case = {"id": cid, "op": name, "_inputs": inputs, "params": params}

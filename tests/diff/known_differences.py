@@ -78,6 +78,13 @@ DIFFERENCES = {
     "sign_nan": "sign(NaN) is NaN (numpy, MLX); PyTorch gives 0.",
     "half_compute": "Loom computes float16/bfloat16 elementwise ops in float32 and rounds once; the "
     "reference computes in float64 and rounds once. Tolerances (diff.py: RTOL) allow the double rounding.",
+    "scatter_gather_window_bounds": "gather / scatter / scatter_add / ... check that every window (index plus "
+    "window size) lies inside its axis and throw std::out_of_range from eval; MLX reads or writes outside the "
+    "array. Agreement when both reject.",
+    "scatter_bool_logical": "scatter_add / slice_update_add on bool is a logical or, scatter_prod a logical and "
+    "(as MLX's bool arithmetic); the reference computes on integers and compares with 0.",
+    "as_strided_bounds": "as_strided whose elements reach outside the array throws when built (MLX does not "
+    "check, numpy's as_strided reads outside the buffer). Agreement when both reject.",
 }
 
 _used = set()

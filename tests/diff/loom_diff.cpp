@@ -228,7 +228,43 @@ const std::map<std::string, Op>& ops() {
     t["scatter_add_axis"] = one([](const Args& x, const json& p) {
       return scatter_add_axis(x[0], x[1], x[2], p["axis"].get<int>());
     });
-    t["scatter_add"] = one([](const Args& x, const json& p) { return scatter_add(x[0], x[1], x[2], p["axis"]); });
+    t["scatter_add_take"] = one([](const Args& x, const json& p) { return scatter_add_take(x[0], x[1], x[2], p["axis"]); });
+    t["gather"] = one([](const Args& x, const json& p) {
+      return gather(x[0], Args(x.begin() + 1, x.end()), ints(p["axes"]), shape_from(p["slice_sizes"]));
+    });
+    t["scatter"] = one([](const Args& x, const json& p) {
+      return scatter(x[0], Args(x.begin() + 1, x.end() - 1), x.back(), ints(p["axes"]));
+    });
+    t["scatter_add"] = one([](const Args& x, const json& p) {
+      return scatter_add(x[0], Args(x.begin() + 1, x.end() - 1), x.back(), ints(p["axes"]));
+    });
+    t["scatter_prod"] = one([](const Args& x, const json& p) {
+      return scatter_prod(x[0], Args(x.begin() + 1, x.end() - 1), x.back(), ints(p["axes"]));
+    });
+    t["scatter_max"] = one([](const Args& x, const json& p) {
+      return scatter_max(x[0], Args(x.begin() + 1, x.end() - 1), x.back(), ints(p["axes"]));
+    });
+    t["scatter_min"] = one([](const Args& x, const json& p) {
+      return scatter_min(x[0], Args(x.begin() + 1, x.end() - 1), x.back(), ints(p["axes"]));
+    });
+    t["masked_scatter"] = one([](const Args& x, const json&) { return masked_scatter(x[0], x[1], x[2]); });
+    t["as_strided"] = one([](const Args& x, const json& p) {
+      Strides st;
+      for (const auto& v : p["strides"]) st.push_back(v.get<int64_t>());
+      return as_strided(x[0], shape_from(p["shape"]), st, p["offset"].get<size_t>());
+    });
+    t["slice_update_add"] = one([](const Args& x, const json& p) {
+      return slice_update_add(x[0], x[1], shape_from(p["start"]), shape_from(p["stop"]), shape_from(p["strides"]));
+    });
+    t["slice_update_prod"] = one([](const Args& x, const json& p) {
+      return slice_update_prod(x[0], x[1], shape_from(p["start"]), shape_from(p["stop"]), shape_from(p["strides"]));
+    });
+    t["slice_update_max"] = one([](const Args& x, const json& p) {
+      return slice_update_max(x[0], x[1], shape_from(p["start"]), shape_from(p["stop"]), shape_from(p["strides"]));
+    });
+    t["slice_update_min"] = one([](const Args& x, const json& p) {
+      return slice_update_min(x[0], x[1], shape_from(p["start"]), shape_from(p["stop"]), shape_from(p["strides"]));
+    });
     t["sort"] = one([](const Args& x, const json& p) { return sort(x[0], p["axis"].get<int>()); });
     t["argsort"] = one([](const Args& x, const json& p) { return argsort(x[0], p["axis"].get<int>()); });
     t["topk"] = one([](const Args& x, const json& p) { return topk(x[0], p["k"], p["axis"]); });

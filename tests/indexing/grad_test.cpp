@@ -77,15 +77,15 @@ TEST(IndexingGrad, ScatterAddAxis) {
         {a, array({1, 1, 0}, {1, 3}), distinct({1, 3}, 10)});
 }
 
-TEST(IndexingGrad, ScatterAdd) {
+TEST(IndexingGrad, ScatterAddTake) {
   // The embedding gradient shape: a (5, 3), indices (4,), updates (4, 3), with a repeat.
-  check([](const std::vector<array>& p) { return scatter_add(p[0], p[1], p[2], 0); },
+  check([](const std::vector<array>& p) { return scatter_add_take(p[0], p[1], p[2], 0); },
         {distinct({5, 3}, 11), array({4, 1, 4, -5}), distinct({4, 3}, 12)});
   // Inner axis with 2-D indices: updates (2, 2, 2).
-  check([](const std::vector<array>& p) { return scatter_add(p[0], p[1], p[2], 1); },
+  check([](const std::vector<array>& p) { return scatter_add_take(p[0], p[1], p[2], 1); },
         {distinct({2, 3}, 13), array({0, 2, 2, 2}, {2, 2}), distinct({2, 2, 2}, 15)});
   // Broadcast updates.
-  check([](const std::vector<array>& p) { return scatter_add(p[0], p[1], p[2], 0); },
+  check([](const std::vector<array>& p) { return scatter_add_take(p[0], p[1], p[2], 0); },
         {distinct({3, 2}, 16), array({2, 2, 0}), distinct({2}, 17)});
 }
 
@@ -137,4 +137,94 @@ TEST(IndexingGrad, JvpOfTakeIsTakeOfTangent) {
   auto [out, t] = jvp([](const array& x) { return take(x, array({2, 2, 0}), 0); }, a, array({10.f, 20.f, 30.f}));
   expect_array(out, {3}, {3, 3, 1});
   expect_array(t, {3}, {30, 30, 10});
+}
+
+// ---- MLX's gather / scatter family, masked_scatter, as_strided, slice updates ----
+
+TEST(IndexingGrad, Gather) {
+  array a = distinct({3, 4}, 21);
+  // Repeated whole rows: their cotangents add up.
+  check([](const std::vector<array>& p) { return gather(p[0], p[1], 0, {1, 4}); }, {a, array({2, 0, 2})});
+  // Overlapping (2, 2) windows at two axes, with broadcast index arrays.
+  check([](const std::vector<array>& p) { return gather(p[0], {p[1], p[2]}, {0, 1}, {2, 2}); },
+        {a, array({0, 1}, {2, 1}), array({1, 2, 1}, {1, 3})});
+  // Negative axis and index, a transposed view, and no index arrays.
+  check([](const std::vector<array>& p) { return gather(transpose(p[0]), p[1], -1, {2, 1}); }, {a, array({-1, 0})});
+  check([](const std::vector<array>& p) { return gather(p[0], std::vector<array>{}, std::vector<int>{}, {2, 3}); }, {a});
+}
+
+TEST(IndexingGrad, Scatter) {
+  array a = distinct({4, 3}, 22);
+  // Distinct rows.
+  check([](const std::vector<array>& p) { return scatter(p[0], p[1], p[2], 0); },
+        {a, array({3, 0}), distinct({2, 1, 3}, 23)});
+  // Repeated rows and overlapping windows: only the update that lands last gets a gradient.
+  check([](const std::vector<array>& p) { return scatter(p[0], p[1], p[2], 0); },
+        {a, array({1, 0, 1}), distinct({3, 2, 3}, 24)});
+  // Points on two axes, broadcast indices, one point hit twice.
+  check([](const std::vector<array>& p) { return scatter(p[0], {p[1], p[2]}, p[3], {0, -1}); },
+        {a, array({0, 2}, {2, 1}), array({1, 1, 2}, {1, 3}), distinct({2, 3, 1, 1}, 25)});
+}
+
+TEST(IndexingGrad, ScatterAdd) {
+  array a = distinct({4, 3}, 26);
+  check([](const std::vector<array>& p) { return scatter_add(p[0], p[1], p[2], 0); },
+        {a, array({1, 0, 1}), distinct({3, 2, 3}, 27)});
+  check([](const std::vector<array>& p) { return scatter_add(p[0], {p[1], p[2]}, p[3], {0, 1}); },
+        {a, array({3, 3}), array({0, 1}), distinct({2, 1, 2}, 28)});
+}
+
+TEST(IndexingGrad, ScatterMaxMin) {
+  // Values kept apart (no ties), repeated indices: the largest (smallest) of each position wins.
+  array a = distinct({5}, 29);
+  array u = distinct({4, 1}, 30);
+  for (int trial = 0; trial < 2; ++trial) {
+    array idx = trial == 0 ? array({4, 1, 4, 0}) : array({2, 2, 3, 2});
+    check([](const std::vector<array>& p) { return scatter_max(p[0], p[1], p[2], 0); }, {a, idx, u});
+    check([](const std::vector<array>& p) { return scatter_min(p[0], p[1], p[2], 0); }, {a, idx, u});
+  }
+  check([](const std::vector<array>& p) { return scatter_max(p[0], p[1], p[2], 1); },
+        {distinct({2, 3}, 31), array({0, 2}), distinct({2, 2, 1}, 32)});
+}
+
+TEST(IndexingGrad, ScatterProdHasNoGradientAsInMlx) {
+  auto f = [](const std::vector<array>& p) { return std::vector<array>{scatter_prod(p[0], array({1}), p[1], 0)}; };
+  std::vector<array> x{array({1.f, 2.f}), array({3.f}, {1, 1})};
+  EXPECT_THROW_MSG(vjp(f, x, {array({1.f, 1.f})}), std::runtime_error, "[scatter_prod] has no vjp");
+  EXPECT_THROW_MSG(jvp(f, x, {array({1.f, 1.f}), array({1.f}, {1, 1})}), std::runtime_error, "[scatter_prod] has no jvp");
+}
+
+TEST(IndexingGrad, MaskedScatter) {
+  array a = distinct({2, 3}, 33);
+  check([](const std::vector<array>& p) { return masked_scatter(p[0], p[1], p[2]); },
+        {a, array({true, false, true, true, false, false}, {2, 3}), distinct({5}, 34)});
+  // A mask over the leading dimension takes whole rows of src.
+  check([](const std::vector<array>& p) { return masked_scatter(p[0], p[1], p[2]); },
+        {a, array({false, true}), distinct({2, 3}, 35)});
+}
+
+TEST(IndexingGrad, AsStrided) {
+  array a = distinct({3, 4}, 36);
+  // Overlapping windows: elements used more than once collect every cotangent.
+  check([](const std::vector<array>& p) { return as_strided(p[0], {4, 3}, {2, 1}, 1); }, {a});
+  check([](const std::vector<array>& p) { return as_strided(transpose(p[0]), {2, 3}, {-1, 3}, 3); }, {a});
+}
+
+TEST(IndexingGrad, DynamicSliceUpdate) {
+  check([](const std::vector<array>& p) { return slice_update(p[0], p[1], array({1, -3}), {0, 1}); },
+        {distinct({3, 4}, 37), distinct({2, 2}, 38)});
+  check([](const std::vector<array>& p) { return slice_update(p[0], p[1], array(2), {1}); },
+        {distinct({3, 4}, 39), distinct({2}, 40)});
+}
+
+TEST(IndexingGrad, SliceUpdateReduce) {
+  array a = distinct({3, 4}, 41);
+  array u = distinct({2, 2}, 42);
+  check([](const std::vector<array>& p) { return slice_update_add(p[0], p[1], {0, 1}, {3, 4}, {2, 2}); }, {a, u});
+  check([](const std::vector<array>& p) { return slice_update_prod(p[0], p[1], {1, 0}, {3, 2}); }, {a, u});
+  check([](const std::vector<array>& p) { return slice_update_max(p[0], p[1], {-1, 3}, {-4, 0}, {-2, -2}); }, {a, u});
+  check([](const std::vector<array>& p) { return slice_update_min(p[0], p[1], {0, 0}, {2, 2}); }, {a, u});
+  // Broadcast update and a transposed source.
+  check([](const std::vector<array>& p) { return slice_update_max(transpose(p[0]), p[1], {0, 0}, {2, 3}); },
+        {a, distinct({1, 3}, 43)});
 }

@@ -156,7 +156,7 @@ TEST(ScatterAdd, IntegerSumsWrapAsNumpy) {
   auto v = out.to_vector<int64_t>();
   EXPECT_EQ(v[0], std::numeric_limits<int64_t>::max() - 2);
   EXPECT_EQ(v[1], 0);
-  auto w = scatter_add(base, array({0}, {1}), upd, 0).to_vector<int64_t>();
+  auto w = scatter_add_take(base, array({0}, {1}), upd, 0).to_vector<int64_t>();
   EXPECT_EQ(w[0], std::numeric_limits<int64_t>::max() - 2);
 }
 
