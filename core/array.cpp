@@ -221,8 +221,23 @@ array::Flags array::layout_flags(const Shape& shape, const Strides& strides, siz
     span += static_cast<int64_t>(shape[i] - 1) * std::abs(strides[i]);
   }
   if (size == 0) span = 0;
-  f.contiguous = f.row_contiguous || f.col_contiguous ||
-                 (!negative && !zero_stride && static_cast<size_t>(span) == size);
+  // Contiguous: the elements fill [0, span) once each, i.e. the axes are a permutation of a dense
+  // row-major layout. span == size alone would also pass overlapping strides such as (2, 2) for
+  // shape (3, 3) (as_strided can make those).
+  bool dense = !f.row_contiguous && !f.col_contiguous && !negative && !zero_stride && static_cast<size_t>(span) == size;
+  if (dense && size != 0) {
+    std::vector<std::pair<int64_t, int>> dims;  // (stride, size) of the axes longer than 1
+    for (size_t i = 0; i < shape.size(); ++i) {
+      if (shape[i] > 1) dims.emplace_back(strides[i], shape[i]);
+    }
+    std::sort(dims.begin(), dims.end());
+    int64_t expect_stride = 1;
+    for (const auto& [st, n] : dims) {
+      if (st != expect_stride) dense = false;
+      expect_stride *= n;
+    }
+  }
+  f.contiguous = f.row_contiguous || f.col_contiguous || dense;
   if (data_size) *data_size = static_cast<size_t>(span);
   return f;
 }
