@@ -293,6 +293,26 @@ array log_softmax(const array& a, int axis = -1);
 array cumsum(const array& a, int axis, bool reverse = false, bool inclusive = true);
 array cumsum(const array& a);
 
+// ---- scans (MLX's Scan: one primitive for each running reduction; axes may be negative) ----
+// Without an axis they run over the flattened array. `reverse` runs from the end; an exclusive scan
+// (`inclusive=false`) shifts by one and starts from the identity (0, 1, -inf/the lowest value,
+// +inf/the largest value, -inf). MLX's optional `dtype` argument of cumsum/cumprod is left out.
+/// The flattened form of cumsum with MLX's flags.
+array cumsum(const array& a, bool reverse, bool inclusive = true);
+/// Running product, in a's dtype (as MLX: bool is a running "and", small integers wrap).
+array cumprod(const array& a, int axis, bool reverse = false, bool inclusive = true);
+array cumprod(const array& a, bool reverse = false, bool inclusive = true);
+/// Running maximum / minimum in a's dtype (bool: "or" / "and"); a NaN makes every later value NaN.
+/// The gradient goes to the element holding the running extreme (ties: the latest in scan order).
+array cummax(const array& a, int axis, bool reverse = false, bool inclusive = true);
+array cummax(const array& a, bool reverse = false, bool inclusive = true);
+array cummin(const array& a, int axis, bool reverse = false, bool inclusive = true);
+array cummin(const array& a, bool reverse = false, bool inclusive = true);
+/// Running log(sum(exp(a))), each step a stable logaddexp (no overflow; -inf entries add nothing;
+/// NaN propagates). Integer and bool inputs give float32 (MLX keeps their dtype and truncates).
+array logcumsumexp(const array& a, int axis, bool reverse = false, bool inclusive = true);
+array logcumsumexp(const array& a, bool reverse = false, bool inclusive = true);
+
 // ---- shapes and views ----
 /// One dimension may be -1 (inferred). A view when the layout allows, a copy otherwise.
 array reshape(const array& a, Shape shape);
