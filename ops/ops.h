@@ -313,6 +313,23 @@ array cummin(const array& a, bool reverse = false, bool inclusive = true);
 array logcumsumexp(const array& a, int axis, bool reverse = false, bool inclusive = true);
 array logcumsumexp(const array& a, bool reverse = false, bool inclusive = true);
 
+// ---- statistics and counts (MLX's semantics) ----
+/// The median over `axes` (all by default): the middle value, or the mean of the two middle ones
+/// for an even count; NaN where the values hold a NaN. Floating dtypes are kept, others give float32
+/// (the half types average in float32). An empty set of values throws (MLX); no axes is the identity.
+array median(const array& a, bool keepdims = false);
+array median(const array& a, const std::vector<int>& axes, bool keepdims = false);
+array median(const array& a, int axis, bool keepdims = false);
+/// The number of nonzero elements (NaN counts) over `axes` (all by default), as int32.
+array count_nonzero(const array& a, bool keepdims = false);
+array count_nonzero(const array& a, int axis, bool keepdims = false);
+array count_nonzero(const array& a, const std::vector<int>& axes, bool keepdims = false);
+/// The product of a's sizes along `axes` (its reciprocal when `inverted`, as MLX's mean uses it), as
+/// a 0-d array of `dtype`. Axes may be negative and are checked (MLX wraps out-of-range ones).
+array number_of_elements(const array& a, std::vector<int> axes, bool inverted, Dtype dtype = int32);
+/// `a` itself (unary plus).
+array positive(const array& a);
+
 // ---- shapes and views ----
 /// One dimension may be -1 (inferred). A view when the layout allows, a copy otherwise.
 array reshape(const array& a, Shape shape);

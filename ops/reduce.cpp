@@ -848,3 +848,74 @@ array logcumsumexp(const array& a, bool reverse, bool inclusive) {
 }
 
 }  // namespace loom
+
+namespace loom {
+
+// ---- median, count_nonzero, number_of_elements (compositions, MLX's semantics) ----
+array median(const array& a, const std::vector<int>& axes, bool keepdims) {
+  const int nd = static_cast<int>(a.ndim());
+  std::vector<int> ax = detail::normalize_axes(axes, nd, "median");
+  const Dtype d = result_dtype(a.dtype());
+  if (ax.empty()) return astype(a, d);  // each element is the median of itself
+  // The reduced axes moved last and flattened into one.
+  std::vector<int> perm;
+  for (int i = 0; i < nd; ++i) {
+    if (!std::binary_search(ax.begin(), ax.end(), i)) perm.push_back(i);
+  }
+  const int lead = static_cast<int>(perm.size());
+  perm.insert(perm.end(), ax.begin(), ax.end());
+  int64_t n = 1;
+  Shape flat;
+  for (int i = 0; i < nd; ++i) {
+    if (i < lead) flat.push_back(a.shape()[perm[i]]);
+    else n *= a.shape()[perm[i]];
+  }
+  if (n == 0) {
+    throw std::invalid_argument(msg("[median] cannot take the median over the empty axes of shape ",
+                                    shape_str(a.shape())));
+  }
+  flat.push_back(detail::axis_length(n, "median", lead));
+  array x = reshape(transpose(a, perm), flat);
+  array sorted = sort(x, -1);
+  // The middle element, or the mean of the two middle ones; the half types average in float32.
+  const Dtype acc = accumulation_dtype(d);
+  auto at = [&](int64_t k) {
+    Shape start(flat.size(), 0), stop = flat;
+    start.back() = static_cast<int>(k);
+    stop.back() = static_cast<int>(k + 1);
+    return astype(slice(sorted, start, stop), acc);
+  };
+  const int64_t mid = n / 2;
+  array m = at(mid);
+  if (n % 2 == 0) {
+    // a/2 + b/2 rather than (a + b)/2: the same value, without overflow at the largest magnitudes.
+    array half(0.5, acc);
+    m = add(multiply(at(mid - 1), half), multiply(m, half));
+  }
+  // The sort puts NaNs last, where the middle never reaches them: a NaN anywhere makes the median NaN
+  // (numpy, MLX's CPU backend).
+  if (is_floating_point(a.dtype())) {
+    m = where(any(isnan(x), -1, true), array(std::numeric_limits<double>::quiet_NaN(), acc), m);
+  }
+  m = astype(squeeze(m, -1), d);
+  return keepdims ? expand_dims(m, ax) : m;
+}
+array median(const array& a, int axis, bool keepdims) { return median(a, std::vector<int>{axis}, keepdims); }
+array median(const array& a, bool keepdims) { return median(a, all_axes(a), keepdims); }
+
+array count_nonzero(const array& a, const std::vector<int>& axes, bool keepdims) {
+  detail::normalize_axes(axes, static_cast<int>(a.ndim()), "count_nonzero");
+  return sum(astype(not_equal(a, array(0, a.dtype())), int32), axes, keepdims);
+}
+array count_nonzero(const array& a, int axis, bool keepdims) {
+  return count_nonzero(a, std::vector<int>{axis}, keepdims);
+}
+array count_nonzero(const array& a, bool keepdims) { return count_nonzero(a, all_axes(a), keepdims); }
+
+array number_of_elements(const array& a, std::vector<int> axes, bool inverted, Dtype dtype) {
+  double n = 1;
+  for (int ax : axes) n *= a.shape()[detail::normalize_axis(ax, static_cast<int>(a.ndim()), "number_of_elements")];
+  return array(inverted ? 1.0 / n : n, dtype);
+}
+
+}  // namespace loom
