@@ -34,6 +34,12 @@ array linspace(double start, double stop, int num = 50, Dtype dtype = float32);
 array eye(int n, int m, int k = 0, Dtype dtype = float32);
 array eye(int n, Dtype dtype = float32);
 array identity(int n, Dtype dtype = float32);
+/// Window functions of length M as float32 (numpy's np.hanning, np.hamming, np.blackman, np.bartlett,
+/// as in MLX's ops.h): empty for M < 1, [1] for M = 1.
+array hanning(int M);
+array hamming(int M);
+array blackman(int M);
+array bartlett(int M);
 
 /// Converts to `dtype` (a copy unless the dtype already matches).
 array astype(const array& a, Dtype dtype);
