@@ -336,6 +336,13 @@ array number_of_elements(const array& a, std::vector<int> axes, bool inverted, D
 /// `a` itself (unary plus).
 array positive(const array& a);
 
+// ---- searching a sorted sequence ----
+/// For each of `values`, the index at which it would be inserted into the 1-d ascending
+/// `sorted_sequence` keeping it sorted: before equal elements ("left") or after them ("right"), as
+/// numpy (NaN orders last). Compared in the promoted dtype; the result has values' shape, as int32
+/// (MLX: uint32; Loom's index results are int32).
+array searchsorted(const array& sorted_sequence, const array& values, const std::string& side = "left");
+
 // ---- shapes and views ----
 /// One dimension may be -1 (inferred). A view when the layout allows, a copy otherwise.
 array reshape(const array& a, Shape shape);

@@ -166,6 +166,7 @@ inline std::vector<Entry> registry() {
       none("ArgSort", indices),
       none("ArgTopK", indices),
       none("ArgPartition", indices),
+      none("SearchSorted", indices),
       // ---- random (ops/random.cpp) ----
       none("RandomBits", sample),
       none("RandomUniform", sample),
