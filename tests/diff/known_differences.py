@@ -16,6 +16,8 @@ DIFFERENCES = {
     "default dtype. The reference casts to float32 first.",
     "sum_dtype": "sum, prod and cumsum of bool/uint8 give int32, and int32 stays int32 (wrapping on "
     "overflow), as MLX; PyTorch gives int64. The reference accumulates in Loom's dtype.",
+    "cumprod_dtype": "cumprod keeps its input's dtype (MLX): bool is a running \"and\", uint8 and int32 "
+    "wrap on overflow; PyTorch gives int64 for integers and bool. The reference multiplies in Loom's dtype.",
     "bool_arith": "add/multiply/maximum/minimum of two bools stay bool (logical or / and), numpy's rule; "
     "negative, square, subtract, floor/ceil/round, floor_divide, remainder and power reject bool, "
     "as numpy does (PyTorch rejects some and accepts others).",

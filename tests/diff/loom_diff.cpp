@@ -176,6 +176,15 @@ const std::map<std::string, Op>& ops() {
     t["cumsum"] = one([](const Args& x, const json& p) {
       return cumsum(x[0], p["axis"].get<int>(), p.value("reverse", false), p.value("inclusive", true));
     });
+#define SCAN(N)                                                                                   \
+  t[#N] = one([](const Args& x, const json& p) {                                                  \
+    return N(x[0], p["axis"].get<int>(), p.value("reverse", false), p.value("inclusive", true)); \
+  });
+    SCAN(cumprod) SCAN(cummax) SCAN(cummin) SCAN(logcumsumexp)
+#undef SCAN
+    t["searchsorted"] = one([](const Args& x, const json& p) {
+      return searchsorted(x[0], x[1], p["side"].get<std::string>());
+    });
     // Shapes.
     t["reshape"] = one([](const Args& x, const json& p) { return reshape(x[0], shape_from(p["shape"])); });
     t["flatten"] = one([](const Args& x, const json& p) {
