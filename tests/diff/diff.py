@@ -1029,6 +1029,52 @@ Op("cummin", gen_cumsum, scan_ref("cummin"))
 Op("logcumsumexp", gen_cumsum, scan_ref("logcumsumexp"), scale=scale_logcumsumexp, jvp=False)
 
 
+# median and count_nonzero: compositions (sort, slices, where; not_equal and sum).
+def gen_median(g, big):
+    dt = pick_dtype(g)
+    shape = g.large_shape() if big else g.shape()
+    inp = make_input(g, dt, shape, special=g.r.random() < 0.5)
+    return [inp], {"axes": gen_axes(g, len(shape)), "keepdims": g.r.random() < 0.3}
+
+
+def ref_median(ts, dts, p):
+    # The middle value, or the mean of the two middle ones, of the sorted values (stable, so that a
+    # tie's cotangent goes where Loom's sort sends it); NaN where the values hold a NaN.
+    t, dt = ts[0], dts[0]
+    d = floating(dt)
+    x = cast(t, dt, d)
+    axes = norm_axes(p["axes"], t.dim())
+    if not axes:
+        return [(x.clone(), d)]
+    n = 1
+    for a in axes:
+        n *= t.shape[a]
+    if n == 0:
+        deviation("median_empty")
+        raise ValueError("empty")
+    keep = [a for a in range(t.dim()) if a not in axes]
+    xt = x.permute(keep + axes).reshape([t.shape[a] for a in keep] + [n])
+    srt = torch.sort(xt, dim=-1, stable=True)[0]
+    m = srt[..., n // 2] if n % 2 else (srt[..., n // 2 - 1] + srt[..., n // 2]) / 2
+    m = torch.where(torch.isnan(xt).any(-1), torch.full_like(m, math.nan), m)
+    if p.get("keepdims", False):
+        m = m.reshape([1 if a in axes else t.shape[a] for a in range(t.dim())])
+    return [(m, d)]
+
+
+def ref_count_nonzero(ts, dts, p):
+    t = ts[0]
+    axes = norm_axes(p["axes"], t.dim())
+    nz = (t != 0).to(torch.int32)
+    if not axes:
+        return [(nz, "int32")]
+    return [(torch.sum(nz, dim=axes, keepdim=p.get("keepdims", False), dtype=torch.int32), "int32")]
+
+
+Op("median", gen_median, ref_median)
+Op("count_nonzero", gen_median, ref_count_nonzero, grad=False)
+
+
 def gen_searchsorted(g, big):
     da, dv = pick_dtype(g), pick_dtype(g)
     n = g.r.choice([0, 1, 2, 5, 17]) if not big else 40000

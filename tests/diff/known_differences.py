@@ -38,6 +38,8 @@ DIFFERENCES = {
     "clip_bounds_order": "clip(a, lo, hi) with lo > hi gives hi, as numpy (and torch.clamp).",
     "reduce_empty_identity": "max/min over an empty axis throw (no identity), as numpy; so do "
     "argmax/argmin. The reference (torch) throws too; both rejecting is agreement.",
+    "median_empty": "median over an empty set of values throws (MLX); numpy returns NaN with a "
+    "warning and PyTorch's quantile raises. The reference raises too; both rejecting is agreement.",
     "take_index_bounds": "Out-of-range indices throw std::out_of_range from eval (numpy raises IndexError); "
     "agreement when both reject.",
     "mean_of_empty": "mean/var of an empty reduction is NaN (numpy), with no warning.",

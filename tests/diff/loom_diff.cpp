@@ -152,6 +152,7 @@ const std::map<std::string, Op>& ops() {
     return p["axes"].is_null() ? N(x[0], k) : N(x[0], ints(p["axes"]), k);                  \
   });
     REDUCE(sum) REDUCE(mean) REDUCE(prod) REDUCE(max) REDUCE(min) REDUCE(all) REDUCE(any) REDUCE(logsumexp)
+    REDUCE(median) REDUCE(count_nonzero)
 #undef REDUCE
     t["var"] = one([](const Args& x, const json& p) {
       const bool k = p.value("keepdims", false);
