@@ -402,17 +402,46 @@ void scan_rows(const array& x, array& out, int axis, bool reverse, bool inclusiv
   const S* xp0 = kernels::ptr<S>(x);
   T* yp0 = kernels::ptr<T>(out);
   const A init = scan_init<A>(kType);
+  // Rows whose scan axis is contiguous are scanned one after another; otherwise B neighbouring rows
+  // (along the innermost other axis) are scanned together, so each step reads and writes B adjacent
+  // elements instead of one per cache line.
+  const bool one_by_one = xs == 1 || n == 1;
+  constexpr int B = 64;
   kernels::for_each_row<2>(kept, st, [&](const std::array<int64_t, 2>& o, int cnt, const std::array<int64_t, 2>& s) {
-    for (int j = 0; j < cnt; ++j) {
-      const S* xp = xp0 + o[0] + j * s[0];
-      T* yp = yp0 + o[1] + j * s[1];
-      A acc = init;
+    if (one_by_one) {
+      for (int j = 0; j < cnt; ++j) {
+        const S* xp = xp0 + o[0] + j * s[0];
+        T* yp = yp0 + o[1] + j * s[1];
+        A acc = init;
+        for (int k = 0; k < n; ++k) {
+          const int64_t i = reverse ? n - 1 - k : k;
+          const A v = cast_value<A>(xp[i * xs]);
+          if (inclusive) acc = k == 0 ? v : scan_step<A, kType>(acc, v);
+          yp[i * ys] = cast_value<T>(acc);
+          if (!inclusive) acc = k == 0 ? v : scan_step<A, kType>(acc, v);
+        }
+      }
+      return;
+    }
+    A acc[B];
+    for (int j0 = 0; j0 < cnt; j0 += B) {
+      const int m = std::min(B, cnt - j0);
+      const S* xp = xp0 + o[0] + j0 * s[0];
+      T* yp = yp0 + o[1] + j0 * s[1];
       for (int k = 0; k < n; ++k) {
         const int64_t i = reverse ? n - 1 - k : k;
-        const A v = cast_value<A>(xp[i * xs]);
-        if (inclusive) acc = k == 0 ? v : scan_step<A, kType>(acc, v);
-        yp[i * ys] = cast_value<T>(acc);
-        if (!inclusive) acc = k == 0 ? v : scan_step<A, kType>(acc, v);
+        const S* xr = xp + i * xs;
+        T* yr = yp + i * ys;
+        for (int jj = 0; jj < m; ++jj) {
+          const A v = cast_value<A>(xr[jj * s[0]]);
+          if (inclusive) {
+            acc[jj] = k == 0 ? v : scan_step<A, kType>(acc[jj], v);
+            yr[jj * s[1]] = cast_value<T>(acc[jj]);
+          } else {
+            yr[jj * s[1]] = cast_value<T>(k == 0 ? init : acc[jj]);
+            acc[jj] = k == 0 ? v : scan_step<A, kType>(acc[jj], v);
+          }
+        }
       }
     }
   });
