@@ -1,4 +1,5 @@
 #include <cmath>
+#include <vector>
 
 #include "loom/core/primitive.h"
 #include "loom/ops/kernels/elementwise.h"
@@ -182,5 +183,37 @@ array astype(const array& a, Dtype dtype) {
 }
 array copy(const array& a) { return array(a.shape(), a.dtype(), std::make_shared<Copy>(), {a}); }
 array stop_gradient(const array& a) { return array(a.shape(), a.dtype(), std::make_shared<StopGradient>(), {a}); }
+
+// ---- window functions (numpy's definitions, computed in double and rounded once to float32) ----
+namespace {
+template <typename F>
+array window(int M, F f) {
+  if (M < 1) return zeros({0}, float32);
+  if (M == 1) return ones({1}, float32);
+  std::vector<float> w(static_cast<size_t>(M));
+  for (int n = 0; n < M; ++n) w[static_cast<size_t>(n)] = static_cast<float>(f(double(n), double(M - 1)));
+  return array(w, Shape{M}, float32);
+}
+constexpr double kPi = 3.14159265358979323846;
+}  // namespace
+
+array hanning(int M) {
+  return window(M, [](double n, double m) { return 0.5 - 0.5 * std::cos(2.0 * kPi * n / m); });
+}
+array hamming(int M) {
+  return window(M, [](double n, double m) { return 0.54 - 0.46 * std::cos(2.0 * kPi * n / m); });
+}
+array blackman(int M) {
+  return window(M, [](double n, double m) {
+    return 0.42 - 0.5 * std::cos(2.0 * kPi * n / m) + 0.08 * std::cos(4.0 * kPi * n / m);
+  });
+}
+array bartlett(int M) {
+  // numpy: with k = 2n - (M - 1), 1 + k/(M - 1) for k <= 0 and 1 - k/(M - 1) after.
+  return window(M, [](double n, double m) {
+    const double k = 2.0 * n - m;
+    return k <= 0 ? 1.0 + k / m : 1.0 - k / m;
+  });
+}
 
 }  // namespace loom

@@ -35,6 +35,12 @@ array linspace(double start, double stop, int num = 50, Dtype dtype = float32);
 array eye(int n, int m, int k = 0, Dtype dtype = float32);
 array eye(int n, Dtype dtype = float32);
 array identity(int n, Dtype dtype = float32);
+/// Window functions of length M as float32 (numpy's np.hanning, np.hamming, np.blackman, np.bartlett,
+/// as in MLX's ops.h): empty for M < 1, [1] for M = 1.
+array hanning(int M);
+array hamming(int M);
+array blackman(int M);
+array bartlett(int M);
 
 /// Converts to `dtype` (a copy unless the dtype already matches).
 array astype(const array& a, Dtype dtype);
@@ -314,6 +320,50 @@ array log_softmax(const array& a, int axis = -1);
 /// Running sum along `axis`; `reverse` sums from the end, `inclusive=false` shifts by one.
 array cumsum(const array& a, int axis, bool reverse = false, bool inclusive = true);
 array cumsum(const array& a);
+
+// ---- scans (MLX's Scan: one primitive for each running reduction; axes may be negative) ----
+// Without an axis they run over the flattened array. `reverse` runs from the end; an exclusive scan
+// (`inclusive=false`) shifts by one and starts from the identity (0, 1, -inf/the lowest value,
+// +inf/the largest value, -inf). MLX's optional `dtype` argument of cumsum/cumprod is left out.
+/// The flattened form of cumsum with MLX's flags.
+array cumsum(const array& a, bool reverse, bool inclusive = true);
+/// Running product, in a's dtype (as MLX: bool is a running "and", small integers wrap).
+array cumprod(const array& a, int axis, bool reverse = false, bool inclusive = true);
+array cumprod(const array& a, bool reverse = false, bool inclusive = true);
+/// Running maximum / minimum in a's dtype (bool: "or" / "and"); a NaN makes every later value NaN.
+/// The gradient goes to the element holding the running extreme (ties: the latest in scan order).
+array cummax(const array& a, int axis, bool reverse = false, bool inclusive = true);
+array cummax(const array& a, bool reverse = false, bool inclusive = true);
+array cummin(const array& a, int axis, bool reverse = false, bool inclusive = true);
+array cummin(const array& a, bool reverse = false, bool inclusive = true);
+/// Running log(sum(exp(a))), each step a stable logaddexp (no overflow; -inf entries add nothing;
+/// NaN propagates). Integer and bool inputs give float32 (MLX keeps their dtype and truncates).
+array logcumsumexp(const array& a, int axis, bool reverse = false, bool inclusive = true);
+array logcumsumexp(const array& a, bool reverse = false, bool inclusive = true);
+
+// ---- statistics and counts (MLX's semantics) ----
+/// The median over `axes` (all by default): the middle value, or the mean of the two middle ones
+/// for an even count; NaN where the values hold a NaN. Floating dtypes are kept, others give float32
+/// (the half types average in float32). An empty set of values throws (MLX); no axes is the identity.
+array median(const array& a, bool keepdims = false);
+array median(const array& a, const std::vector<int>& axes, bool keepdims = false);
+array median(const array& a, int axis, bool keepdims = false);
+/// The number of nonzero elements (NaN counts) over `axes` (all by default), as int32.
+array count_nonzero(const array& a, bool keepdims = false);
+array count_nonzero(const array& a, int axis, bool keepdims = false);
+array count_nonzero(const array& a, const std::vector<int>& axes, bool keepdims = false);
+/// The product of a's sizes along `axes` (its reciprocal when `inverted`, as MLX's mean uses it), as
+/// a 0-d array of `dtype`. Axes may be negative and are checked (MLX wraps out-of-range ones).
+array number_of_elements(const array& a, std::vector<int> axes, bool inverted, Dtype dtype = int32);
+/// `a` itself (unary plus).
+array positive(const array& a);
+
+// ---- searching a sorted sequence ----
+/// For each of `values`, the index at which it would be inserted into the 1-d ascending
+/// `sorted_sequence` keeping it sorted: before equal elements ("left") or after them ("right"), as
+/// numpy (NaN orders last). Compared in the promoted dtype; the result has values' shape, as int32
+/// (MLX: uint32; Loom's index results are int32).
+array searchsorted(const array& sorted_sequence, const array& values, const std::string& side = "left");
 
 // ---- shapes and views ----
 /// One dimension may be -1 (inferred). A view when the layout allows, a copy otherwise.

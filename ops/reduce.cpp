@@ -2,6 +2,7 @@
 #include <numeric>
 
 #include "loom/core/primitive.h"
+#include "loom/ops/indexing.h"
 #include "loom/ops/kernels/elementwise.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
@@ -14,6 +15,14 @@ using detail::shape_str;
 namespace {
 
 enum class ReduceType { sum, prod, max, min, all, any };
+
+// The dtype mean, var, logsumexp and softmax compute in: float32 for the half types, whose sums of more
+// than 65,504 ones would overflow (the result is rounded back once, at the end), else a's own
+// floating dtype (integers: float32).
+Dtype accumulation_dtype(Dtype d) {
+  return d == float16 || d == bfloat16 || !is_floating_point(d) ? float32 : d;
+}
+Dtype result_dtype(Dtype d) { return is_floating_point(d) ? d : float32; }
 
 const char* reduce_name(ReduceType t) {
   switch (t) {
@@ -322,7 +331,138 @@ class Reduce : public UnaryPrimitive {
 };
 
 // ---- scans ----
-enum class ScanType { sum, prod };
+// One primitive for every running reduction along an axis: cumsum, cumprod, cummax, cummin and
+// logcumsumexp (MLX's Scan with its ReduceType).
+enum class ScanType { sum, prod, max, min, logaddexp };
+
+const char* scan_name(ScanType t) {
+  switch (t) {
+    case ScanType::sum: return "CumSum";
+    case ScanType::prod: return "CumProd";
+    case ScanType::max: return "CumMax";
+    case ScanType::min: return "CumMin";
+    case ScanType::logaddexp: return "LogCumSumExp";
+  }
+  return "Scan";
+}
+
+// The value a scan starts from (and the first output of an exclusive scan).
+template <typename A>
+A scan_init(ScanType t) {
+  switch (t) {
+    case ScanType::sum: return A(0);
+    case ScanType::prod: return A(1);
+    case ScanType::max: return lowest<A>();
+    case ScanType::min: return highest<A>();
+    case ScanType::logaddexp: return lowest<A>();  // -inf (only floating dtypes get here)
+  }
+  return A(0);
+}
+
+// One step of a scan: the running value `a` combined with the next element `b`. On bool, sum and
+// max are "or", prod and min "and". max/min propagate NaN; logaddexp is log(exp(a) + exp(b)) without
+// overflow (as logaddexp).
+template <typename A, ScanType kType>
+inline A scan_step(A a, A b) {
+  if constexpr (kType == ScanType::sum || kType == ScanType::prod) {
+    return scan_combine(kType == ScanType::sum, a, b);
+  } else if constexpr (kType == ScanType::max || kType == ScanType::min) {
+    if constexpr (std::is_floating_point_v<A>) {
+      if (a != a) return a;
+      if (b != b) return b;
+    }
+    if constexpr (kType == ScanType::max) return b > a ? b : a;
+    else return b < a ? b : a;
+  } else {
+    if constexpr (std::is_floating_point_v<A>) {
+      if (a != a || b != b) return a + b;  // NaN
+      const A hi = a > b ? a : b, lo = a > b ? b : a;
+      // -inf with anything, and equal infinities, give the larger one (hi - hi would be NaN).
+      if (hi == std::numeric_limits<A>::infinity() || lo == -std::numeric_limits<A>::infinity()) return hi;
+      return hi + std::log1p(std::exp(lo - hi));
+    } else {
+      return a;  // unreachable: logcumsumexp casts integers to float32 first
+    }
+  }
+}
+
+// Scans every row of `x` along `axis` into `out` (any strides); S is the input type, T the output's.
+template <typename S, typename T, ScanType kType>
+void scan_rows(const array& x, array& out, int axis, bool reverse, bool inclusive) {
+  using A = std::conditional_t<std::is_floating_point_v<compute_t<T>>, compute_t<T>, T>;
+  Shape kept;
+  std::array<Strides, 2> st;
+  for (int i = 0; i < static_cast<int>(x.ndim()); ++i) {
+    if (i == axis) continue;
+    kept.push_back(x.shape()[i]);
+    st[0].push_back(x.strides()[i]);
+    st[1].push_back(out.strides()[i]);
+  }
+  kernels::collapse(kept, st);
+  const int n = x.shape()[axis];
+  const int64_t xs = x.strides()[axis], ys = out.strides()[axis];
+  const S* xp0 = kernels::ptr<S>(x);
+  T* yp0 = kernels::ptr<T>(out);
+  const A init = scan_init<A>(kType);
+  // Rows whose scan axis is contiguous are scanned one after another; otherwise B neighbouring rows
+  // (along the innermost other axis) are scanned together, so each step reads and writes B adjacent
+  // elements instead of one per cache line.
+  const bool one_by_one = xs == 1 || n == 1;
+  constexpr int B = 64;
+  kernels::for_each_row<2>(kept, st, [&](const std::array<int64_t, 2>& o, int cnt, const std::array<int64_t, 2>& s) {
+    if (one_by_one) {
+      for (int j = 0; j < cnt; ++j) {
+        const S* xp = xp0 + o[0] + j * s[0];
+        T* yp = yp0 + o[1] + j * s[1];
+        A acc = init;
+        for (int k = 0; k < n; ++k) {
+          const int64_t i = reverse ? n - 1 - k : k;
+          const A v = cast_value<A>(xp[i * xs]);
+          if (inclusive) acc = k == 0 ? v : scan_step<A, kType>(acc, v);
+          yp[i * ys] = cast_value<T>(acc);
+          if (!inclusive) acc = k == 0 ? v : scan_step<A, kType>(acc, v);
+        }
+      }
+      return;
+    }
+    A acc[B];
+    for (int j0 = 0; j0 < cnt; j0 += B) {
+      const int m = std::min(B, cnt - j0);
+      const S* xp = xp0 + o[0] + j0 * s[0];
+      T* yp = yp0 + o[1] + j0 * s[1];
+      for (int k = 0; k < n; ++k) {
+        const int64_t i = reverse ? n - 1 - k : k;
+        const S* xr = xp + i * xs;
+        T* yr = yp + i * ys;
+        for (int jj = 0; jj < m; ++jj) {
+          const A v = cast_value<A>(xr[jj * s[0]]);
+          if (inclusive) {
+            acc[jj] = k == 0 ? v : scan_step<A, kType>(acc[jj], v);
+            yr[jj * s[1]] = cast_value<T>(acc[jj]);
+          } else {
+            yr[jj * s[1]] = cast_value<T>(k == 0 ? init : acc[jj]);
+            acc[jj] = k == 0 ? v : scan_step<A, kType>(acc[jj], v);
+          }
+        }
+      }
+    }
+  });
+}
+
+template <typename S, typename T>
+void scan_dispatch(ScanType t, const array& x, array& out, int axis, bool reverse, bool inclusive) {
+  switch (t) {
+    case ScanType::sum: scan_rows<S, T, ScanType::sum>(x, out, axis, reverse, inclusive); break;
+    case ScanType::prod: scan_rows<S, T, ScanType::prod>(x, out, axis, reverse, inclusive); break;
+    case ScanType::max: scan_rows<S, T, ScanType::max>(x, out, axis, reverse, inclusive); break;
+    case ScanType::min: scan_rows<S, T, ScanType::min>(x, out, axis, reverse, inclusive); break;
+    case ScanType::logaddexp:
+      if constexpr (std::is_floating_point_v<compute_t<T>>) {
+        scan_rows<S, T, ScanType::logaddexp>(x, out, axis, reverse, inclusive);
+      }
+      break;
+  }
+}
 
 class Scan : public UnaryPrimitive {
  public:
@@ -332,65 +472,97 @@ class Scan : public UnaryPrimitive {
     const array& x = in[0];
     out.alloc();
     if (out.size() == 0) return;
-    Shape kept;
-    std::array<Strides, 2> st;
-    for (int i = 0; i < static_cast<int>(x.ndim()); ++i) {
-      if (i == axis_) continue;
-      kept.push_back(x.shape()[i]);
-      st[0].push_back(x.strides()[i]);
-      st[1].push_back(out.strides()[i]);
-    }
-    kernels::collapse(kept, st);
-    const int n = x.shape()[axis_];
-    const int64_t xs = x.strides()[axis_], ys = out.strides()[axis_];
-    LOOM_DISPATCH_ALL(out.dtype(), T, {
-      LOOM_DISPATCH_ALL(x.dtype(), S, {
-        using A = std::conditional_t<std::is_floating_point_v<compute_t<T>>, compute_t<T>, T>;
-        const S* xp0 = kernels::ptr<S>(x);
-        T* yp0 = kernels::ptr<T>(out);
-        const bool is_sum = type_ == ScanType::sum;
-        kernels::for_each_row<2>(kept, st, [&](const std::array<int64_t, 2>& o, int cnt, const std::array<int64_t, 2>& s) {
-          for (int j = 0; j < cnt; ++j) {
-            const S* xp = xp0 + o[0] + j * s[0];
-            T* yp = yp0 + o[1] + j * s[1];
-            A acc = is_sum ? A(0) : A(1);
-            auto combine = [&](A a, A b) { return scan_combine(is_sum, a, b); };
-            for (int k = 0; k < n; ++k) {
-              int i = reverse_ ? n - 1 - k : k;
-              A v = cast_value<A>(xp[i * xs]);
-              if (inclusive_) acc = combine(acc, v);
-              yp[i * ys] = cast_value<T>(acc);
-              if (!inclusive_) acc = combine(acc, v);
-            }
-          }
-        });
-      });
+    LOOM_DISPATCH_ALL(x.dtype(), S, {
+      if (out.dtype() == x.dtype()) {
+        scan_dispatch<S, S>(type_, x, out, axis_, reverse_, inclusive_);
+      } else {
+        // cumsum of bool and uint8 counts in int32 (the only scan whose dtype changes).
+        scan_dispatch<S, int32_t>(type_, x, out, axis_, reverse_, inclusive_);
+      }
     });
   }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
                          const std::vector<array>& outputs) override {
-    if (type_ == ScanType::sum) return {cumsum(cot[0], axis_, !reverse_, inclusive_)};
-    // prod: d y_j / d x_i = y_j / x_i for the terms that include x_i, when x_i is nonzero. Exact with
-    // zeros: past the first zero (in scan order) every such term is zero, and at the first zero the
-    // terms are those of the scan with that zero replaced by one.
     const array& x = p[0];
-    ZeroSplit zs = split_zeros(x);
-    array general = divide(cumsum(multiply(cot[0], outputs[0]), axis_, !reverse_, inclusive_), zs.safe_x);
-    array at_first = cumsum(multiply(cot[0], scan_prod(add(x, zs.first))), axis_, !reverse_, inclusive_);
-    return {where(zs.is_zero, multiply(zs.first, at_first), general)};
+    switch (type_) {
+      case ScanType::sum:
+        return {cumsum(cot[0], axis_, !reverse_, inclusive_)};
+      case ScanType::prod: {
+        // d y_j / d x_i = y_j / x_i for the terms that include x_i, when x_i is nonzero. Exact with
+        // zeros: past the first zero (in scan order) every such term is zero, and at the first zero
+        // the terms are those of the scan with that zero replaced by one.
+        ZeroSplit zs = split_zeros(x);
+        array general = divide(cumsum(multiply(cot[0], outputs[0]), axis_, !reverse_, inclusive_), zs.safe_x);
+        array at_first = cumsum(multiply(cot[0], scan(ScanType::prod, add(x, zs.first))), axis_, !reverse_, inclusive_);
+        return {where(zs.is_zero, multiply(zs.first, at_first), general)};
+      }
+      case ScanType::max:
+      case ScanType::min: {
+        // Each output's cotangent goes to the element that holds the running extreme there (ties: the
+        // latest one in scan order, as MLX and PyTorch's cummax).
+        if (x.shape()[axis_] == 0) return {zeros_like(x)};
+        array c = inclusive_ ? cot[0] : unshift(cot[0]);
+        return {scatter_add_axis(zeros_like(x), owners(x), astype(c, x.dtype()), axis_)};
+      }
+      case ScanType::logaddexp: {
+        // d y_j / d x_i = exp(x_i - y_j) over the outputs j whose sum holds x_i, which is the scan
+        // the other way: g = exp(x) * rscan(c * exp(-y)). In logs, with the cotangent's positive and
+        // negative parts apart: g = exp(x + rlogcumsumexp(log c+ - y)) - (the same for c-). An output
+        // of -inf (nothing but -inf summed, or the empty start of an exclusive scan) is constant
+        // there and passes nothing back. The half types compute in float32 (x + the scan cancels).
+        const Dtype acc = accumulation_dtype(x.dtype());
+        const array xa = astype(x, acc), y = astype(outputs[0], acc), c = astype(cot[0], acc);
+        array ninf(-std::numeric_limits<double>::infinity(), acc);
+        array y_void = equal(y, ninf);
+        auto part = [&](const array& mask) {
+          array lc = where(logical_or(logical_not(mask), y_void), ninf, subtract(log(abs(c)), y));
+          return exp(add(xa, scan(ScanType::logaddexp, lc, /*flip=*/true)));
+        };
+        return {astype(subtract(part(greater(c, zeros_like(c))), part(less(c, zeros_like(c)))), x.dtype())};
+      }
+    }
+    return {zeros_like(x)};
   }
   std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t, const std::vector<int>&) override {
-    if (type_ == ScanType::sum) return {cumsum(t[0], axis_, reverse_, inclusive_)};
-    // y_j * sum of t_i / x_i over its factors; once a factor is zero only the first zero's term is
-    // left: t_z times the product of the other factors.
     const array& x = p[0];
-    ZeroSplit zs = split_zeros(x);
-    array general = multiply(scan_prod(x), cumsum(divide(t[0], zs.safe_x), axis_, reverse_, inclusive_));
-    array t_first = sum(multiply(t[0], zs.first), std::vector<int>{axis_}, true);
-    array has_zero = greater(cumsum(astype(zs.is_zero, x.dtype()), axis_, reverse_, inclusive_), zeros_like(x));
-    return {where(has_zero, multiply(t_first, scan_prod(add(x, zs.first))), general)};
+    switch (type_) {
+      case ScanType::sum:
+        return {cumsum(t[0], axis_, reverse_, inclusive_)};
+      case ScanType::prod: {
+        // y_j * sum of t_i / x_i over its factors; once a factor is zero only the first zero's term
+        // is left: t_z times the product of the other factors.
+        ZeroSplit zs = split_zeros(x);
+        array general = multiply(scan(ScanType::prod, x), cumsum(divide(t[0], zs.safe_x), axis_, reverse_, inclusive_));
+        array t_first = sum(multiply(t[0], zs.first), std::vector<int>{axis_}, true);
+        array has_zero = greater(cumsum(astype(zs.is_zero, x.dtype()), axis_, reverse_, inclusive_), zeros_like(x));
+        return {where(has_zero, multiply(t_first, scan(ScanType::prod, add(x, zs.first))), general)};
+      }
+      case ScanType::max:
+      case ScanType::min: {
+        // The tangent of the element each output holds; the empty start of an exclusive scan is 0.
+        if (x.shape()[axis_] == 0) return {zeros_like(x)};
+        array held = take_along_axis(astype(t[0], x.dtype()), owners(x), axis_);
+        return {inclusive_ ? held : shift(held)};
+      }
+      case ScanType::logaddexp: {
+        // dy_j = sum of exp(x_i - y_j) t_i over the x_i in y_j: softmax weights of the scanned
+        // prefix, computed in logs (tangent split into its positive and negative parts; the half
+        // types in float32).
+        const Dtype acc = accumulation_dtype(x.dtype());
+        const array xa = astype(x, acc), tt = astype(t[0], acc);
+        array y = scan(ScanType::logaddexp, xa);
+        array ninf(-std::numeric_limits<double>::infinity(), acc);
+        auto part = [&](const array& mask) {
+          array lx = where(mask, add(xa, log(abs(tt))), ninf);
+          return exp(subtract(scan(ScanType::logaddexp, lx), y));
+        };
+        array d = subtract(part(greater(tt, zeros_like(tt))), part(less(tt, zeros_like(tt))));
+        return {astype(where(equal(y, ninf), zeros_like(y), d), x.dtype())};
+      }
+    }
+    return {zeros_like(x)};
   }
-  const char* name() const override { return type_ == ScanType::sum ? "CumSum" : "CumProd"; }
+  const char* name() const override { return scan_name(type_); }
 
  private:
   struct ZeroSplit {
@@ -404,8 +576,41 @@ class Scan : public UnaryPrimitive {
     array none_before = equal(cumsum(z, axis_, reverse_, false), zeros_like(x));
     return {is_zero, multiply(z, astype(none_before, x.dtype())), where(is_zero, ones_like(x), x)};
   }
-  array scan_prod(const array& x) const {
-    return array(x.shape(), x.dtype(), std::make_shared<Scan>(ScanType::prod, axis_, reverse_, inclusive_), {x});
+  // This scan's kind `t` over x (same axis; direction flipped when `flip`, same inclusiveness).
+  array scan(ScanType t, const array& x, bool flip = false) const {
+    return array(x.shape(), x.dtype(), std::make_shared<Scan>(t, axis_, reverse_ != flip, inclusive_), {x});
+  }
+  // For cummax/cummin: at each position, the index along the axis of the element that holds the
+  // inclusive running extreme there: the latest element (in scan order) equal to the extreme when it
+  // came (or a NaN, which holds every NaN output after it, as in PyTorch).
+  array owners(const array& x) const {
+    const int n = x.shape()[axis_];
+    array y = array(x.shape(), x.dtype(), std::make_shared<Scan>(type_, axis_, reverse_, true), {x});
+    array holds = logical_or(equal(x, y), logical_and(isnan(x), isnan(y)));
+    Shape ishape(x.ndim(), 1);
+    ishape[axis_] = n;
+    array iota = reshape(arange(0, n), ishape);
+    array masked = where(holds, iota, array(reverse_ ? n : -1, int32));
+    ScanType pick = reverse_ ? ScanType::min : ScanType::max;
+    return stop_gradient(array(masked.shape(), int32, std::make_shared<Scan>(pick, axis_, reverse_, true), {masked}));
+  }
+  // An inclusive scan's values moved one step along the scan (exclusive positions): the first
+  // position in scan order gets 0.
+  array shift(const array& a) const {
+    const int n = a.shape()[axis_];
+    Shape start(a.ndim(), 0), stop = a.shape();
+    if (reverse_) start[axis_] = 1;
+    else stop[axis_] = n - 1;
+    return pad(slice(a, start, stop), {axis_}, {reverse_ ? 0 : 1}, {reverse_ ? 1 : 0}, array(0, a.dtype()));
+  }
+  // The inverse direction for cotangents: position j of the inclusive scan is read by the exclusive
+  // output one step later in scan order (the last inclusive position by none).
+  array unshift(const array& a) const {
+    const int n = a.shape()[axis_];
+    Shape start(a.ndim(), 0), stop = a.shape();
+    if (reverse_) stop[axis_] = n - 1;
+    else start[axis_] = 1;
+    return pad(slice(a, start, stop), {axis_}, {reverse_ ? 1 : 0}, {reverse_ ? 0 : 1}, array(0, a.dtype()));
   }
   ScanType type_;
   int axis_;
@@ -530,16 +735,6 @@ LOOM_REDUCTION(all, ReduceType::all)
 LOOM_REDUCTION(any, ReduceType::any)
 #undef LOOM_REDUCTION
 
-namespace {
-// The dtype mean, var, logsumexp and softmax compute in: float32 for the half types, whose sums of more
-// than 65,504 ones would overflow (the result is rounded back once, at the end), else a's own
-// floating dtype (integers: float32).
-Dtype accumulation_dtype(Dtype d) {
-  return d == float16 || d == bfloat16 || !is_floating_point(d) ? float32 : d;
-}
-Dtype result_dtype(Dtype d) { return is_floating_point(d) ? d : float32; }
-}  // namespace
-
 array mean(const array& a, const std::vector<int>& axes, bool keepdims) {
   size_t n = reduced_count(a, axes, "mean");
   const Dtype acc = accumulation_dtype(a.dtype());
@@ -652,11 +847,113 @@ array argmin(const array& a, bool keepdims) {
   return keepdims ? reshape(out, Shape(a.ndim(), 1)) : reshape(out, {});
 }
 
+namespace {
+array make_scan(const array& a, int axis, bool reverse, bool inclusive, ScanType t, const char* name) {
+  int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), name);
+  Dtype d = a.dtype();
+  if (t == ScanType::sum && (d == bool_ || d == uint8)) d = int32;
+  return array(a.shape(), d, std::make_shared<Scan>(t, ax, reverse, inclusive), {a});
+}
+}  // namespace
+
 array cumsum(const array& a, int axis, bool reverse, bool inclusive) {
-  int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "cumsum");
-  Dtype d = (a.dtype() == bool_ || a.dtype() == uint8) ? int32 : a.dtype();
-  return array(a.shape(), d, std::make_shared<Scan>(ScanType::sum, ax, reverse, inclusive), {a});
+  return make_scan(a, axis, reverse, inclusive, ScanType::sum, "cumsum");
 }
 array cumsum(const array& a) { return cumsum(flatten(a), 0); }
+array cumsum(const array& a, bool reverse, bool inclusive) { return cumsum(flatten(a), 0, reverse, inclusive); }
+
+array cumprod(const array& a, int axis, bool reverse, bool inclusive) {
+  return make_scan(a, axis, reverse, inclusive, ScanType::prod, "cumprod");
+}
+array cumprod(const array& a, bool reverse, bool inclusive) { return cumprod(flatten(a), 0, reverse, inclusive); }
+
+array cummax(const array& a, int axis, bool reverse, bool inclusive) {
+  return make_scan(a, axis, reverse, inclusive, ScanType::max, "cummax");
+}
+array cummax(const array& a, bool reverse, bool inclusive) { return cummax(flatten(a), 0, reverse, inclusive); }
+
+array cummin(const array& a, int axis, bool reverse, bool inclusive) {
+  return make_scan(a, axis, reverse, inclusive, ScanType::min, "cummin");
+}
+array cummin(const array& a, bool reverse, bool inclusive) { return cummin(flatten(a), 0, reverse, inclusive); }
+
+array logcumsumexp(const array& a, int axis, bool reverse, bool inclusive) {
+  detail::normalize_axis(axis, static_cast<int>(a.ndim()), "logcumsumexp");
+  return make_scan(astype(a, result_dtype(a.dtype())), axis, reverse, inclusive, ScanType::logaddexp, "logcumsumexp");
+}
+array logcumsumexp(const array& a, bool reverse, bool inclusive) {
+  return logcumsumexp(flatten(a), 0, reverse, inclusive);
+}
+
+}  // namespace loom
+
+namespace loom {
+
+// ---- median, count_nonzero, number_of_elements (compositions, MLX's semantics) ----
+array median(const array& a, const std::vector<int>& axes, bool keepdims) {
+  const int nd = static_cast<int>(a.ndim());
+  std::vector<int> ax = detail::normalize_axes(axes, nd, "median");
+  const Dtype d = result_dtype(a.dtype());
+  if (ax.empty()) return astype(a, d);  // each element is the median of itself
+  // The reduced axes moved last and flattened into one.
+  std::vector<int> perm;
+  for (int i = 0; i < nd; ++i) {
+    if (!std::binary_search(ax.begin(), ax.end(), i)) perm.push_back(i);
+  }
+  const int lead = static_cast<int>(perm.size());
+  perm.insert(perm.end(), ax.begin(), ax.end());
+  int64_t n = 1;
+  Shape flat;
+  for (int i = 0; i < nd; ++i) {
+    if (i < lead) flat.push_back(a.shape()[perm[i]]);
+    else n *= a.shape()[perm[i]];
+  }
+  if (n == 0) {
+    throw std::invalid_argument(msg("[median] cannot take the median over the empty axes of shape ",
+                                    shape_str(a.shape())));
+  }
+  flat.push_back(detail::axis_length(n, "median", lead));
+  array x = reshape(transpose(a, perm), flat);
+  array sorted = sort(x, -1);
+  // The middle element, or the mean of the two middle ones; the half types average in float32.
+  const Dtype acc = accumulation_dtype(d);
+  auto at = [&](int64_t k) {
+    Shape start(flat.size(), 0), stop = flat;
+    start.back() = static_cast<int>(k);
+    stop.back() = static_cast<int>(k + 1);
+    return astype(slice(sorted, start, stop), acc);
+  };
+  const int64_t mid = n / 2;
+  array m = at(mid);
+  if (n % 2 == 0) {
+    // a/2 + b/2 rather than (a + b)/2: the same value, without overflow at the largest magnitudes.
+    array half(0.5, acc);
+    m = add(multiply(at(mid - 1), half), multiply(m, half));
+  }
+  // The sort puts NaNs last, where the middle never reaches them: a NaN anywhere makes the median NaN
+  // (numpy, MLX's CPU backend).
+  if (is_floating_point(a.dtype())) {
+    m = where(any(isnan(x), -1, true), array(std::numeric_limits<double>::quiet_NaN(), acc), m);
+  }
+  m = astype(squeeze(m, -1), d);
+  return keepdims ? expand_dims(m, ax) : m;
+}
+array median(const array& a, int axis, bool keepdims) { return median(a, std::vector<int>{axis}, keepdims); }
+array median(const array& a, bool keepdims) { return median(a, all_axes(a), keepdims); }
+
+array count_nonzero(const array& a, const std::vector<int>& axes, bool keepdims) {
+  detail::normalize_axes(axes, static_cast<int>(a.ndim()), "count_nonzero");
+  return sum(astype(not_equal(a, array(0, a.dtype())), int32), axes, keepdims);
+}
+array count_nonzero(const array& a, int axis, bool keepdims) {
+  return count_nonzero(a, std::vector<int>{axis}, keepdims);
+}
+array count_nonzero(const array& a, bool keepdims) { return count_nonzero(a, all_axes(a), keepdims); }
+
+array number_of_elements(const array& a, std::vector<int> axes, bool inverted, Dtype dtype) {
+  double n = 1;
+  for (int ax : axes) n *= a.shape()[detail::normalize_axis(ax, static_cast<int>(a.ndim()), "number_of_elements")];
+  return array(inverted ? 1.0 / n : n, dtype);
+}
 
 }  // namespace loom

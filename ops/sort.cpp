@@ -278,6 +278,51 @@ class ArgPartition : public UnaryPrimitive {
   int kth_, axis_;
 };
 
+// For each value, its insertion index into a sorted 1-d sequence (inputs 0 and 1, of one dtype):
+// the first index whose element is not less than the value ("left") or greater than it ("right").
+// NaN orders after every other value, as sort puts it (numpy).
+class SearchSorted : public UnaryPrimitive {
+ public:
+  explicit SearchSorted(bool right) : right_(right) {}
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    const array& seq = in[0];
+    const array& vals = in[1];
+    out.alloc();
+    if (out.size() == 0) return;
+    const int64_t n = seq.shape()[0];
+    const int64_t ss = seq.strides()[0];
+    Shape shape = vals.shape();
+    std::array<Strides, 2> st{vals.strides(), out.strides()};
+    kernels::collapse(shape, st);
+    int32_t* y0 = kernels::ptr<int32_t>(out);
+    LOOM_DISPATCH_ALL(vals.dtype(), T, {
+      using C = compute_t<T>;
+      const T* s0 = kernels::ptr<T>(seq);
+      const T* v0 = kernels::ptr<T>(vals);
+      // a < b with NaN last.
+      auto less = [](C a, C b) { return is_nan(b) ? !is_nan(a) : a < b; };
+      kernels::for_each_row<2>(shape, st, [&](const std::array<int64_t, 2>& o, int cnt, const std::array<int64_t, 2>& s) {
+        for (int j = 0; j < cnt; ++j) {
+          const C v = static_cast<C>(v0[o[0] + j * s[0]]);
+          int64_t lo = 0, hi = n;  // the answer is in [lo, hi]
+          while (lo < hi) {
+            const int64_t mid = lo + (hi - lo) / 2;
+            const C e = static_cast<C>(s0[mid * ss]);
+            if (right_ ? !less(v, e) : less(e, v)) lo = mid + 1;
+            else hi = mid;
+          }
+          y0[o[1] + j * s[1]] = static_cast<int32_t>(lo);
+        }
+      });
+    });
+  }
+  const char* name() const override { return "SearchSorted"; }
+  bool is_differentiable() const override { return false; }
+
+ private:
+  bool right_;
+};
+
 int normalize_kth(const array& a, int kth, int ax, const char* op) {
   const int n = a.shape()[ax];
   const int k = kth < 0 ? kth + n : kth;
@@ -321,6 +366,20 @@ array partition(const array& a, int kth, int axis) {
   const int k = normalize_kth(a, kth, ax, "partition");
   // The values follow the indices, so the gradient flows through take_along_axis.
   return take_along_axis(a, array(a.shape(), int32, std::make_shared<ArgPartition>(k, ax), {a}), ax);
+}
+
+array searchsorted(const array& sorted_sequence, const array& values, const std::string& side) {
+  if (side != "left" && side != "right") {
+    throw std::invalid_argument(msg("[searchsorted] side must be \"left\" or \"right\", got \"", side, "\""));
+  }
+  if (sorted_sequence.ndim() != 1) {
+    throw std::invalid_argument(msg("[searchsorted] the sorted sequence must be 1-d, got shape ",
+                                    shape_str(sorted_sequence.shape())));
+  }
+  // Compared in the promoted dtype (as MLX): 2.5 searched among int32 values stays 2.5.
+  const Dtype d = promote_types(sorted_sequence.dtype(), values.dtype());
+  return array(values.shape(), int32, std::make_shared<SearchSorted>(side == "right"),
+               {astype(sorted_sequence, d), astype(values, d)});
 }
 
 }  // namespace loom

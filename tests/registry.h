@@ -48,6 +48,7 @@ inline const char* kRMSNorm = "tests/fast/rms_norm_test.cpp";
 inline const char* kFastSoftmax = "tests/fast/softmax_test.cpp";
 inline const char* kAdam = "tests/fast/adam_update_test.cpp";
 inline const char* kSoftmax = "tests/ops/softmax_test.cpp";
+inline const char* kScan = "tests/ops/scan_test.cpp";
 
 inline Entry checked(const char* name, std::vector<Ref> refs) { return {name, std::move(refs), nullptr}; }
 inline Entry none(const char* name, const char* why) { return {name, {}, why}; }
@@ -132,7 +133,10 @@ inline std::vector<Entry> registry() {
       none("Reduce(all)", predicate),
       none("Reduce(any)", predicate),
       checked("CumSum", {{kPrim, "GradCheck.Reductions", "cumsum"}, {kCover, "CoverageGrad.ReductionsOnViews", "cumsum"}}),
-      checked("CumProd", {{kCover, "CoverageGrad.SecondOrderOfProdGoesThroughCumProd", "prod"}}),
+      checked("CumProd", {{kCover, "CoverageGrad.SecondOrderOfProdGoesThroughCumProd", "prod"}, {kScan, "ScanGrad.CumProd", "cumprod"}}),
+      checked("CumMax", {{kScan, "ScanGrad.CumMaxCumMin", "cummax"}}),
+      checked("CumMin", {{kScan, "ScanGrad.CumMaxCumMin", "cummin"}}),
+      checked("LogCumSumExp", {{kScan, "ScanGrad.LogCumSumExp", "logcumsumexp"}}),
       none("ArgMax", indices),
       none("ArgMin", indices),
       // ---- shapes (ops/shape.cpp) ----
@@ -178,6 +182,7 @@ inline std::vector<Entry> registry() {
       none("ArgSort", indices),
       none("ArgTopK", indices),
       none("ArgPartition", indices),
+      none("SearchSorted", indices),
       // ---- random (ops/random.cpp) ----
       none("RandomBits", sample),
       none("RandomUniform", sample),

@@ -986,6 +986,179 @@ def scale_cumsum(ts, dts, p):
 Op("cumsum", gen_cumsum, ref_cumsum, scale=scale_cumsum)
 
 
+# cumprod, cummax, cummin, logcumsumexp: the Scan primitive's other kinds (same generator as cumsum).
+def scan_identity(name, dt):
+    if name == "cumprod":
+        return 1
+    if name == "logcumsumexp":
+        return -math.inf
+    lo, hi = (-math.inf, math.inf) if dt in FLOATS else (0, 1) if dt == "bool" else ILIM[dt]
+    return lo if name == "cummax" else hi
+
+
+def scan_ref(name):
+    def ref(ts, dts, p):
+        t, dt = ts[0], dts[0]
+        od = dt
+        if name == "logcumsumexp":
+            od = floating(dt)
+            x = cast(t, dt, od)
+        elif dt == "bool":
+            x = t.to(torch.uint8)  # bool: running "and" (cumprod, cummin) / "or" (cummax)
+        else:
+            x = t
+        ax = p["axis"] % t.dim()
+        if p["reverse"]:
+            x = torch.flip(x, [ax])
+        n = x.shape[ax]
+        # An exclusive scan is the identity followed by the inclusive scan of all but the last element
+        # (scanning that one too and dropping it would let its overflow reach the gradient).
+        xs = x if p["inclusive"] else x.narrow(ax, 0, max(n - 1, 0))
+        if name == "cumprod":
+            deviation("cumprod_dtype")
+            r = torch.cumprod(xs, dim=ax, dtype=x.dtype)
+        elif name == "cummax":
+            r = torch.cummax(xs, dim=ax)[0]
+        elif name == "cummin":
+            r = torch.cummin(xs, dim=ax)[0]
+        else:
+            r = torch.logcumsumexp(xs, dim=ax)
+        if not p["inclusive"]:
+            first = torch.full_like(x.narrow(ax, 0, min(1, n)), scan_identity(name, dt))
+            r = torch.cat([first, r], dim=ax)
+        if p["reverse"]:
+            r = torch.flip(r, [ax])
+        if dt == "bool" and name != "logcumsumexp":
+            r = r.to(torch.bool)
+        return [(r, od)]
+    return ref
+
+
+def scale_cumprod(ts, dts, p):
+    if dts[0] not in FLOATS:
+        return None
+    x = ts[0].abs()
+    x = torch.where(torch.isfinite(x), x, torch.ones_like(x))
+    return scan_ref("cumprod")([x], dts, p)[0][0].abs()
+
+
+def scale_logcumsumexp(ts, dts, p):
+    # Each step rounds at the magnitude of the running value and of the element added, and the error
+    # carries on: the running sum of |y| + |x| along the scan bounds it.
+    d = floating(dts[0])
+    x = cast(ts[0], dts[0], d)
+    y = scan_ref("logcumsumexp")([x], [d], p)[0][0]
+    m = y.abs() + x.abs()
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    return scan_ref_sum(m, p)
+
+
+def scan_ref_sum(m, p):
+    ax = p["axis"] % m.dim()
+    if p["reverse"]:
+        m = torch.flip(m, [ax])
+    r = torch.cumsum(m, dim=ax)
+    if p["reverse"]:
+        r = torch.flip(r, [ax])
+    return r
+
+
+def bound_cumprod(ts, dts, p):
+    # bound_prod along the scan: the running product of the magnitudes above 1 (past the largest
+    # finite value the scan overflows where the float64 reference may come back down), and any result
+    # where the running product of those below 1 underflows with a factor above 1 or an infinity.
+    t, dt = ts[0], dts[0]
+    if dt not in FLOATS:
+        return None
+    a = t.abs()
+    run = scan_ref("cumprod")
+    large = run([torch.where(torch.isfinite(a) & (a > 1), a, torch.ones_like(a))], ["float64"], p)[0][0]
+    small = run([torch.where(torch.isfinite(a) & (a > 0) & (a < 1), a, torch.ones_like(a))], ["float64"], p)[0][0]
+    inf = scan_ref("cummax")([torch.isinf(a).to(torch.float64)], ["float64"], p)[0][0] > 0
+    underflow = small < TINY[dt]
+    return torch.where(underflow & (inf | (large > 1)), torch.full_like(large, math.inf), large)
+
+
+Op("cumprod", gen_cumsum, scan_ref("cumprod"), scale=scale_cumprod, bound=bound_cumprod)
+Op("cummax", gen_cumsum, scan_ref("cummax"))
+Op("cummin", gen_cumsum, scan_ref("cummin"))
+# jvp=False: PyTorch has no forward-mode derivative of logcumsumexp (its jvp is checked by finite
+# differences in tests/ops/scan_test.cpp).
+Op("logcumsumexp", gen_cumsum, scan_ref("logcumsumexp"), scale=scale_logcumsumexp, jvp=False)
+
+
+# median and count_nonzero: compositions (sort, slices, where; not_equal and sum).
+def gen_median(g, big):
+    dt = pick_dtype(g)
+    shape = g.large_shape() if big else g.shape()
+    inp = make_input(g, dt, shape, special=g.r.random() < 0.5)
+    return [inp], {"axes": gen_axes(g, len(shape)), "keepdims": g.r.random() < 0.3}
+
+
+def ref_median(ts, dts, p):
+    # The middle value, or the mean of the two middle ones, of the sorted values (stable, so that a
+    # tie's cotangent goes where Loom's sort sends it); NaN where the values hold a NaN.
+    t, dt = ts[0], dts[0]
+    d = floating(dt)
+    x = cast(t, dt, d)
+    axes = norm_axes(p["axes"], t.dim())
+    if not axes:
+        return [(x.clone(), d)]
+    n = 1
+    for a in axes:
+        n *= t.shape[a]
+    if n == 0:
+        deviation("median_empty")
+        raise ValueError("empty")
+    keep = [a for a in range(t.dim()) if a not in axes]
+    xt = x.permute(keep + axes).reshape([t.shape[a] for a in keep] + [n])
+    srt = torch.sort(xt, dim=-1, stable=True)[0]
+    m = srt[..., n // 2] if n % 2 else (srt[..., n // 2 - 1] + srt[..., n // 2]) / 2
+    m = torch.where(torch.isnan(xt).any(-1), torch.full_like(m, math.nan), m)
+    if p.get("keepdims", False):
+        m = m.reshape([1 if a in axes else t.shape[a] for a in range(t.dim())])
+    return [(m, d)]
+
+
+def ref_count_nonzero(ts, dts, p):
+    t = ts[0]
+    axes = norm_axes(p["axes"], t.dim())
+    nz = (t != 0).to(torch.int32)
+    if not axes:
+        return [(nz, "int32")]
+    return [(torch.sum(nz, dim=axes, keepdim=p.get("keepdims", False), dtype=torch.int32), "int32")]
+
+
+Op("median", gen_median, ref_median)
+Op("count_nonzero", gen_median, ref_count_nonzero, grad=False)
+
+
+def gen_searchsorted(g, big):
+    da, dv = pick_dtype(g), pick_dtype(g)
+    n = g.r.choice([0, 1, 2, 5, 17]) if not big else 40000
+    seq = make_input(g, da, [n], view=False, special=g.r.random() < 0.5,
+                     lo=(0 if da == "uint8" else -3) if da in INTS else None, hi=3 if da in INTS else None)
+    seq.values = np.sort(seq.values)  # NaN last, as sort puts it (uint8 from 0: no wrapped values)
+    shape = g.large_shape() if big else g.shape()
+    vals = make_input(g, dv, shape, special=g.r.random() < 0.5,
+                      lo=-4 if dv in INTS else None, hi=4 if dv in INTS else None)
+    return [seq, vals], {"side": g.r.choice(["left", "right"])}
+
+
+def ref_searchsorted(ts, dts, p):
+    # numpy (NaN orders last) on both operands cast to the promoted dtype; int32 indices.
+    deviation("argmax_dtype")
+    d = promote(dts[0], dts[1])
+    a, v = cast(ts[0], dts[0], d), cast(ts[1], dts[1], d)
+    if d == "bool":
+        a, v = a.to(torch.uint8), v.to(torch.uint8)
+    r = np.searchsorted(a.numpy(), v.numpy().reshape(-1), side=p["side"]).reshape(tuple(v.shape))
+    return [(torch.from_numpy(np.asarray(r, dtype=np.int32)), "int32")]
+
+
+Op("searchsorted", gen_searchsorted, ref_searchsorted, grad=False)
+
+
 # Shapes.
 def gen_shape_op(name):
     def gen(g, big):

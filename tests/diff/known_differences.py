@@ -17,6 +17,8 @@ DIFFERENCES = {
     "sum_dtype": "sum and prod of bool give int32, of uint8 uint32 (MLX: integers narrower than 32 bits "
     "accumulate in (u)int32), int32 stays int32 (wrapping on overflow); cumsum of bool/uint8 gives int32. "
     "PyTorch gives int64. The reference accumulates in Loom's dtype.",
+    "cumprod_dtype": "cumprod keeps its input's dtype (MLX): bool is a running \"and\", uint8 and int32 "
+    "wrap on overflow; PyTorch gives int64 for integers and bool. The reference multiplies in Loom's dtype.",
     "bool_arith": "add/multiply/maximum/minimum of two bools stay bool (logical or / and), numpy's rule; "
     "negative, square, subtract, floor/ceil/round, floor_divide, remainder and power reject bool, "
     "as numpy does (PyTorch rejects some and accepts others).",
@@ -37,6 +39,8 @@ DIFFERENCES = {
     "clip_bounds_order": "clip(a, lo, hi) with lo > hi gives hi, as numpy (and torch.clamp).",
     "reduce_empty_identity": "max/min over an empty axis throw (no identity), as numpy; so do "
     "argmax/argmin. The reference (torch) throws too; both rejecting is agreement.",
+    "median_empty": "median over an empty set of values throws (MLX); numpy returns NaN with a "
+    "warning and PyTorch's quantile raises. The reference raises too; both rejecting is agreement.",
     "take_index_bounds": "Out-of-range indices throw std::out_of_range from eval (numpy raises IndexError); "
     "agreement when both reject.",
     "mean_of_empty": "mean/var of an empty reduction is NaN (numpy), with no warning.",

@@ -154,6 +154,7 @@ const std::map<std::string, Op>& ops() {
     return p["axes"].is_null() ? N(x[0], k) : N(x[0], ints(p["axes"]), k);                  \
   });
     REDUCE(sum) REDUCE(mean) REDUCE(prod) REDUCE(max) REDUCE(min) REDUCE(all) REDUCE(any) REDUCE(logsumexp)
+    REDUCE(median) REDUCE(count_nonzero)
 #undef REDUCE
     t["var"] = one([](const Args& x, const json& p) {
       const bool k = p.value("keepdims", false);
@@ -177,6 +178,15 @@ const std::map<std::string, Op>& ops() {
     t["log_softmax"] = one([](const Args& x, const json& p) { return log_softmax(x[0], ints(p["axes"])); });
     t["cumsum"] = one([](const Args& x, const json& p) {
       return cumsum(x[0], p["axis"].get<int>(), p.value("reverse", false), p.value("inclusive", true));
+    });
+#define SCAN(N)                                                                                   \
+  t[#N] = one([](const Args& x, const json& p) {                                                  \
+    return N(x[0], p["axis"].get<int>(), p.value("reverse", false), p.value("inclusive", true)); \
+  });
+    SCAN(cumprod) SCAN(cummax) SCAN(cummin) SCAN(logcumsumexp)
+#undef SCAN
+    t["searchsorted"] = one([](const Args& x, const json& p) {
+      return searchsorted(x[0], x[1], p["side"].get<std::string>());
     });
     // Shapes.
     t["reshape"] = one([](const Args& x, const json& p) { return reshape(x[0], shape_from(p["shape"])); });
