@@ -22,9 +22,6 @@ using Key = std::array<uint32_t, 2>;
 
 namespace {
 
-constexpr double kSqrt2 = 1.4142135623730951;
-constexpr double kInvSqrt2 = 0.7071067811865476;
-
 // ---------------------------------------------------------------------------------------------
 // MLX's stream layout (mlx/backend/cpu RandomBits). A draw of n 32-bit words from key k: with
 // h = n / 2 and o = h + (n odd), threefry2x32(k, (j, j + o)) gives words j and j + o for j < h, and
