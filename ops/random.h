@@ -28,15 +28,16 @@
 //             [lower, upper] (MLX's float32 erf and erfinv; float64 uses std::erf and an accurate erfinv).
 //   randint   floor(float32 uniform(low, high)) clamped to [low, high - 1]: float32 resolution, as MLX.
 //   bernoulli bits < p * nextafter(2^32, inf) compared in float32 (float64 for float64 p).
-//   gumbel    -log(-log(uniform)).
+//   gumbel    -log(-log(uniform)) in dtype. float64 gumbel and truncated_normal (Loom only, as
+//             MLX's uniform has no float64) use the float64 uniform above.
 //   categorical  argmax(gumbel(float32) + logits); logits holding a single distribution with a
 //             non-empty sample shape are sampled by their inverse CDF instead (as MLX does).
 //   permutation  the stable argsort of bits({n}).
 // The float32 transcendental steps reproduce MLX's CPU kernels (its exp, erf and erfinv
 // polynomials; log and log1p from the C library, as MLX takes them).
 //
-// The global key. Calls without an explicit key take one from a global key state, as MLX's
-// KeySequence does: the state is split in two, the state becomes the first half and the call uses
+// The global key. Calls without an explicit key take one from a global key state (one per process,
+// guarded by a mutex; MLX's is per thread), as MLX's KeySequence does: the state is split in two, the state becomes the first half and the call uses
 // the second. The state starts as key(0) (so every process and rank draws the same numbers until
 // it seeds differently; MLX seeds its default from the clock); `seed`, `get_state` and `set_state`
 // set, save and restore it (thread-safe).
