@@ -115,7 +115,7 @@ TEST(RandomStats, UniformUnitIntervalAndMLXRounding) {
   auto h = vals(random::uniform(1.0, 2.0, {n}, float16, random::key(6)));
   EXPECT_EQ(*std::max_element(h.begin(), h.end()), 2.0);
   EXPECT_GE(*std::min_element(h.begin(), h.end()), 1.0);
-  // float32 on [1, 2): u < 1 - 2^-24 only rounds to 2 - 2^-23 at most... or to 2 on a tie.
+  // float32 on [1, 2): u <= 1 - 2^-24, and 1 + (1 - 2^-24) is a tie that rounds to 2 as well.
   auto f = random::uniform(1.0, 2.0, {n}, float32, random::key(10)).to_vector<float>();
   EXPECT_LE(*std::max_element(f.begin(), f.end()), 2.0f);
   EXPECT_GE(*std::min_element(f.begin(), f.end()), 1.0f);
