@@ -22,91 +22,200 @@ using Key = std::array<uint32_t, 2>;
 
 namespace {
 
-constexpr double kSqrt2 = 1.4142135623730951;
-constexpr double kInvSqrt2 = 0.7071067811865476;
-
 // ---------------------------------------------------------------------------------------------
-// Turning stream words into numbers. 32-bit words serve results of at most 32 bits, 64-bit words
-// (one block) the rest.
+// MLX's stream layout (mlx/backend/cpu RandomBits). A draw of n 32-bit words from key k: with
+// h = n / 2 and o = h + (n odd), threefry2x32(k, (j, j + o)) gives words j and j + o for j < h, and
+// when n is odd threefry2x32(k, (h, 0)) gives word h (its first output). Counters are taken mod 2^32.
+// Calls f(w, word) for every word w in [0, n), split across threads; word w depends only on (key, n, w).
+// Threefry-2x32 (20 rounds) of kLanes counter pairs at once, in lane-wise loops the compiler turns
+// into vector instructions. x0, x1: the counters in, the two output words out.
+constexpr int kLanes = 16;
+using Lanes = uint32_t[kLanes];
 
-// u in [0, 1) on the grid of 2^-24 (32-bit words) or 2^-53 (64-bit words): exact in double.
-inline double unit_co(uint32_t w) { return static_cast<double>(w >> 8) * 0x1p-24; }
-inline double unit_co(uint64_t w) { return static_cast<double>(w >> 11) * 0x1p-53; }
-// u in (0, 1): the midpoints (k + 1/2) 2^-b, symmetric about 1/2.
-inline double unit_oo(uint32_t w) { return (static_cast<double>(w >> 8) + 0.5) * 0x1p-24; }
-inline double unit_oo(uint64_t w) { return (static_cast<double>(w >> 12) + 0.5) * 0x1p-52; }
-// u in (-1, 1): (2k + 1) 2^-b - 1, symmetric about 0 (never +-1).
-inline double sym_oo(uint32_t w) { return (2.0 * static_cast<double>(w >> 8) + 1.0 - 0x1p24) * 0x1p-24; }
-inline double sym_oo(uint64_t w) { return (2.0 * static_cast<double>(w >> 12) + 1.0 - 0x1p52) * 0x1p-52; }
+template <int R>
+[[gnu::always_inline]] inline void lanes_round(Lanes& x0, Lanes& x1) {
+  for (int l = 0; l < kLanes; ++l) {
+    x0[l] += x1[l];
+    x1[l] = (x1[l] << R) | (x1[l] >> (32 - R));
+    x1[l] ^= x0[l];
+  }
+}
+// Four rounds (rotations R0..R3), then key injection i (ks[i % 3], ks[(i + 1) % 3] + i).
+template <int R0, int R1, int R2, int R3>
+[[gnu::always_inline]] inline void lanes_four(Lanes& x0, Lanes& x1, uint32_t a, uint32_t b) {
+  lanes_round<R0>(x0, x1);
+  lanes_round<R1>(x0, x1);
+  lanes_round<R2>(x0, x1);
+  lanes_round<R3>(x0, x1);
+  for (int l = 0; l < kLanes; ++l) {
+    x0[l] += a;
+    x1[l] += b;
+  }
+}
+inline void threefry_lanes(const Key& k, Lanes& x0, Lanes& x1) {
+  const uint32_t ks[3] = {k[0], k[1], 0x1BD11BDAu ^ k[0] ^ k[1]};
+  for (int l = 0; l < kLanes; ++l) {
+    x0[l] += ks[0];
+    x1[l] += ks[1];
+  }
+  lanes_four<13, 15, 26, 6>(x0, x1, ks[1], ks[2] + 1);
+  lanes_four<17, 29, 16, 24>(x0, x1, ks[2], ks[0] + 2);
+  lanes_four<13, 15, 26, 6>(x0, x1, ks[0], ks[1] + 3);
+  lanes_four<17, 29, 16, 24>(x0, x1, ks[1], ks[2] + 4);
+  lanes_four<13, 15, 26, 6>(x0, x1, ks[2], ks[0] + 5);
+}
 
-// Calls f(i, word) for i in [0, n), split across threads; word i is 32-bit word i of the stream
-// (Wide = false) or block i as a 64-bit word (Wide = true). Each element depends only on (key, i).
-template <bool Wide, typename F>
-void draw(const Key& k, size_t n, F f) {
+template <typename F>
+void draw(const Key& key, size_t n, F f) {
+  const size_t h = n / 2, o = h + (n & 1);
   kernels::parallel_for(
-      n,
+      h,
       [&](size_t b, size_t e) {
-        if constexpr (Wide) {
-          for (size_t i = b; i < e; ++i) {
-            auto w = detail::block(k, i);
-            f(i, static_cast<uint64_t>(w[0]) | (static_cast<uint64_t>(w[1]) << 32));
+        const Key k = key;
+        alignas(64) Lanes x0, x1;
+        for (size_t j0 = b; j0 < e; j0 += kLanes) {
+          const int m = static_cast<int>(std::min<size_t>(kLanes, e - j0));
+          for (int l = 0; l < kLanes; ++l) {
+            x0[l] = static_cast<uint32_t>(j0 + l);
+            x1[l] = static_cast<uint32_t>(j0 + l + o);
           }
-        } else {
-          size_t i = b;
-          if (i < e && (i & 1)) {
-            f(i, detail::block(k, i >> 1)[1]);
-            ++i;
-          }
-          for (; i + 1 < e; i += 2) {
-            auto w = detail::block(k, i >> 1);
-            f(i, w[0]);
-            f(i + 1, w[1]);
-          }
-          if (i < e) f(i, detail::block(k, i >> 1)[0]);
+          threefry_lanes(k, x0, x1);
+          for (int l = 0; l < m; ++l) f(j0 + l, x0[l]);
+          for (int l = 0; l < m; ++l) f(j0 + l + o, x1[l]);
         }
       },
-      // Each element costs a Threefry half-block or more: parallelize sooner than plain copies.
-      size_t(1) << 13);
+      // Each pair costs a Threefry block: parallelize sooner than plain copies.
+      size_t(1) << 12);
+  if (n & 1) f(h, detail::threefry2x32<20>(key, {static_cast<uint32_t>(h), 0u})[0]);
 }
 
-// The largest value of T below h (h not NaN and above -inf).
-template <typename T>
-T prev_below(T h) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return std::nextafter(h, -std::numeric_limits<T>::infinity());
-  } else {  // float16 / bfloat16: sign-magnitude 16-bit patterns
-    T r;
-    if ((h.bits & 0x7fff) == 0) r.bits = 0x8001;  // +-0 -> the negative subnormal closest to 0
-    else if (h.bits & 0x8000) r.bits = static_cast<uint16_t>(h.bits + 1);
-    else r.bits = static_cast<uint16_t>(h.bits - 1);
-    return r;
+// ---- MLX's float32 arithmetic (mlx/backend/cpu/simd/math.h, scalar path), reproduced bit for bit ----
+
+// exp(x) as 2^round(x log2 e) times a degree-6 polynomial in the remainder (Cephes constants).
+inline float mlx_exp(float x0) {
+  const float x = x0 * 1.442695f;
+  const float ip = static_cast<float>(std::floor(static_cast<double>(x) + 0.5));
+  const float fp = x - ip;
+  float p = 1.535336188319500e-4f;
+  p = std::fma(p, fp, 1.339887440266574e-3f);
+  p = std::fma(p, fp, 9.618437357674640e-3f);
+  p = std::fma(p, fp, 5.550332471162809e-2f);
+  p = std::fma(p, fp, 2.402264791363012e-1f);
+  p = std::fma(p, fp, 6.931472028550421e-1f);
+  p = std::fma(p, fp, 1.000000000000000f);
+  const uint32_t eb = static_cast<uint32_t>(static_cast<int32_t>(ip) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &eb, sizeof(scale));
+  float r = std::isnan(x0) ? x0 : scale * p;
+  if (x0 > 88.0f) r = std::numeric_limits<float>::infinity();
+  if (x0 < -88.0f) r = 0.0f;
+  return r;
+}
+
+// erf(x) by Abramowitz-Stegun 7.1.26 with mlx_exp.
+inline float mlx_erf(float v) {
+  const float t = 1.0f / std::fma(0.3275911f, std::fabs(v), 1.0f);
+  float r = std::fma(1.061405429f, t, -1.453152027f);
+  r = std::fma(r, t, 1.421413741f);
+  r = std::fma(r, t, -0.284496736f);
+  r = std::fma(r, t, 0.254829592f);
+  const float e = -mlx_exp(-v * v);
+  const float res = std::fma(e * t, r, 1.0f);
+  return v > 0 ? res : -res;
+}
+
+// erfinv(a): a polynomial in log(1 - a^2), one of two by |log(1 - a^2)| > 6.125.
+inline float mlx_erfinv(float a) {
+  const float t = std::log(std::fma(a, 0.0f - a, 1.0f));
+  float p;
+  if (std::fabs(t) > 6.125f) {
+    p = 3.03697567e-10f;
+    p = std::fma(p, t, 2.93243101e-8f);
+    p = std::fma(p, t, 1.22150334e-6f);
+    p = std::fma(p, t, 2.84108955e-5f);
+    p = std::fma(p, t, 3.93552968e-4f);
+    p = std::fma(p, t, 3.02698812e-3f);
+    p = std::fma(p, t, 4.83185798e-3f);
+    p = std::fma(p, t, -2.64646143e-1f);
+    p = std::fma(p, t, 8.40016484e-1f);
+  } else {
+    p = 5.43877832e-9f;
+    p = std::fma(p, t, 1.43285448e-7f);
+    p = std::fma(p, t, 1.22774793e-6f);
+    p = std::fma(p, t, 1.12963626e-7f);
+    p = std::fma(p, t, -5.61530760e-5f);
+    p = std::fma(p, t, -1.47697632e-4f);
+    p = std::fma(p, t, 2.31468678e-3f);
+    p = std::fma(p, t, 1.15392581e-2f);
+    p = std::fma(p, t, -2.32015476e-1f);
+    p = std::fma(p, t, 8.86226892e-1f);
   }
+  return a * p;
 }
 
-// erfinv at the accuracy a result of type T needs (y strictly inside (-1, 1)).
+// Arithmetic in T with one rounding per operation, as MLX's separate elementwise ops do (half types
+// compute in float32 and round; this file is compiled with -ffp-contract=off, so no fused a*b+c).
 template <typename T>
-inline double erfinv_for(double y) {
-  if constexpr (sizeof(T) == 8) return ::loom::detail::erfinv_d(y);
-  else return ::loom::detail::erfinv_approx(y);  // enough for 32-bit results
+inline T t_mul(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) return a * b;
+  else return T(static_cast<float>(a) * static_cast<float>(b));
+}
+template <typename T>
+inline T t_add(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) return a + b;
+  else return T(static_cast<float>(a) + static_cast<float>(b));
+}
+template <typename T>
+inline T t_sub(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) return a - b;
+  else return T(static_cast<float>(a) - static_cast<float>(b));
+}
+template <typename T>
+inline T t_div(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) return a / b;
+  else return T(static_cast<float>(a) / static_cast<float>(b));
+}
+template <typename T>
+inline T t_log(T a) {
+  if constexpr (std::is_floating_point_v<T>) return std::log(a);
+  else return T(std::log(static_cast<float>(a)));
 }
 
-// erfc^{-1}(q) for q in (0, 2): through erfinv where that is accurate, otherwise Newton on
-// log(erfc(x)) = log(q), which keeps full relative accuracy deep in the tail.
-double erfcinv(double q) {
-  if (q > 0.0625 && q < 1.9375) return ::loom::detail::erfinv_d(1.0 - q);
-  if (q >= 1.9375) return -erfcinv(2.0 - q);
-  if (q <= 0.0) return std::numeric_limits<double>::infinity();
-  const double lq = std::log(q);
-  double x = std::sqrt(-lq);  // erfc(x) ~ exp(-x^2) / (x sqrt(pi))
-  x = std::sqrt(std::max(-lq - std::log(x * 1.7724538509055159), 0.25));
-  for (int it = 0; it < 8; ++it) {
-    double c = std::erfc(x);
-    if (!(c > 0.0)) break;
-    double step = (std::log(c) - lq) * c / (1.1283791670955126 * std::exp(-x * x));
-    x += step;  // d/dx log erfc(x) = -2 exp(-x^2) / (sqrt(pi) erfc(x))
-    if (std::abs(step) <= 1e-15 * x) break;
-  }
-  return x;
+// The largest value of a 16-bit float type below 1, as float32 (MLX's below_one).
+template <typename T>
+float below_one() {
+  T one(1.0f);
+  one.bits = static_cast<uint16_t>(one.bits - 1);
+  return static_cast<float>(one);
+}
+
+// MLX's uniform in [0, 1) for a result of type T (float32, float16, bfloat16): the word as float32
+// divided by 2^32 (float(UINT32_MAX)), capped at the largest T below 1, then cast to T.
+template <typename T>
+inline T unit(uint32_t w, float cap) {
+  const float u = std::min(static_cast<float>(w) / 4294967296.0f, cap);
+  return static_cast<T>(u);
+}
+template <typename T>
+float unit_cap() {
+  if constexpr (std::is_same_v<T, float>) return std::nextafter(1.0f, 0.0f);
+  else return below_one<T>();
+}
+
+// float64 results (Loom only: MLX's uniform has no float64): a 64-bit word per element (words 2i and
+// 2i + 1 of a draw of 2n words, as bits(shape, 8) gives them), u = (w >> 11) 2^-53 in [0, 1).
+inline double unit64(uint64_t w) { return static_cast<double>(w >> 11) * 0x1p-53; }
+
+// Fills out (n elements of 8 bytes) with 64-bit words, then calls f(i, word) on each in place.
+template <typename F>
+void draw64(const Key& k, array& out, F f) {
+  const size_t n = out.size();
+  uint32_t* w32 = static_cast<uint32_t*>(out.raw_data());
+  draw(k, 2 * n, [&](size_t w, uint32_t v) { w32[w] = v; });
+  const uint64_t* w64 = static_cast<const uint64_t*>(out.raw_data());
+  kernels::parallel_for(n, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) f(i, w64[i]);
+  });
 }
 
 // A distribution parameter broadcast to the output shape, read by flat index.
@@ -127,7 +236,7 @@ struct Param {
   P operator[](size_t i) const { return scalar ? p[0] : p[i]; }
 };
 
-enum class Dist { bits, uniform, normal, truncated_normal, randint, bernoulli, gumbel, permutation };
+enum class Dist { bits, uniform, normal, truncated_normal, randint, bernoulli, gumbel, laplace, permutation, categorical };
 
 const char* dist_name(Dist d) {
   switch (d) {
@@ -138,172 +247,218 @@ const char* dist_name(Dist d) {
     case Dist::randint: return "RandomInt";
     case Dist::bernoulli: return "RandomBernoulli";
     case Dist::gumbel: return "RandomGumbel";
+    case Dist::laplace: return "RandomLaplace";
     case Dist::permutation: return "RandomPermutation";
+    case Dist::categorical: return "RandomCategorical";
   }
   return "Random";
 }
 
 Key read_key(const array& k) {
-  const int32_t* p = kernels::ptr<int32_t>(k);
-  return {static_cast<uint32_t>(p[0]), static_cast<uint32_t>(p[k.strides()[0]])};
+  const uint32_t* p = kernels::ptr<uint32_t>(k);
+  return {p[0], p[k.strides()[0]]};
 }
 
 // ---- kernels ----
 
-template <int Width, typename O>
-void bits_kernel(const Key& k, O* y, size_t n) {
-  constexpr size_t per = 8 / Width;  // elements per block
-  constexpr uint64_t mask = Width == 8 ? ~uint64_t(0) : ((uint64_t(1) << (8 * Width)) - 1);
-  kernels::parallel_for(
-      n,
-      [&](size_t b, size_t e) {
-        size_t i = b;
-        while (i < e) {
-          const uint64_t j = i / per;
-          const auto w = detail::block(k, j);
-          const uint64_t blk = static_cast<uint64_t>(w[0]) | (static_cast<uint64_t>(w[1]) << 32);
-          const size_t stop = std::min<size_t>(e, (j + 1) * per);
-          for (; i < stop; ++i) {
-            const uint64_t v = (blk >> (8 * Width * (i % per))) & mask;
-            if constexpr (std::is_same_v<O, int32_t>) y[i] = static_cast<int32_t>(static_cast<uint32_t>(v));
-            else y[i] = static_cast<O>(v);
-          }
-        }
-      },
-      size_t(1) << 13);
+// bits: the draw's words are the little-endian bytes of the output (MLX's layout for widths 1, 2
+// and 4: ceil(n * width / 4) words, the last one cut to the bytes that remain; width 8 is 2n words).
+void bits_kernel(const Key& k, array& out) {
+  const size_t nbytes = out.size() * out.itemsize();
+  char* y = static_cast<char*>(out.raw_data());
+  draw(k, (nbytes + 3) / 4, [&](size_t w, uint32_t v) {
+    if (4 * w + 4 <= nbytes) std::memcpy(y + 4 * w, &v, 4);
+    else std::memcpy(y + 4 * w, &v, nbytes - 4 * w);
+  });
 }
 
-void bits_kernel(const Key& k, int width, array& out) {
-  const size_t n = out.size();
-  switch (width) {
-    case 1: bits_kernel<1>(k, kernels::ptr<uint8_t>(out), n); break;
-    case 2: bits_kernel<2>(k, kernels::ptr<uint16_t>(out), n); break;
-    case 4:
-      if (out.dtype() == int32) bits_kernel<4>(k, kernels::ptr<int32_t>(out), n);  // keys: raw patterns
-      else bits_kernel<4>(k, kernels::ptr<uint32_t>(out), n);
-      break;
-    default: bits_kernel<8>(k, kernels::ptr<uint64_t>(out), n); break;
-  }
-}
-
+// uniform: MLX's range * u + low in T, range = high - low in T.
 template <typename T>
 void uniform_kernel(const Key& k, const array& lo_a, const array& hi_a, array& out) {
   Param<T> lo(lo_a), hi(hi_a);
   T* y = kernels::ptr<T>(out);
-  draw<sizeof(T) == 8>(k, out.size(), [&](size_t i, auto w) {
-    const T ht = hi[i];
-    const double l = static_cast<double>(lo[i]), h = static_cast<double>(ht);
-    T v = cast_value<T>(l + (h - l) * unit_co(w));
-    if (l < h && !(static_cast<double>(v) < h)) v = prev_below(ht);
+  if constexpr (sizeof(T) == 8) {
+    draw64(k, out, [&](size_t i, uint64_t w) { y[i] = t_add(t_mul(t_sub(hi[i], lo[i]), T(unit64(w))), lo[i]); });
+  } else {
+    const float cap = unit_cap<T>();
+    draw(k, out.size(), [&](size_t i, uint32_t w) {
+      y[i] = t_add(t_mul(t_sub(hi[i], lo[i]), unit<T>(w, cap)), lo[i]);
+    });
+  }
+}
+
+// MLX's normal/laplace source: float32 uniform in [nextafter(-1, 0), 1).
+inline float sym_unit(uint32_t w) {
+  const float lo = std::nextafter(-1.0f, 0.0f);
+  static const float range = 1.0f - std::nextafter(-1.0f, 0.0f);  // 2 in float32
+  return range * unit<float>(w, std::nextafter(1.0f, 0.0f)) + lo;
+}
+
+// normal: loc + (sqrt(2) * scale) * T(erfinv(u)), each step rounded in T as MLX's ops are.
+template <typename T>
+void normal_kernel(const Key& k, std::optional<double> loc, std::optional<double> scale, array& out) {
+  T* y = kernels::ptr<T>(out);
+  T s = static_cast<T>(std::sqrt(2.0));
+  if (scale) s = t_mul(s, static_cast<T>(*scale));
+  const bool has_loc = loc.has_value();
+  const T l = static_cast<T>(loc.value_or(0.0));
+  draw(k, out.size(), [&](size_t i, uint32_t w) {
+    T z = t_mul(s, static_cast<T>(mlx_erfinv(sym_unit(w))));
+    y[i] = has_loc ? t_add(l, z) : z;
+  });
+}
+
+// laplace: sign(u) * log1p(-|u|) (float32, or float64 for float64 results), then scale and loc in T.
+template <typename T>
+void laplace_kernel(const Key& k, double loc, double scale, array& out) {
+  T* y = kernels::ptr<T>(out);
+  const T s = static_cast<T>(scale), l = static_cast<T>(loc);
+  draw(k, out.size(), [&](size_t i, uint32_t w) {
+    const float u = sym_unit(w);
+    const float sg = static_cast<float>((u > 0) - (u < 0));
+    T v;
+    if constexpr (std::is_same_v<T, double>) {
+      v = static_cast<double>(sg) * std::log1p(-1.0 * static_cast<double>(std::fabs(u)));
+    } else {
+      v = static_cast<T>(sg * std::log1p(-1.0f * std::fabs(u)));
+    }
+    if (scale != 1.0) v = t_mul(s, v);
+    if (loc != 0.0) v = t_add(l, v);
     y[i] = v;
   });
 }
 
+// erf in T as MLX computes it (float32 inside; float64 results use std::erf: Loom only).
 template <typename T>
-void normal_kernel(const Key& k, double loc, double scale, array& out) {
-  T* y = kernels::ptr<T>(out);
-  draw<sizeof(T) == 8>(k, out.size(), [&](size_t i, auto w) {
-    y[i] = cast_value<T>(loc + scale * (kSqrt2 * erfinv_for<T>(sym_oo(w))));
-  });
+inline T t_erf(T x) {
+  if constexpr (std::is_same_v<T, double>) return std::erf(x);
+  else return static_cast<T>(mlx_erf(static_cast<float>(x)));
+}
+template <typename T>
+inline T t_erfinv(T x) {
+  if constexpr (std::is_same_v<T, double>) return ::loom::detail::erfinv_d(x);
+  else return static_cast<T>(mlx_erfinv(static_cast<float>(x)));
 }
 
-// One draw between standard-normal bounds lo < hi given v in (0, 1), for a result of type T.
-template <typename T>
-struct TruncNormal {
-  double lo, hi, a, b;
-  int mode;  // 0: erf(lo) .. erf(hi); 1: erfc(lo) .. erfc(hi) (both bounds >= 0); 2: mirrored (both <= 0)
-  TruncNormal(double l, double h) : lo(l), hi(h) {
-    if (l >= 0) {
-      mode = 1;
-      a = std::erfc(l * kInvSqrt2);
-      b = std::erfc(h * kInvSqrt2);
-    } else if (h <= 0) {
-      mode = 2;
-      a = std::erfc(-h * kInvSqrt2);
-      b = std::erfc(-l * kInvSqrt2);
-    } else {
-      mode = 0;
-      a = std::erf(l * kInvSqrt2);
-      b = std::erf(h * kInvSqrt2);
-    }
-  }
-  double operator()(double v) const {
-    double z;
-    if (mode == 0) z = kSqrt2 * erfinv_for<T>(a + (b - a) * v);
-    else if (mode == 1) z = kSqrt2 * erfcinv(b + (a - b) * v);
-    else z = -kSqrt2 * erfcinv(b + (a - b) * v);
-    return std::min(std::max(z, lo), hi);
-  }
-};
-
+// truncated_normal (MLX, after JAX): a = erf(lower / sqrt2), b = erf(upper / sqrt2),
+// u = uniform(a, b) in T, z = sqrt2 * erfinv(u) in T, clipped to [lower, upper].
 template <typename T>
 void truncated_normal_kernel(const Key& k, const array& lo_a, const array& hi_a, array& out) {
   Param<T> lo(lo_a), hi(hi_a);
   T* y = kernels::ptr<T>(out);
-  if (lo.scalar && hi.scalar) {
-    const double l = static_cast<double>(lo[0]), h = static_cast<double>(hi[0]);
-    if (!(l < h)) {
-      const T v = cast_value<T>(std::isnan(l) || std::isnan(h) ? std::numeric_limits<double>::quiet_NaN() : l);
-      std::fill(y, y + out.size(), v);
-      return;
-    }
-    const TruncNormal<T> tn(l, h);
-    draw<sizeof(T) == 8>(k, out.size(), [&](size_t i, auto w) { y[i] = cast_value<T>(tn(unit_oo(w))); });
-    return;
+  const T sqrt2 = static_cast<T>(std::sqrt(2.0));
+  auto one = [&](size_t i, T u01) {
+    const T l = lo[i], h = hi[i];
+    const T a = t_erf(t_div(l, sqrt2));
+    const T b = t_erf(t_div(h, sqrt2));
+    const T u = t_add(t_mul(t_sub(b, a), u01), a);
+    const T z = t_mul(sqrt2, t_erfinv(u));
+    // maximum(minimum(upper, z), lower); NaN propagates as through MLX's minimum and maximum.
+    const double hd = static_cast<double>(h), zd = static_cast<double>(z), ld = static_cast<double>(l);
+    const T m = std::isnan(hd) ? h : std::isnan(zd) ? z : (hd < zd ? h : z);
+    const double md = static_cast<double>(m);
+    y[i] = std::isnan(md) ? m : std::isnan(ld) ? l : (md < ld ? l : m);
+  };
+  if constexpr (sizeof(T) == 8) {
+    draw64(k, out, [&](size_t i, uint64_t w) { one(i, T(unit64(w))); });
+  } else {
+    const float cap = unit_cap<T>();
+    draw(k, out.size(), [&](size_t i, uint32_t w) { one(i, unit<T>(w, cap)); });
   }
-  draw<sizeof(T) == 8>(k, out.size(), [&](size_t i, auto w) {
-    const double l = static_cast<double>(lo[i]), h = static_cast<double>(hi[i]);
-    if (!(l < h)) {
-      y[i] = cast_value<T>(std::isnan(l) || std::isnan(h) ? std::numeric_limits<double>::quiet_NaN() : l);
-      return;
-    }
-    y[i] = cast_value<T>(TruncNormal<T>(l, h)(unit_oo(w)));
-  });
 }
 
+// gumbel: -log(-log(u)) in T, u uniform in [0, 1).
 template <typename T>
 void gumbel_kernel(const Key& k, array& out) {
   T* y = kernels::ptr<T>(out);
-  draw<sizeof(T) == 8>(k, out.size(), [&](size_t i, auto w) { y[i] = cast_value<T>(-std::log(-std::log(unit_oo(w)))); });
+  if constexpr (sizeof(T) == 8) {
+    draw64(k, out, [&](size_t i, uint64_t w) { y[i] = -std::log(-std::log(unit64(w))); });
+  } else {
+    const float cap = unit_cap<T>();
+    draw(k, out.size(), [&](size_t i, uint32_t w) {
+      const T u = unit<T>(w, cap);
+      y[i] = static_cast<T>(-static_cast<float>(t_log(static_cast<T>(-static_cast<float>(t_log(u))))));
+    });
+  }
 }
 
+// randint: floor(float32 uniform(low, high)) clamped to [low, high - 1] (bounds as float32 for the
+// draw). The clamp is done in int64 before the cast to T.
 template <typename T>
 void randint_kernel(const Key& k, const array& lo_a, const array& hi_a, array& out) {
   Param<int64_t> lo(lo_a), hi(hi_a);
   T* y = kernels::ptr<T>(out);
-  draw<true>(k, out.size(), [&](size_t i, uint64_t w) {
+  const float cap = unit_cap<float>();
+  draw(k, out.size(), [&](size_t i, uint32_t w) {
     const int64_t l = lo[i], h = hi[i];
-    int64_t v = l;
-    if (l < h) {
-      const uint64_t range = static_cast<uint64_t>(h) - static_cast<uint64_t>(l);
-      const uint64_t off = static_cast<uint64_t>((static_cast<unsigned __int128>(w) * range) >> 64);
-      v = static_cast<int64_t>(static_cast<uint64_t>(l) + off);
-    }
-    y[i] = static_cast<T>(v);
+    const float lf = static_cast<float>(l), hf = static_cast<float>(h);
+    const float v = std::floor((hf - lf) * unit<float>(w, cap) + lf);
+    int64_t r = v >= 0x1p63f ? std::numeric_limits<int64_t>::max()
+                : v < -0x1p63f ? std::numeric_limits<int64_t>::min()
+                               : static_cast<int64_t>(v);
+    r = std::max(std::min(r, h - 1), l);
+    y[i] = static_cast<T>(r);
   });
 }
 
+// bernoulli: bits < p * nextafter(2^32 as float32, +inf), compared in float32 (in float64 for
+// float64 p), as MLX's less(bits, multiply(p, upper)) promotes.
+template <typename P>
 void bernoulli_kernel(const Key& k, const array& p_a, array& out) {
-  Param<double> p(p_a);
+  Param<P> p(p_a);
   bool* y = kernels::ptr<bool>(out);
-  draw<false>(k, out.size(), [&](size_t i, uint32_t w) { y[i] = static_cast<double>(w) * 0x1p-32 < p[i]; });
+  const float upper = std::nextafter(static_cast<float>(std::numeric_limits<uint32_t>::max()),
+                                     std::numeric_limits<float>::max());
+  draw(k, out.size(), [&](size_t i, uint32_t w) { y[i] = static_cast<P>(w) < p[i] * static_cast<P>(upper); });
 }
 
+// permutation: the stable argsort of bits((n)).
 void permutation_kernel(const Key& k, array& out) {
   const size_t n = out.size();
-  std::vector<std::pair<uint64_t, int32_t>> keys(n);
-  draw<true>(k, n, [&](size_t i, uint64_t w) { keys[i] = {w, static_cast<int32_t>(i)}; });
-  std::sort(keys.begin(), keys.end());  // ties (probability ~n^2 / 2^65) break by index
+  std::vector<std::pair<uint32_t, int32_t>> keys(n);
+  draw(k, n, [&](size_t i, uint32_t w) { keys[i] = {w, static_cast<int32_t>(i)}; });
+  std::sort(keys.begin(), keys.end());  // ties break by index: a stable sort of the words
   int32_t* y = kernels::ptr<int32_t>(out);
   for (size_t i = 0; i < n; ++i) y[i] = keys[i].second;
+}
+
+// categorical of one distribution by its inverse CDF (MLX's path for logits holding a single
+// distribution and a non-empty sample shape): T = float32 (float64 for float64 logits),
+// w = exp(x - max) (where max is +-inf: w = (x == max)), cdf = exclusive running sum of w,
+// sample = (index of the first cdf entry > u * sum(w)) - 1 with u uniform float32.
+template <typename T>
+void categorical_kernel(const Key& k, const array& logits, array& out) {
+  array x = kernels::row_contiguous(logits);
+  const T* xp = kernels::ptr<T>(x);
+  const size_t m = x.size();
+  T mx = xp[0];
+  for (size_t j = 1; j < m; ++j) {
+    // MLX's max propagates NaN
+    if (std::isnan(static_cast<double>(xp[j])) || xp[j] > mx) mx = xp[j];
+    if (std::isnan(static_cast<double>(mx))) break;
+  }
+  std::vector<T> cdf(m);
+  T total = 0;
+  for (size_t j = 0; j < m; ++j) {
+    T wj = std::isinf(static_cast<double>(mx)) ? T(xp[j] == mx ? 1 : 0) : T(mlx_exp(static_cast<float>(xp[j] - mx)));
+    cdf[j] = total;
+    total = total + wj;
+  }
+  int32_t* y = kernels::ptr<int32_t>(out);
+  const float cap = unit_cap<float>();
+  draw(k, out.size(), [&](size_t i, uint32_t w) {
+    const T u = static_cast<T>(unit<float>(w, cap)) * total;
+    y[i] = static_cast<int32_t>(std::upper_bound(cdf.begin(), cdf.end(), u) - cdf.begin()) - 1;
+  });
 }
 
 // ---- primitives ----
 
 class Random : public UnaryPrimitive {
  public:
-  Random(Dist d, Shape shape, Dtype dtype, int width = 0, double a = 0, double b = 1)
-      : dist_(d), shape_(std::move(shape)), dtype_(dtype), width_(width), a_(a), b_(b) {}
+  // a and b: normal's loc and scale (NaN: absent), laplace's loc and scale.
+  Random(Dist d, Shape shape, Dtype dtype, double a = 0, double b = 1)
+      : dist_(d), shape_(std::move(shape)), dtype_(dtype), a_(a), b_(b) {}
 
   void eval_cpu(const std::vector<array>& in, array& out) override {
     out.alloc();
@@ -311,13 +466,18 @@ class Random : public UnaryPrimitive {
     const Key k = read_key(in[0]);
     switch (dist_) {
       case Dist::bits:
-        bits_kernel(k, width_, out);
+        bits_kernel(k, out);
         break;
       case Dist::uniform:
         LOOM_DISPATCH_FLOAT(out.dtype(), T, uniform_kernel<T>(k, in[1], in[2], out));
         break;
       case Dist::normal:
-        LOOM_DISPATCH_FLOAT(out.dtype(), T, normal_kernel<T>(k, a_, b_, out));
+        LOOM_DISPATCH_FLOAT(out.dtype(), T,
+                            normal_kernel<T>(k, std::isnan(a_) ? std::nullopt : std::optional<double>(a_),
+                                             std::isnan(b_) ? std::nullopt : std::optional<double>(b_), out));
+        break;
+      case Dist::laplace:
+        LOOM_DISPATCH_FLOAT(out.dtype(), T, laplace_kernel<T>(k, a_, b_, out));
         break;
       case Dist::truncated_normal:
         LOOM_DISPATCH_FLOAT(out.dtype(), T, truncated_normal_kernel<T>(k, in[1], in[2], out));
@@ -331,10 +491,15 @@ class Random : public UnaryPrimitive {
         });
         break;
       case Dist::bernoulli:
-        bernoulli_kernel(k, in[1], out);
+        if (in[1].dtype() == float64) bernoulli_kernel<double>(k, in[1], out);
+        else bernoulli_kernel<float>(k, in[1], out);
         break;
       case Dist::permutation:
         permutation_kernel(k, out);
+        break;
+      case Dist::categorical:
+        if (in[1].dtype() == float64) categorical_kernel<double>(k, in[1], out);
+        else categorical_kernel<float>(k, in[1], out);
         break;
     }
   }
@@ -356,7 +521,6 @@ class Random : public UnaryPrimitive {
   Dist dist_;
   Shape shape_;
   Dtype dtype_;
-  int width_;
   double a_, b_;
 };
 
@@ -428,8 +592,8 @@ void check_shape(const Shape& shape, const char* op) {
 }
 
 void check_key(const array& k, const char* op) {
-  if (k.dtype() != int32 || k.shape() != Shape{2}) {
-    throw std::invalid_argument(msg("[", op, "] a key must be an int32 array of shape (2), got shape ",
+  if (k.dtype() != uint32 || k.shape() != Shape{2}) {
+    throw std::invalid_argument(msg("[", op, "] a key must be a uint32 array of shape (2), got shape ",
                                     shape_str(k.shape()), " and dtype ", k.dtype()));
   }
 }
@@ -482,9 +646,8 @@ std::optional<std::pair<V, V>> bad_bounds(const array& lo, const array& hi) {
   return std::nullopt;
 }
 
-array make_random(Dist d, const Shape& shape, Dtype dtype, std::vector<array> inputs, int width = 0, double a = 0,
-                  double b = 1) {
-  return array(shape, dtype, std::make_shared<Random>(d, shape, dtype, width, a, b), std::move(inputs));
+array make_random(Dist d, const Shape& shape, Dtype dtype, std::vector<array> inputs, double a = 0, double b = 1) {
+  return array(shape, dtype, std::make_shared<Random>(d, shape, dtype, a, b), std::move(inputs));
 }
 
 struct GlobalKey {
@@ -497,8 +660,16 @@ GlobalKey& global_key() {
 }
 
 array key_array(const Key& k) {
-  const int32_t v[2] = {static_cast<int32_t>(k[0]), static_cast<int32_t>(k[1])};
-  return array(v, Shape{2}, int32);
+  const uint32_t v[2] = {k[0], k[1]};
+  return array(v, Shape{2}, uint32);
+}
+
+// split(key, 2) of an evaluated key, as the primitive computes it: a draw of 4 words, whose pairs
+// (0, 2) and (1, 3) come from counters (0, 2) and (1, 3).
+std::pair<Key, Key> split2(const Key& k) {
+  const auto a = detail::threefry2x32<20>(k, {0u, 2u});
+  const auto b = detail::threefry2x32<20>(k, {1u, 3u});
+  return {Key{a[0], b[0]}, Key{a[1], b[1]}};
 }
 
 }  // namespace
@@ -509,8 +680,8 @@ array key_array(const Key& k) {
 array detail::next_key() {
   auto& g = global_key();
   std::lock_guard<std::mutex> lock(g.mu);
-  const Key used = detail::block(g.key, 1);  // split(state) row 1
-  g.key = detail::block(g.key, 0);           // split(state) row 0
+  const auto [next, used] = split2(g.key);  // split(state): rows 0 and 1
+  g.key = next;
   return key_array(used);
 }
 
@@ -532,16 +703,16 @@ array get_state() {
 
 void set_state(const array& state) {
   check_key(state, "set_state");
-  auto v = array(state).to_vector<int32_t>();
+  auto v = array(state).to_vector<uint32_t>();
   auto& g = global_key();
   std::lock_guard<std::mutex> lock(g.mu);
-  g.key = {static_cast<uint32_t>(v[0]), static_cast<uint32_t>(v[1])};
+  g.key = {v[0], v[1]};
 }
 
 array split(const array& key, int num) {
   check_key(key, "split");
   if (num < 0) throw std::invalid_argument(msg("[split] needs num >= 0, got ", num));
-  return make_random(Dist::bits, {num, 2}, int32, {key}, 4);
+  return make_random(Dist::bits, {num, 2}, uint32, {key});
 }
 
 std::pair<array, array> split(const array& key) {
@@ -559,7 +730,7 @@ array bits(const Shape& shape, int width, const std::optional<array>& key) {
   }
   if (key) check_key(*key, "bits");
   Dtype dt = width == 1 ? uint8 : width == 2 ? uint16 : width == 4 ? uint32 : uint64;
-  return make_random(Dist::bits, shape, dt, {take_key(key)}, width);
+  return make_random(Dist::bits, shape, dt, {take_key(key)});
 }
 
 array uniform(const array& low, const array& high, const Shape& shape, Dtype dtype, const std::optional<array>& key) {
@@ -588,8 +759,11 @@ array normal(const Shape& shape, Dtype dtype, std::optional<float> loc, std::opt
   check_shape(shape, "normal");
   check_float(dtype, "normal");
   if (key) check_key(*key, "normal");
-  return make_random(Dist::normal, shape, dtype, {take_key(key)}, 0, loc.value_or(0.0f),
-                     scale.value_or(1.0f));
+  // As MLX's float overload: loc 0 and scale 1 are left out (absent: NaN).
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double l = loc && *loc != 0.0f ? *loc : nan;
+  const double s = scale && *scale != 1.0f ? *scale : nan;
+  return make_random(Dist::normal, shape, dtype, {take_key(key)}, l, s);
 }
 array normal(const Shape& shape, std::optional<float> loc, std::optional<float> scale,
              const std::optional<array>& key) {
@@ -676,13 +850,20 @@ array bernoulli(const array& p, const Shape& shape, const std::optional<array>& 
   }
   if (key) check_key(*key, "bernoulli");
   return make_random(Dist::bernoulli, shape, bool_,
-                     {take_key(key), broadcast_to(cast_param(p, float64), shape)});
+                     {take_key(key), broadcast_to(cast_param(p, p.dtype() == float64 ? float64 : float32), shape)});
 }
 array bernoulli(const array& p, const std::optional<array>& key) { return bernoulli(p, p.shape(), key); }
 array bernoulli(double p, const Shape& shape, const std::optional<array>& key) {
-  return bernoulli(array(p, float64), shape, key);
+  return bernoulli(array(static_cast<float>(p), float32), shape, key);  // MLX: array(p) is float32
 }
-array bernoulli() { return bernoulli(array(0.5, float64), Shape{}, std::nullopt); }
+array bernoulli() { return bernoulli(array(0.5f, float32), Shape{}, std::nullopt); }
+
+array laplace(const Shape& shape, Dtype dtype, float loc, float scale, const std::optional<array>& key) {
+  check_shape(shape, "laplace");
+  check_float(dtype, "laplace");
+  if (key) check_key(*key, "laplace");
+  return make_random(Dist::laplace, shape, dtype, {take_key(key)}, loc, scale);
+}
 
 array gumbel(const Shape& shape, Dtype dtype, const std::optional<array>& key) {
   check_shape(shape, "gumbel");
@@ -699,12 +880,19 @@ array categorical_impl(const array& logits, int axis, const Shape& shape, const 
         msg("[categorical] logits of shape ", shape_str(logits.shape()), " have no categories along axis ", axis));
   }
   if (key) check_key(*key, "categorical");
+  const int n = logits.shape()[axis];
+  if (logits.size() == static_cast<size_t>(n) && !shape.empty()) {
+    // One distribution and a non-empty sample shape: MLX samples it by its inverse CDF.
+    check_shape(shape, "categorical");
+    array l = reshape(stop_gradient(logits), {n});
+    if (l.dtype() != float64) l = astype(l, float32);
+    return make_random(Dist::categorical, shape, int32, {take_key(key), l});
+  }
   const int offset = axis + static_cast<int>(shape.size()) - static_cast<int>(logits.ndim()) + 1;
   Shape gshape = shape;
   gshape.insert(gshape.begin() + offset, logits.shape()[axis]);
-  const Dtype gd = logits.dtype() == float64 ? float64 : float32;
-  array g = gumbel(gshape, gd, key);
-  return argmax(add(stop_gradient(logits), g), offset);
+  array g = gumbel(gshape, float32, key);
+  return argmax(add(g, stop_gradient(logits)), offset);
 }
 int categorical_axis(const array& logits, int axis) {
   if (logits.ndim() == 0) throw std::invalid_argument("[categorical] logits must have at least one dimension");

@@ -1,21 +1,46 @@
-// Counter-based random numbers with MLX's `mlx::core::random` API.
+// Counter-based random numbers with MLX's `mlx::core::random` API; the same key gives the same
+// numbers as MLX's CPU backend.
 //
-// Keys. A key is an int32 array of shape (2) holding the two 32-bit words (k0, k1) of a Threefry-2x32
-// key as bit patterns (MLX uses uint32; Loom has no uint32 dtype, so a word >= 2^31 reads as a
-// negative int32). `key(seed)` is (seed >> 32, seed & 0xffffffff), as in MLX.
+// Keys. A key is a uint32 array of shape (2) holding the two words (k0, k1) of a Threefry-2x32 key;
+// `key(seed)` is (seed >> 32, seed & 0xffffffff). Every op rejects a key of another dtype or shape
+// (int32 keys too, as MLX does) with an error naming the op.
 //
-// The generator. Threefry-2x32 with 20 rounds (Random123; the function JAX and MLX use). Block j of a
-// key is threefry2x32(key, counter = (j mod 2^32, j >> 32)), and the random stream of a key is the
-// little-endian byte sequence block 0, block 1, ... Every generator reads that stream at fixed
-// positions: element i of a draw uses 32-bit word i (float16/bfloat16/float32 results, bool) or block
-// i as one 64-bit word (float64 results, randint, permutation keys). So element i depends only on
-// (key, i): results are identical for every thread count, every rank, and a shorter draw is a
-// prefix of a longer one. `split(key, num)` returns blocks 0..num-1 as the new keys.
+// The generator. threefry2x32(key, (c0, c1)) is Threefry-2x32 with 20 rounds (Random123; the
+// function JAX and MLX use), giving two 32-bit words. A draw of n 32-bit words (MLX's RandomBits):
+// with h = n / 2 and o = h + (n mod 2), the pair threefry2x32(key, (j, j + o)) is words j and j + o
+// for j < h, and when n is odd word h is the first word of threefry2x32(key, (h, 0)); counters are
+// taken mod 2^32. So word w depends on (key, n, w) only: results are identical for every thread count
+// and rank, but a shorter draw is NOT a prefix of a longer one (n changes every counter pair).
+// `bits(shape, width)` draws ceil(size * width / 4) words and the result is their little-endian
+// bytes (the last word cut to the bytes that remain); width 8 (Loom only) draws 2 * size words.
+// `split(key, num)` is bits({num, 2}, 4, key): keys are rows of a draw of 2 * num words.
 //
-// The global key. Calls without an explicit key take one from a global key state, as MLX's
-// KeySequence does: the state is split in two, the state becomes the first half and the call uses
+// Generators, as MLX builds them from bits (word i of a draw of size(shape) words serves element i):
+//   uniform   u = min(float32(w) / 2^32, largest dtype value below 1) cast to dtype, then
+//             (high - low) * u + low in dtype, one rounding per operation (halves round each step).
+//             float64 (Loom only; MLX has no float64 uniform): a 64-bit word per element (words 2i,
+//             2i + 1 of a draw of 2n), u = (w >> 11) 2^-53.
+//   normal    sqrt(2) * erfinv(v) with v the float32 uniform in [nextafter(-1, 0), 1) and MLX's
+//             float32 erfinv polynomial; then cast to dtype, times sqrt(2) * scale, plus loc. So
+//             float64 normals carry float32 resolution, as in MLX.
+//   laplace   sign(v) * log1p(-|v|) with the same v, then scale and loc.
+//   truncated_normal  sqrt(2) * erfinv(uniform(erf(lower / sqrt2), erf(upper / sqrt2))), clipped to
+//             [lower, upper] (MLX's float32 erf and erfinv; float64 uses std::erf and an accurate erfinv).
+//   randint   floor(float32 uniform(low, high)) clamped to [low, high - 1]: float32 resolution, as MLX.
+//   bernoulli bits < p * nextafter(2^32, inf) compared in float32 (float64 for float64 p).
+//   gumbel    -log(-log(uniform)) in dtype. float64 gumbel and truncated_normal (Loom only, as
+//             MLX's uniform has no float64) use the float64 uniform above.
+//   categorical  argmax(gumbel(float32) + logits); logits holding a single distribution with a
+//             non-empty sample shape are sampled by their inverse CDF instead (as MLX does).
+//   permutation  the stable argsort of bits({n}).
+// The float32 transcendental steps reproduce MLX's CPU kernels (its exp, erf and erfinv
+// polynomials; log and log1p from the C library, as MLX takes them).
+//
+// The global key. Calls without an explicit key take one from a global key state (one per process,
+// guarded by a mutex; MLX's is per thread), as MLX's KeySequence does: the state is split in two, the state becomes the first half and the call uses
 // the second. The state starts as key(0) (so every process and rank draws the same numbers until
-// it seeds differently); `seed`, `get_state` and `set_state` set, save and restore it (thread-safe).
+// it seeds differently; MLX seeds its default from the clock); `seed`, `get_state` and `set_state`
+// set, save and restore it (thread-safe).
 //
 // Laziness and gradients. Every generator records a node whose inputs are the key and the
 // distribution's parameter arrays; nothing is drawn until eval. Random primitives are not
@@ -67,9 +92,12 @@ inline constexpr std::array<uint32_t, 2> threefry2x32(std::array<uint32_t, 2> ke
   return {x0, x1};
 }
 
-/// Block j of the stream of `key`: threefry2x32<20>(key, (j mod 2^32, j >> 32)).
-inline constexpr std::array<uint32_t, 2> block(std::array<uint32_t, 2> key, uint64_t j) {
-  return threefry2x32<20>(key, {static_cast<uint32_t>(j), static_cast<uint32_t>(j >> 32)});
+/// Word w of a draw of n 32-bit words from `key` (the layout above).
+inline constexpr uint32_t word(std::array<uint32_t, 2> key, uint64_t n, uint64_t w) {
+  const uint64_t h = n / 2, o = h + (n & 1);
+  if ((n & 1) && w == h) return threefry2x32<20>(key, {static_cast<uint32_t>(h), 0u})[0];
+  if (w < h) return threefry2x32<20>(key, {static_cast<uint32_t>(w), static_cast<uint32_t>(w + o)})[0];
+  return threefry2x32<20>(key, {static_cast<uint32_t>(w - o), static_cast<uint32_t>(w)})[1];
 }
 
 /// Splits the global key state: the state becomes split(state)[0], split(state)[1] is returned.
@@ -79,31 +107,30 @@ array next_key();
 
 // ---- keys and the global state ----
 
-/// A key from a seed: int32 (2) holding (seed >> 32, seed & 0xffffffff).
+/// A key from a seed: uint32 (2) holding (seed >> 32, seed & 0xffffffff).
 array key(uint64_t seed);
 /// Sets the global key state to key(seed).
 void seed(uint64_t seed);
-/// The global key state (an evaluated int32 array of shape (2)); save it to checkpoint the state.
+/// The global key state (an evaluated uint32 array of shape (2)); save it to checkpoint the state.
 array get_state();
-/// Restores the global key state from an int32 array of shape (2) (evaluates it).
+/// Restores the global key state from a uint32 array of shape (2) (evaluates it).
 void set_state(const array& state);
 
-/// `num` new keys from `key`: int32 of shape (num, 2).
+/// `num` new keys from `key`: uint32 of shape (num, 2).
 array split(const array& key, int num);
-/// Two new keys from `key`, each int32 of shape (2).
+/// Two new keys from `key`, each uint32 of shape (2): split(key, 2)'s rows.
 std::pair<array, array> split(const array& key);
 
 // ---- generators (key: std::nullopt takes the next key of the global state) ----
 
 /// Raw random bits: `width` bytes per element (1, 2, 4 or 8), as uint8, uint16, uint32 (MLX's
-/// default) or uint64. Element i is bytes [i*width, (i+1)*width) of the key's stream.
+/// default) or uint64 (Loom only). The little-endian bytes of a draw of ceil(size * width / 4) words.
 array bits(const Shape& shape, int width, const std::optional<array>& key = std::nullopt);
 inline array bits(const Shape& shape, const std::optional<array>& key = std::nullopt) { return bits(shape, 4, key); }
 
-/// Uniform samples in [low, high) of a floating `dtype`; low and high are cast to `dtype` and
-/// broadcast to `shape`. The result is never `high` (values that round up to it are moved to the
-/// largest `dtype` value below it). Where low >= high (only knowable at eval for lazy bounds) the
-/// result is low + (high - low) * u with u in [0, 1).
+/// Uniform samples (high - low) * u + low of a floating `dtype`, u in [0, 1); low and high are cast
+/// to `dtype` and broadcast to `shape`, and must satisfy low < high where they are evaluated. As in
+/// MLX the rounding of the last step can give `high` itself for some bounds (never for [0, 1)).
 array uniform(const array& low, const array& high, const Shape& shape, Dtype dtype = float32,
               const std::optional<array>& key = std::nullopt);
 template <typename T, typename U,
@@ -117,9 +144,7 @@ array uniform(T low, U high, const Shape& shape, Dtype dtype = float32,
 array uniform(const Shape& shape, Dtype dtype, const std::optional<array>& key = std::nullopt);
 array uniform(const Shape& shape, const std::optional<array>& key = std::nullopt);
 
-/// Normal samples loc + scale * z, z = sqrt(2) * erfinv(u) with u uniform in (-1, 1) (u on a grid of
-/// 2^-23 for results of at most 32 bits, 2^-51 for float64; |z| stays below 5.5 and 8.3). The float64
-/// erfinv is accurate to double precision; narrower results use Giles' single-precision polynomial.
+/// Normal samples loc + sqrt(2) * scale * erfinv(v), v a float32 uniform in (-1, 1) (MLX's).
 array normal(const Shape& shape, Dtype dtype, std::optional<float> loc, std::optional<float> scale,
              const std::optional<array>& key = std::nullopt);
 array normal(const Shape& shape, std::optional<float> loc, std::optional<float> scale,
@@ -127,9 +152,9 @@ array normal(const Shape& shape, std::optional<float> loc, std::optional<float> 
 array normal(const Shape& shape, Dtype dtype, const std::optional<array>& key = std::nullopt);
 array normal(const Shape& shape, const std::optional<array>& key = std::nullopt);
 
-/// Standard normal samples restricted to [lower, upper] (inverse CDF between the bounds; bounds are
-/// cast to `dtype` and broadcast to `shape`; +-inf allowed). Tails are drawn through erfc, so bounds
-/// far from 0 stay accurate.
+/// Standard normal samples restricted to [lower, upper] (inverse CDF between the bounds, as MLX;
+/// bounds are cast to `dtype` and broadcast to `shape`; +-inf allowed). Bounds far out in one tail
+/// (beyond about 4) lose accuracy in float32, as in MLX.
 array truncated_normal(const array& lower, const array& upper, const Shape& shape, Dtype dtype = float32,
                        const std::optional<array>& key = std::nullopt);
 /// The shape is that of lower and upper broadcast together.
@@ -143,9 +168,9 @@ array truncated_normal(T lower, U upper, const Shape& shape, Dtype dtype = float
                           shape, dtype, key);
 }
 
-/// Integers uniform in [low, high) of an integer `dtype`. Bounds are
-/// converted to int64 (floats truncate toward zero) and broadcast to `shape`. Each element uses 64
-/// random bits (Lemire's multiply-shift), so the bias is below (high - low) / 2^64.
+/// Integers in [low, high) of an integer `dtype`: floor of a float32 uniform(low, high), clamped to
+/// [low, high - 1] (MLX's). Bounds are converted to int64 (floats truncate toward zero) and
+/// broadcast to `shape`. Ranges above 2^24 get float32 resolution (some values are never drawn).
 array randint(const array& low, const array& high, const Shape& shape, Dtype dtype = int32,
               const std::optional<array>& key = std::nullopt);
 template <typename T, typename U,
@@ -155,6 +180,7 @@ array randint(T low, U high, const Shape& shape, Dtype dtype = int32, const std:
 }
 
 /// Bool samples, true with probability p (a floating array broadcast to `shape`, values in [0, 1]).
+/// A double p is taken as float32 (MLX's array(p)).
 array bernoulli(const array& p, const Shape& shape, const std::optional<array>& key = std::nullopt);
 /// The shape of p.
 array bernoulli(const array& p, const std::optional<array>& key = std::nullopt);
@@ -163,11 +189,23 @@ array bernoulli(double p, const Shape& shape, const std::optional<array>& key = 
 /// would bind to the `p` overload; write bernoulli(0.5, {}, key).)
 array bernoulli();
 
-/// Standard Gumbel samples -log(-log(u)), u uniform in (0, 1).
+/// Standard Gumbel samples -log(-log(u)), u uniform in [0, 1).
 array gumbel(const Shape& shape, Dtype dtype = float32, const std::optional<array>& key = std::nullopt);
 
-/// Indices (int32) drawn from the categorical distribution softmax(logits) along `axis`, as
-/// argmax(logits + gumbel). The result has `shape`, which the shape of logits without `axis` must
+/// Laplace samples loc + scale * sign(v) * log1p(-|v|), v a float32 uniform in (-1, 1) (MLX's).
+array laplace(const Shape& shape, Dtype dtype, float loc, float scale, const std::optional<array>& key = std::nullopt);
+inline array laplace(const Shape& shape, float loc, float scale, const std::optional<array>& key = std::nullopt) {
+  return laplace(shape, float32, loc, scale, key);
+}
+inline array laplace(const Shape& shape, Dtype dtype, const std::optional<array>& key = std::nullopt) {
+  return laplace(shape, dtype, 0.0f, 1.0f, key);
+}
+inline array laplace(const Shape& shape, const std::optional<array>& key = std::nullopt) {
+  return laplace(shape, float32, 0.0f, 1.0f, key);
+}
+
+/// Indices (int32; MLX's are uint32) drawn from the categorical distribution softmax(logits) along
+/// `axis`, as argmax(logits + gumbel), or by the inverse CDF for a single distribution (see above). The result has `shape`, which the shape of logits without `axis` must
 /// broadcast to. (Write Shape{n} for a one-element shape: a bare {n} picks the num_samples overload.)
 array categorical(const array& logits, int axis, const Shape& shape, const std::optional<array>& key = std::nullopt);
 /// `num_samples` draws per distribution: shape of logits without `axis`, plus (num_samples).
@@ -175,7 +213,7 @@ array categorical(const array& logits, int axis, int num_samples, const std::opt
 /// One draw per distribution: the shape of logits without `axis`.
 array categorical(const array& logits, int axis = -1, const std::optional<array>& key = std::nullopt);
 
-/// A random permutation of 0..n-1 (int32).
+/// A random permutation of 0..n-1 (int32, Loom's index dtype; MLX's argsort gives uint32).
 array permutation(int n, const std::optional<array>& key = std::nullopt);
 /// `x` with its entries along `axis` shuffled (the same shuffle for every slice).
 array permutation(const array& x, int axis = 0, const std::optional<array>& key = std::nullopt);

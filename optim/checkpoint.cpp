@@ -129,9 +129,16 @@ Metadata load_checkpoint(const std::string& path, nn::Module& model, optim::Opti
 
   auto rs = tensors.find(kRandom);
   if (rs == tensors.end()) throw std::invalid_argument(who + " has no \"random.state\" tensor");
-  if (rs->second.dtype() != int32 || rs->second.shape() != Shape{2}) {
+  if ((rs->second.dtype() != uint32 && rs->second.dtype() != int32) || rs->second.shape() != Shape{2}) {
     throw std::invalid_argument(msg(who, " has a \"random.state\" of shape ", shape_str(rs->second.shape()), " and dtype ",
-                                    rs->second.dtype(), " (a random key is int32 of shape (2))"));
+                                    rs->second.dtype(), " (a random key is uint32 of shape (2))"));
+  }
+  // Checkpoints written before keys became uint32 hold the key's words as int32 bit patterns.
+  array random_state = rs->second;
+  if (random_state.dtype() == int32) {
+    const auto v = random_state.to_vector<int32_t>();
+    const uint32_t w[2] = {static_cast<uint32_t>(v[0]), static_cast<uint32_t>(v[1])};
+    random_state = array(w, Shape{2}, uint32);
   }
 
   // The optimizer state against the model's parameters (a fresh optimizer's set_state would leave
@@ -146,7 +153,7 @@ Metadata load_checkpoint(const std::string& path, nn::Module& model, optim::Opti
   }
   eval(weights);
   model.update(weights);
-  random::set_state(rs->second);
+  random::set_state(random_state);
 
   Metadata user;
   for (const auto& [k, v] : meta) {

@@ -3,7 +3,8 @@
 //
 // Layout. Tensors "model.<name>" for every entry of model.parameters() (buffers and frozen
 // parameters included), "optimizer.<name>" for every entry of optimizer.state() (among them
-// "optimizer.step", an int64 scalar) and "random.state" (random::get_state(), int32 (2)).
+// "optimizer.step", an int64 scalar) and "random.state" (random::get_state(), uint32 (2);
+// files from before keys were uint32 hold int32 (2) bit patterns, which load as the same key).
 // Metadata (strings): "loom.format" = "checkpoint/1", "loom.optimizer" = optimizer.name(),
 // "loom.step" = the step in decimal, and the caller's own keys (which must not start with "loom.").
 //

@@ -191,6 +191,8 @@ inline std::vector<Entry> registry() {
       none("RandomInt", sample),
       none("RandomBernoulli", sample),
       none("RandomGumbel", sample),
+      none("RandomLaplace", sample),
+      none("RandomCategorical", sample),
       none("RandomPermutation", sample),
       checked("PermuteAxis", {{kRandom, "RandomGrad.PermutationOfArrayMatchesFiniteDifferences", "permutation"}}),
       checked("PermuteAxisInverse", {{kCover, "CoverageGrad.PermutationSecondOrderGoesThroughTheInverse", "permutation"}}),

@@ -90,7 +90,7 @@ TEST_F(Checkpoint, ResumedRunIsBitIdenticalToTheUninterruptedOne) {
     if (i == kSaveAt) optim::save_checkpoint(ckpt, model, opt, {{"epoch", "3"}, {"note", "mid-run"}});
     train_step(model, opt);
   }
-  const auto key_uninterrupted = bits<int32_t>(random::get_state());
+  const auto key_uninterrupted = bits<uint32_t>(random::get_state());
 
   // A fresh process state: other seeds, other initial weights, a new optimizer that has not run.
   random::seed(999);
@@ -105,7 +105,7 @@ TEST_F(Checkpoint, ResumedRunIsBitIdenticalToTheUninterruptedOne) {
 
   expect_same_bits(model.parameters(), resumed.parameters());
   expect_same_bits(opt.state(), opt2.state());
-  EXPECT_EQ(bits<int32_t>(random::get_state()), key_uninterrupted);
+  EXPECT_EQ(bits<uint32_t>(random::get_state()), key_uninterrupted);
 }
 
 TEST_F(Checkpoint, FileLayoutAndRoundTrip) {
@@ -128,7 +128,7 @@ TEST_F(Checkpoint, FileLayoutAndRoundTrip) {
   EXPECT_EQ(tensors.at("optimizer.step").item<int64_t>(), 2);
   EXPECT_EQ(tensors.at("optimizer.l2.weight.v").shape(), (Shape{8, 8}));
   EXPECT_EQ(tensors.at("model.calls").item<float>(), 2.0f);
-  EXPECT_EQ(bits<int32_t>(tensors.at("random.state")), bits<int32_t>(key));
+  EXPECT_EQ(bits<uint32_t>(tensors.at("random.state")), bits<uint32_t>(key));
 
   random::seed(123);
   MLP other;
@@ -136,7 +136,40 @@ TEST_F(Checkpoint, FileLayoutAndRoundTrip) {
   optim::load_checkpoint(ckpt, other, opt2);
   expect_same_bits(model.parameters(), other.parameters());
   expect_same_bits(opt.state(), opt2.state());
-  EXPECT_EQ(bits<int32_t>(random::get_state()), bits<int32_t>(key));
+  EXPECT_EQ(bits<uint32_t>(random::get_state()), bits<uint32_t>(key));
+}
+
+// Checkpoints written before random keys became uint32 hold "random.state" as int32 (2): the same
+// bit patterns load as the uint32 key.
+TEST_F(Checkpoint, OldInt32RandomStateLoads) {
+  const std::string ckpt = path("old.safetensors");
+  random::seed(5);
+  MLP model;
+  optim::SGD opt(0.1, 0.9);
+  train_step(model, opt);
+  optim::save_checkpoint(ckpt, model, opt, {{"epoch", "1"}});
+  auto [tensors, meta] = load_safetensors(ckpt);
+  EXPECT_EQ(tensors.at("random.state").dtype(), uint32);
+  const int32_t old_words[2] = {static_cast<int32_t>(0x89abcdefu), 0x01234567};  // a word >= 2^31
+  tensors.insert_or_assign("random.state", array(old_words, Shape{2}, int32));
+  std::unordered_map<std::string, std::string> keep;  // the checksums are the writer's own
+  for (const auto& [k, v] : meta) {
+    if (k.rfind("loom.crc32.", 0) != 0) keep.emplace(k, v);
+  }
+  save_safetensors(ckpt, tensors, keep);
+
+  random::seed(123);
+  MLP other;
+  optim::SGD opt2(0.1, 0.9);
+  EXPECT_EQ(optim::load_checkpoint(ckpt, other, opt2), (optim::Metadata{{"epoch", "1"}}));
+  array state = random::get_state();
+  EXPECT_EQ(state.dtype(), uint32);
+  EXPECT_EQ(bits<uint32_t>(state), (std::vector<uint32_t>{0x89abcdefu, 0x01234567u}));
+  // Other dtypes are still refused.
+  tensors.insert_or_assign("random.state", array({1.f, 2.f}));
+  save_safetensors(ckpt, tensors, keep);
+  EXPECT_THROW_MSG(optim::load_checkpoint(ckpt, other, opt2), std::invalid_argument,
+                   "has a \"random.state\" of shape (2) and dtype float32 (a random key is uint32 of shape (2))");
 }
 
 TEST_F(Checkpoint, MismatchesAreRefusedAndChangeNothing) {
@@ -159,7 +192,7 @@ TEST_F(Checkpoint, MismatchesAreRefusedAndChangeNothing) {
     }
   } smaller;
   const auto before = target.parameters();
-  const auto key_before = bits<int32_t>(random::get_state());
+  const auto key_before = bits<uint32_t>(random::get_state());
   optim::SGD sgd(0.1);
   EXPECT_THROW_MSG(optim::load_checkpoint(ckpt, target, sgd), std::invalid_argument,
                    "holds the state of optimizer AdamW, not SGD");
@@ -176,7 +209,7 @@ TEST_F(Checkpoint, MismatchesAreRefusedAndChangeNothing) {
   busy.apply_gradients({{"w", ones({2})}}, p);
   EXPECT_THROW_MSG(optim::load_checkpoint(ckpt, target, busy), std::invalid_argument, "[AdamW::set_state]");
   expect_same_bits(target.parameters(), before);
-  EXPECT_EQ(bits<int32_t>(random::get_state()), key_before);
+  EXPECT_EQ(bits<uint32_t>(random::get_state()), key_before);
 
   const std::string plain = path("plain.safetensors");
   save_safetensors(plain, {{"w", ones({2})}});
@@ -279,11 +312,11 @@ TEST_F(Checkpoint, DamagedDataIsRefusedNamingTheTensorAndChangesNothing) {
   MLP target;
   optim::AdamW opt2;
   const auto before = target.parameters();
-  const auto key_before = bits<int32_t>(random::get_state());
+  const auto key_before = bits<uint32_t>(random::get_state());
   EXPECT_THROW_MSG(optim::load_checkpoint(ckpt, target, opt2), std::runtime_error,
                    "[load_safetensors] '" + ckpt + "': tensor 'model.l2.weight': checksum mismatch, the file is damaged");
   expect_same_bits(target.parameters(), before);
-  EXPECT_EQ(bits<int32_t>(random::get_state()), key_before);
+  EXPECT_EQ(bits<uint32_t>(random::get_state()), key_before);
   EXPECT_EQ(opt2.step(), 0);
 }
 

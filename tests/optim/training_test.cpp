@@ -73,7 +73,7 @@ TEST(Training, DesignLoopWithAdamWReducesTheLoss) {
 
 TEST(Training, EveryOptimizerTrainsAndKeepsItsStateEvaluated) {
   std::vector<std::pair<std::string, std::function<std::unique_ptr<optim::Optimizer>()>>> makers = {
-      {"SGD", [] { return std::make_unique<optim::SGD>(0.01); }},
+      {"SGD", [] { return std::make_unique<optim::SGD>(0.03); }},
       {"SGD momentum", [] { return std::make_unique<optim::SGD>(0.01, 0.9, 1e-4, 0.0, true); }},
       {"Adam", [] { return std::make_unique<optim::Adam>(1e-2); }},
       {"AdamW scheduled",

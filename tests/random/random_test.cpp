@@ -13,11 +13,10 @@ namespace {
 
 std::vector<int64_t> ints(array a) { return a.to_vector<int64_t>(); }
 
-// The bit patterns of an int32 key array as uint32 words.
+// The words of a key array (checking that it is a uint32 key array, as MLX's are).
 std::vector<uint32_t> words(array a) {
-  std::vector<uint32_t> out;
-  for (int32_t v : a.to_vector<int32_t>()) out.push_back(static_cast<uint32_t>(v));
-  return out;
+  EXPECT_EQ(a.dtype(), uint32);
+  return a.to_vector<uint32_t>();
 }
 
 template <typename T>
@@ -26,6 +25,9 @@ bool same_bits(array a, array b) {
   auto y = b.to_vector<T>();
   return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(T)) == 0;
 }
+
+// MLX's float conversion of a 32-bit word: float32(w) / float32(UINT32_MAX) (= 2^32).
+float to_float(uint32_t w) { return float(w) / float(UINT32_MAX); }
 
 }  // namespace
 
@@ -54,93 +56,149 @@ TEST(RandomThreefry, KnownAnswerVectors) {
                {pi_ctr, pi_key, {0xe2827716u, 0xc3c05cdfu}}};
   for (auto& k : r32) EXPECT_EQ(threefry2x32<32>(k.key, k.ctr), k.out);
 
-  // block(key, j) uses the counter (j mod 2^32, j >> 32).
-  EXPECT_EQ(random::detail::block(pi_key, 0x85a308d3243f6a88ull), (std::array<uint32_t, 2>{0xc4923a9cu, 0x483df7a0u}));
-  EXPECT_EQ(random::detail::block(z, 0), (std::array<uint32_t, 2>{0x6b200159u, 0x99ba4efeu}));
+  // detail::word: a draw of n words pairs counters (j, j + ceil(n / 2)); an odd middle word comes
+  // from (n / 2, 0). With n = 1 the only word is threefry2x32(key, (0, 0))[0].
+  EXPECT_EQ(random::detail::word(z, 1, 0), 0x6b200159u);
+  EXPECT_EQ(random::detail::word(pi_key, 2, 0), threefry2x32<20>(pi_key, {0, 1})[0]);
+  EXPECT_EQ(random::detail::word(pi_key, 2, 1), threefry2x32<20>(pi_key, {0, 1})[1]);
+  EXPECT_EQ(random::detail::word(pi_key, 7, 2), threefry2x32<20>(pi_key, {2, 6})[0]);
+  EXPECT_EQ(random::detail::word(pi_key, 7, 3), threefry2x32<20>(pi_key, {3, 0})[0]);
+  EXPECT_EQ(random::detail::word(pi_key, 7, 6), threefry2x32<20>(pi_key, {2, 6})[1]);
 }
 
+// MLX's tests/random_tests.cpp, "test random key".
 TEST(RandomKeys, KeyFromSeed) {
   array k = random::key(0x0123456789abcdefull);
   EXPECT_EQ(k.shape(), (Shape{2}));
-  EXPECT_EQ(k.dtype(), int32);
   EXPECT_EQ(words(k), (std::vector<uint32_t>{0x01234567u, 0x89abcdefu}));
   EXPECT_EQ(words(random::key(0)), (std::vector<uint32_t>{0, 0}));
-  EXPECT_EQ(words(random::key(5)), (std::vector<uint32_t>{0, 5}));
+  EXPECT_EQ(words(random::key(1)), (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(words(random::key(uint64_t(1) << 32)), (std::vector<uint32_t>{1, 0}));
+  EXPECT_EQ(words(random::key((uint64_t(1) << 32) + 1)), (std::vector<uint32_t>{1, 1}));
 }
 
-// With key 0, block 0 is Threefry's zero vector: the stream starts 59 01 20 6b fe 4e ba 99.
-TEST(RandomKeys, StreamLayoutKnownAnswers) {
+// MLX's tests/random_tests.cpp, "test random split".
+TEST(RandomKeys, SplitMatchesMLX) {
+  auto [key, subkey] = random::split(random::key(0));
+  EXPECT_EQ(key.shape(), (Shape{2}));
+  EXPECT_EQ(words(key), (std::vector<uint32_t>{4146024105u, 967050713u}));
+  EXPECT_EQ(words(subkey), (std::vector<uint32_t>{2718843009u, 1272950319u}));
+  array keys = random::split(random::key(0), 3);
+  EXPECT_EQ(keys.shape(), (Shape{3, 2}));
+  EXPECT_EQ(words(keys),
+            (std::vector<uint32_t>{2467461003u, 428148500u, 3186719485u, 3840466878u, 2562233961u, 1946702221u}));
+  // split(key) is split(key, 2)'s rows; split(key, n) is bits({n, 2}, 4, key).
+  auto both = words(random::split(random::key(0), 2));
+  EXPECT_EQ(both, (std::vector<uint32_t>{4146024105u, 967050713u, 2718843009u, 1272950319u}));
+  EXPECT_EQ(ints(random::split(random::key(9), 5)), ints(random::bits({5, 2}, 4, random::key(9))));
+}
+
+// MLX's tests/random_tests.cpp, "test random bits" (values from JAX's threefry random_bits).
+TEST(RandomKeys, BitsMatchMLX) {
+  array k0 = random::key(0), k1 = random::key(1);
+  array x = random::bits({}, k0);
+  EXPECT_EQ(x.dtype(), uint32);
+  EXPECT_EQ(x.ndim(), 0u);
+  EXPECT_EQ(x.item<uint32_t>(), 1797259609u);
+  EXPECT_EQ(random::bits({}, 2, k0).item<uint16_t>(), 345);
+  EXPECT_EQ(random::bits({}, 1, k0).item<uint8_t>(), 89);
+  EXPECT_EQ(random::bits({}, k1).item<uint32_t>(), 507451445u);
+  EXPECT_EQ(random::bits({}, 2, k1).item<uint16_t>(), 6197);
+  EXPECT_EQ(random::bits({}, 1, k1).item<uint8_t>(), 53);
+  EXPECT_EQ(ints(random::bits({3, 1}, k0)), (std::vector<int64_t>{4146024105u, 1351547692u, 2718843009u}));
+  EXPECT_EQ(ints(random::bits({5}, 2, k0)), (std::vector<int64_t>{20137, 63263, 64300, 20622, 16513}));
+  EXPECT_EQ(ints(random::bits({6}, 2, k0)), (std::vector<int64_t>{20137, 63263, 64300, 20622, 16513, 41486}));
+  EXPECT_EQ(ints(random::bits({7}, 2, k0)), (std::vector<int64_t>{20137, 63263, 1497, 14756, 16513, 41486, 44591}));
+  EXPECT_EQ(ints(random::bits({8}, 2, k0)),
+            (std::vector<int64_t>{20137, 63263, 1497, 14756, 16513, 41486, 44591, 19423}));
+  EXPECT_EQ(random::bits({0}, k0).size(), 0u);
+}
+
+// The layout itself: element w of bits({n}) is detail::word(key, n, w); narrower widths are the
+// little-endian bytes of ceil(n * width / 4) words, the last one cut; width 8 pairs 2n words.
+TEST(RandomKeys, BitsLayout) {
+  const std::array<uint32_t, 2> kw{0x13198a2eu, 0x03707344u};
+  array k({kw[0], kw[1]});
+  for (int n = 0; n <= 11; ++n) {
+    auto b = ints(random::bits({n}, k));
+    for (int w = 0; w < n; ++w) EXPECT_EQ(static_cast<uint32_t>(b[w]), random::detail::word(kw, n, w)) << n << " " << w;
+  }
+  for (int n : {1, 2, 3, 5, 6, 7, 9}) {
+    auto b1 = ints(random::bits({n}, 1, k));
+    const int nw = (n + 3) / 4;
+    for (int i = 0; i < n; ++i) EXPECT_EQ(b1[i], (random::detail::word(kw, nw, i / 4) >> (8 * (i % 4))) & 0xff);
+    auto b2 = ints(random::bits({n}, 2, k));
+    const int nw2 = (n + 1) / 2;
+    for (int i = 0; i < n; ++i) EXPECT_EQ(b2[i], (random::detail::word(kw, nw2, i / 2) >> (16 * (i % 2))) & 0xffff);
+  }
+  // bits({3}, 1) draws one word: the low three bytes of bits({}) (1797259609 = 0x6b200159 for key 0).
+  EXPECT_EQ(ints(random::bits({3}, 1, random::key(0))), (std::vector<int64_t>{0x59, 0x01, 0x20}));
+  // width 8 (Loom only): the words of a draw of 2n, in pairs (low word first).
+  auto b8 = random::bits({3}, 8, k).to_vector<uint64_t>();
+  auto b4 = random::bits({3, 2}, 4, k).to_vector<uint32_t>();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(b8[i], uint64_t(b4[2 * i]) | (uint64_t(b4[2 * i + 1]) << 32));
+}
+
+// MLX's tests/random_tests.cpp, "test random uniform": the words above through to_float.
+TEST(RandomKeys, UniformMatchesMLX) {
   array k0 = random::key(0);
-  array s = random::split(k0, 1);
-  EXPECT_EQ(s.shape(), (Shape{1, 2}));
-  EXPECT_EQ(s.dtype(), int32);
-  EXPECT_EQ(words(s), (std::vector<uint32_t>{0x6b200159u, 0x99ba4efeu}));
-
-  array b4 = random::bits({2}, 4, k0);
-  EXPECT_EQ(b4.dtype(), uint32);
-  EXPECT_EQ(ints(b4), (std::vector<int64_t>{0x6b200159, 0x99ba4efe}));
-  array b8 = random::bits({1}, 8, k0);
-  EXPECT_EQ(static_cast<uint64_t>(ints(b8)[0]), 0x99ba4efe6b200159ull);
-  array b1 = random::bits({8}, 1, k0);
-  EXPECT_EQ(b1.dtype(), uint8);
-  EXPECT_EQ(ints(b1), (std::vector<int64_t>{0x59, 0x01, 0x20, 0x6b, 0xfe, 0x4e, 0xba, 0x99}));
-  array b2 = random::bits({2, 2}, 2, k0);
-  EXPECT_EQ(b2.dtype(), uint16);
-  EXPECT_EQ(ints(b2), (std::vector<int64_t>{0x0159, 0x6b20, 0x4efe, 0x99ba}));
-
-  // Blocks 0 and 1 of key 0 through the array API: split rows are consecutive blocks.
-  auto blk1 = random::detail::block({0, 0}, 1);
-  EXPECT_EQ(words(random::split(k0, 2)), (std::vector<uint32_t>{0x6b200159u, 0x99ba4efeu, blk1[0], blk1[1]}));
-  auto [a, b] = random::split(k0);
-  EXPECT_EQ(a.shape(), (Shape{2}));
-  EXPECT_EQ(words(a), (std::vector<uint32_t>{0x6b200159u, 0x99ba4efeu}));
-  EXPECT_EQ(words(b), (std::vector<uint32_t>{blk1[0], blk1[1]}));
-
-  // uniform float32 element i = (word i >> 8) / 2^24; float64 element i = (block i >> 11) / 2^53.
-  expect_array(random::uniform({2}, k0), {2},
-               {double(0x6b200159u >> 8) / 16777216.0, double(0x99ba4efeu >> 8) / 16777216.0}, 0);
-  expect_array(random::uniform({1}, float64, k0), {1}, {double(0x99ba4efe6b200159ull >> 11) / 9007199254740992.0}, 0);
-  // uniform(low, high) = low + (high - low) u.
-  expect_array(random::uniform(-2.0, 2.0, {1}, float64, k0), {1},
-               {-2.0 + 4.0 * (double(0x99ba4efe6b200159ull >> 11) / 9007199254740992.0)}, 1e-15);
-
-  // normal: z = sqrt(2) erfinv(u), u = (2k + 1) / 2^24 - 1 with k = word >> 8: erf(z / sqrt 2) = u.
-  double u0 = (2.0 * double(0x6b200159u >> 8) + 1.0) / 16777216.0 - 1.0;
-  float z0 = random::normal({1}, k0).item<float>();
-  EXPECT_NEAR(std::erf(z0 / std::sqrt(2.0)), u0, 2e-7);
-  float z1 = random::normal({1}, float32, 1.0f, 3.0f, k0).item<float>();
-  EXPECT_NEAR(z1, 1.0f + 3.0f * z0, 1e-5);
-  EXPECT_EQ(random::normal({1}, 1.0f, 3.0f, k0).item<float>(), z1);  // float32 is the default dtype
+  array x = random::uniform({}, k0);
+  EXPECT_EQ(x.dtype(), float32);
+  EXPECT_EQ(x.item<float>(), to_float(1797259609u));
+  EXPECT_EQ(random::uniform({}, random::key(1)).item<float>(), to_float(507451445u));
+  EXPECT_EQ(random::uniform({3, 1}, k0).to_vector<float>(),
+            (std::vector<float>{to_float(4146024105u), to_float(1351547692u), to_float(2718843009u)}));
+  // Word 0xffffffff would give 1.0f: MLX caps u at the largest float below 1.
+  EXPECT_EQ(std::min(to_float(0xffffffffu), std::nextafter(1.0f, 0.0f)), std::nextafter(1.0f, 0.0f));
 }
 
-// The remaining generators at element 0 of key 0: word 0x6b200159, block 0x99ba4efe6b200159.
+// Values computed by /usr/bin/python3 with numpy from the Threefry function and MLX's formulas
+// (mlx/random.cpp; MLX's float32 erfinv polynomial with each fma done in float64 and rounded once;
+// log and log1p in float64 rounded to float32, as a correctly rounded logf, like glibc's, gives):
+// key 0, a draw of 4 words (0xf71f4ea9, 0x39a405d9, 0xa20e4081, 0x4bdfae2f) or of 6 or 8.
 TEST(RandomKeys, GeneratorsKnownAnswers) {
   array k0 = random::key(0);
-  const uint64_t W = 0x99ba4efe6b200159ull;
-  // bernoulli: word / 2^32 = 0.41845... < p
-  EXPECT_TRUE(random::bernoulli(0.4185, {1}, k0).item<bool>());
-  EXPECT_FALSE(random::bernoulli(0.4184, {1}, k0).item<bool>());
-  // randint: low + floor(W * range / 2^64); W / 2^64 = 0.60050...
-  EXPECT_EQ(random::randint(0, 10, {1}, int32, k0).item<int>(), 6);
-  EXPECT_EQ(random::randint(-100, 100, {1}, int64, k0).item<int64_t>(), 20);
-  // gumbel: -log(-log(v)), v = (k + 1/2) / 2^24 with k = word >> 8.
-  const double v32 = (double(0x6b200159u >> 8) + 0.5) / 16777216.0;
-  EXPECT_NEAR(random::gumbel({1}, float32, k0).item<float>(), -std::log(-std::log(v32)), 1e-6);
-  // truncated normal, float64: v = (k + 1/2) / 2^52 with k = W >> 12; between the bounds the CDF is
-  // linear in v. Inside (-1, 2) through erf; in the tail (10, 11) through erfc, to full accuracy.
-  const double v = (double(W >> 12) + 0.5) / 4503599627370496.0;
-  const double r2 = std::sqrt(2.0);
-  double z = random::truncated_normal(-1.0, 2.0, {1}, float64, k0).item<double>();
-  double ea = std::erf(-1 / r2), eb = std::erf(2 / r2);
-  EXPECT_NEAR(std::erf(z / r2), ea + (eb - ea) * v, 1e-14);
-  double t = random::truncated_normal(10.0, 11.0, {1}, float64, k0).item<double>();
-  double qa = std::erfc(10 / r2), qb = std::erfc(11 / r2);
-  EXPECT_NEAR(std::erfc(t / r2) / (qb + (qa - qb) * v), 1.0, 1e-12);
-  double tn = random::truncated_normal(-11.0, -10.0, {1}, float64, k0).item<double>();
-  EXPECT_NEAR(std::erfc(-tn / r2) / (qb + (qa - qb) * v), 1.0, 1e-12);  // the mirror image
-  // normal float64: erf(z / sqrt 2) = (2k + 1) / 2^52 - 1 with k = W >> 12.
-  double zn = random::normal({1}, float64, k0).item<double>();
-  EXPECT_NEAR(std::erf(zn / r2), (2.0 * double(W >> 12) + 1.0) / 4503599627370496.0 - 1.0, 1e-15);
+  auto f32 = [](array a) { return a.to_vector<float>(); };
+  using V = std::vector<float>;
+  EXPECT_EQ(f32(random::uniform({4}, k0)),
+            (V{0.9653214812278748f, 0.22515903413295746f, 0.6330299973487854f, 0.2963818311691284f}));
+  // (high - low) * u + low in float32
+  EXPECT_EQ(f32(random::uniform(-2, 3, {4}, float32, k0)),
+            (V{2.8266072273254395f, -0.8742048740386963f, 1.1651499271392822f, -0.5180908441543579f}));
+  // float16: u capped at the largest float16 below 1, then rounded to float16
+  EXPECT_EQ(random::uniform({4}, float16, k0).to_vector<float>(),
+            (V{0.96533203125f, 0.2252197265625f, 0.6328125f, 0.29638671875f}));
+  // normal: sqrt(2) * erfinv(2 u - 0.99999994)
+  EXPECT_EQ(f32(random::normal({4}, k0)),
+            (V{1.8160871267318726f, -0.7548847794532776f, 0.339889258146286f, -0.5348353385925293f}));
+  // laplace: sign(v) * log1p(-|v|) with the same v
+  EXPECT_EQ(f32(random::laplace({4}, k0)),
+            (V{-2.6684885025024414f, 0.7978010773658752f, -0.3093280792236328f, 0.5229594111442566f}));
+  // gumbel: -log(-log(u))
+  EXPECT_EQ(f32(random::gumbel({4}, float32, k0)),
+            (V{3.3440396785736084f, -0.3994123637676239f, 0.7825523614883423f, -0.1956544816493988f}));
+  // truncated normal with infinite bounds: erf(-+inf) = -+1, so sqrt(2) * erfinv(2 u - 1)
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(f32(random::truncated_normal(array(-inf), array(inf), {4}, float32, k0)),
+            (V{1.816086769104004f, -0.7548847794532776f, 0.33988916873931885f, -0.5348354578018188f}));
+  // randint(0, 10): floor(10 u) of a draw of 6
+  EXPECT_EQ(ints(random::randint(0, 10, {6}, int32, k0)), (std::vector<int64_t>{5, 0, 7, 8, 5, 4}));
+  // bernoulli(0.5): word < 0.5 * nextafter(2^32, inf) in float32
+  EXPECT_EQ(ints(random::bernoulli(0.5, {6}, k0)), (std::vector<int64_t>{0, 1, 0, 0, 0, 1}));
+  // permutation(8): the stable argsort of a draw of 8 words
+  EXPECT_EQ(ints(random::permutation(8, k0)), (std::vector<int64_t>{4, 6, 1, 2, 0, 7, 3, 5}));
+  // categorical of one distribution with samples: inverse CDF of exp(x - max), u of a draw of 6
+  EXPECT_EQ(ints(random::categorical(array({1.f, 2.f, 3.f}), 0, 6, k0)), (std::vector<int64_t>{2, 1, 2, 2, 2, 2}));
+  // two distributions: argmax(gumbel of a (2, 3) draw + logits)
+  EXPECT_EQ(ints(random::categorical(array({1.f, 2.f, 3.f, 1.f, 2.f, 3.f}, {2, 3}), -1, k0)),
+            (std::vector<int64_t>{2, 2}));
+  // normal with loc and scale: loc + (sqrt(2) * scale) * erfinv(v) in float32; float32 is the default
+  float z1 = random::normal({1}, float32, 1.0f, 3.0f, k0).item<float>();
+  EXPECT_EQ(random::normal({1}, 1.0f, 3.0f, k0).item<float>(), z1);
+  const float e0 = random::normal({1}, k0).item<float>() / float(std::sqrt(2.0));
+  EXPECT_NEAR(z1, 1.0f + 3.0f * float(std::sqrt(2.0)) * e0, 1e-5);
+  // float64 normal: MLX's float32 erfinv cast to float64, times sqrt(2) in float64
+  EXPECT_NEAR(random::normal({4}, float64, k0).to_vector<double>()[0], 1.8160871267318726, 1e-6);
 }
 
 TEST(RandomKeys, SameKeySameNumbersDifferentKeysDifferent) {
@@ -162,19 +220,20 @@ TEST(RandomKeys, SameKeySameNumbersDifferentKeysDifferent) {
   EXPECT_LT(same_ac, 5);
 }
 
-TEST(RandomKeys, PrefixAndShapeIndependence) {
+// The draw depends on the total size, not on the shape; a shorter draw is NOT a prefix of a longer
+// one (MLX's layout pairs counters j and j + ceil(n / 2), so n changes every pair).
+TEST(RandomKeys, ShapeIndependenceNotPrefix) {
   array k = random::key(99);
   auto big = random::uniform({1000}, k).to_vector<float>();
-  auto small = random::uniform({7}, k).to_vector<float>();
-  for (size_t i = 0; i < small.size(); ++i) EXPECT_EQ(small[i], big[i]);
   auto grid = random::uniform({20, 50}, k).to_vector<float>();
   EXPECT_EQ(grid, big);
-  auto n_big = random::normal({33}, float64, k).to_vector<double>();
-  auto n_small = random::normal({5}, float64, k).to_vector<double>();
-  for (size_t i = 0; i < n_small.size(); ++i) EXPECT_EQ(n_small[i], n_big[i]);
-  // Bits of width 4 are the 32-bit words the float32 uniforms use.
-  auto w = ints(random::bits({1000}, k));
-  for (size_t i = 0; i < w.size(); ++i) EXPECT_EQ(big[i], float(w[i] >> 8) / 16777216.0f);
+  auto small = random::uniform({7}, k).to_vector<float>();
+  int same = 0;
+  for (size_t i = 0; i < small.size(); ++i) same += small[i] == big[i];
+  EXPECT_EQ(same, 0);
+  // Bits of width 4 are the words the float32 uniforms use.
+  auto w = random::bits({1000}, k).to_vector<uint32_t>();
+  for (size_t i = 0; i < w.size(); ++i) EXPECT_EQ(big[i], std::min(to_float(w[i]), std::nextafter(1.0f, 0.0f)));
 }
 
 TEST(RandomKeys, SplitKeysAreDistinctAndIndependent) {
@@ -187,9 +246,10 @@ TEST(RandomKeys, SplitKeysAreDistinctAndIndependent) {
   seen.insert({0u, 2024u});
   EXPECT_EQ(seen.size(), 65u);  // all children differ from each other and from the parent
 
+  auto two = words(random::split(k, 2));
   auto [k1, k2] = random::split(k);
-  EXPECT_EQ(words(k1), (std::vector<uint32_t>{v[0], v[1]}));
-  EXPECT_EQ(words(k2), (std::vector<uint32_t>{v[2], v[3]}));
+  EXPECT_EQ(words(k1), (std::vector<uint32_t>{two[0], two[1]}));
+  EXPECT_EQ(words(k2), (std::vector<uint32_t>{two[2], two[3]}));
 
   // Samples of two children (and of a child and its parent) are uncorrelated: |r| < 5 / sqrt(n).
   const int n = 200000;
@@ -216,7 +276,7 @@ TEST(RandomKeys, SplitKeysAreDistinctAndIndependent) {
 
 TEST(RandomKeys, StridedKeyViews) {
   array ks = random::split(random::key(3), 3);  // (3, 2)
-  auto v = ks.to_vector<int32_t>();
+  auto v = ks.to_vector<uint32_t>();
   // Row 2 as a slice, and column 0 of the transpose (stride 2), used as keys.
   array row = reshape(slice(ks, {2, 0}, {3, 2}), {2});
   array col = reshape(slice(transpose(ks), {0, 1}, {2, 2}), {2});
@@ -225,7 +285,7 @@ TEST(RandomKeys, StridedKeyViews) {
   EXPECT_TRUE(same_bits<float>(random::uniform({100}, row), random::uniform({100}, row_ref)));
   EXPECT_TRUE(same_bits<float>(random::uniform({100}, col), random::uniform({100}, col_ref)));
   // A lazy key works as well.
-  array lazy = add(row_ref, array(0));
+  array lazy = add(row_ref, array(0u));
   EXPECT_FALSE(lazy.is_evaluated());
   EXPECT_TRUE(same_bits<float>(random::uniform({100}, lazy), random::uniform({100}, row_ref)));
 }
@@ -274,7 +334,7 @@ TEST(RandomGlobalState, CheckpointRestore) {
   // The saved state is a value, unaffected by later draws; set_state accepts a lazy key.
   EXPECT_EQ(words(saved), saved_words);
   EXPECT_NE(words(random::get_state()), saved_words);
-  random::set_state(add(saved, array(0)));
+  random::set_state(add(saved, array(0u)));
   EXPECT_EQ(random::normal({10}).to_vector<float>(), a);
   // Draws with an explicit key leave the state alone.
   array before = random::get_state();
@@ -344,14 +404,21 @@ TEST(RandomBadInput, ShapesKeysDtypesAndParameters) {
   EXPECT_THROW_MSG(random::permutation(-4, k), E, "[permutation] needs n >= 0, got -4");
   EXPECT_THROW_MSG(random::split(k, -1), E, "[split] needs num >= 0, got -1");
   // keys
-  EXPECT_THROW_MSG(random::uniform({2}, array({1, 2, 3})), E, "[uniform] a key must be an int32 array of shape (2), got shape (3) and dtype int32");
+  EXPECT_THROW_MSG(random::uniform({2}, array({1, 2, 3})), E, "[uniform] a key must be a uint32 array of shape (2), got shape (3) and dtype int32");
   EXPECT_THROW_MSG(random::normal({2}, array({int64_t(1), int64_t(2)})), E, "got shape (2) and dtype int64");
   EXPECT_THROW_MSG(random::bits({2}, array({1.f, 2.f})), E, "[bits] a key must be");
-  EXPECT_THROW_MSG(random::split(zeros({2, 2}, int32), 2), E, "[split] a key must be an int32 array of shape (2), got shape (2,2)");
+  EXPECT_THROW_MSG(random::split(zeros({2, 2}, uint32), 2), E, "[split] a key must be a uint32 array of shape (2), got shape (2,2)");
   EXPECT_THROW_MSG(random::split(array(1)), E, "[split] a key must be");
   EXPECT_THROW_MSG(random::permutation(3, array({1, 2, 3})), E, "[permutation] a key must be");
   EXPECT_THROW_MSG(random::categorical(zeros({3}), -1, array({1})), E, "[categorical] a key must be");
   EXPECT_THROW_MSG(random::set_state(array({1, 2, 3})), E, "[set_state] a key must be");
+  // int32 keys (Loom's old key dtype) are rejected, as MLX rejects them.
+  EXPECT_THROW_MSG(random::uniform({2}, array({0, 0})), E,
+                   "[uniform] a key must be a uint32 array of shape (2), got shape (2) and dtype int32");
+  EXPECT_THROW_MSG(random::split(array({0, 0})), E, "[split] a key must be a uint32 array");
+  EXPECT_THROW_MSG(random::laplace({2}, array({0, 0})), E, "[laplace] a key must be a uint32 array");
+  EXPECT_THROW_MSG(random::laplace({2}, int32, k), E, "[laplace] needs a floating dtype, got int32");
+  EXPECT_THROW_MSG(random::laplace({-2}, k), E, "[laplace] negative dimension");
   // dtypes
   EXPECT_THROW_MSG(random::uniform({2}, int32, k), E, "[uniform] needs a floating dtype, got int32");
   EXPECT_THROW_MSG(random::uniform(0, 1, {2}, bool_, k), E, "[uniform] needs a floating dtype, got bool");
