@@ -42,7 +42,7 @@ TEST(Scan, CumProdValues) {
   expect_array(cumprod(transpose(m), 0), {3, 2}, {1, 4, 2, 20, 6, 120});
   expect_array(cumprod(slice(m, {0, 2}, {2, -4}, {1, -1}), 1), {2, 3}, {3, 6, 6, 6, 30, 120});
   // Zeros and NaN.
-  expect_array(cumprod(array({2.0, 0.0, 3.0, kNaN}), 0), {4}, {2, 0, 0, kNaN});
+  expect_array(cumprod(array({2.0, 0.0, 3.0, kNaN}, float64), 0), {4}, {2, 0, 0, kNaN});
 }
 
 TEST(Scan, CumSumFlattenedFlags) {
@@ -92,11 +92,11 @@ TEST(Scan, CumMaxCumMinValues) {
   expect_array(cummax(m, 0), {2, 3}, {2, 7, 1, 8, 7, 8});
   expect_array(cummin(transpose(m), 1), {3, 2}, {2, 2, 7, 2, 1, 1});
   // A NaN makes every later value NaN (numpy's maximum.accumulate, MLX's CPU backend), also in reverse.
-  expect_array(cummax(array({1.0, kNaN, 3.0}), 0), {3}, {1, kNaN, kNaN});
-  expect_array(cummin(array({1.0, kNaN, 3.0}), 0, true), {3}, {kNaN, kNaN, 3});
-  expect_array(cummin(array({kNaN, -1.0}), 0), {2}, {kNaN, kNaN});
+  expect_array(cummax(array({1.0, kNaN, 3.0}, float64), 0), {3}, {1, kNaN, kNaN});
+  expect_array(cummin(array({1.0, kNaN, 3.0}, float64), 0, true), {3}, {kNaN, kNaN, 3});
+  expect_array(cummin(array({kNaN, -1.0}, float64), 0), {2}, {kNaN, kNaN});
   // Infinities are ordinary values.
-  expect_array(cummax(array({-kInf, 2.0, kInf, 3.0}), 0), {4}, {-kInf, 2, kInf, kInf});
+  expect_array(cummax(array({-kInf, 2.0, kInf, 3.0}, float64), 0), {4}, {-kInf, 2, kInf, kInf});
 }
 
 TEST(Scan, CumMaxCumMinDtypes) {
@@ -130,7 +130,7 @@ TEST(Scan, CumMaxCumMinDtypes) {
 
 TEST(Scan, LogCumSumExpValues) {
   // numpy: np.logaddexp.accumulate(x) (and x[::-1] for reverse), float64.
-  array x({0.5, -1.0, 2.0, 3.0, -0.25});
+  array x({0.5, -1.0, 2.0, 3.0, -0.25}, float64);
   expect_array(logcumsumexp(x, 0), {5},
                {0.5, 0.7014132779827524, 2.241311296657157, 3.3840917012886904, 3.410156941899197}, 1e-12);
   expect_array(logcumsumexp(x, 0, true), {5},
@@ -139,7 +139,7 @@ TEST(Scan, LogCumSumExpValues) {
                {-kInf, 0.5, 0.7014132779827524, 2.241311296657157, 3.3840917012886904}, 1e-12);
   expect_array(logcumsumexp(x, -1, true, false), {5},
                {3.354150261131796, 3.3412135850738363, 3.038041371687783, -0.25, -kInf}, 1e-12);
-  array m({1.0, 2.0, 3.0, 4.0, 5.0, 6.0}, {2, 3});
+  array m({1.0, 2.0, 3.0, 4.0, 5.0, 6.0}, {2, 3}, float64);
   expect_array(logcumsumexp(m, 0), {2, 3},
                {1, 2, 3, 4.048587351573742, 5.048587351573742, 6.048587351573742}, 1e-12);
   expect_array(logcumsumexp(m, 1), {2, 3},
@@ -156,11 +156,11 @@ TEST(Scan, LogCumSumExpIsStable) {
   expect_array(logcumsumexp(array({1000.0f, 1000.0f, 1000.0f}), 0), {3}, {1000, 1000.6931471805599, 1001.098612288668});
   expect_array(logcumsumexp(array({-1000.0f, -1000.0f}), 0), {2}, {-1000, -999.3068528194401});
   // -inf adds nothing; a run of -inf stays -inf (never NaN).
-  expect_array(logcumsumexp(array({-kInf, -kInf, 0.0, -kInf}), 0), {4}, {-kInf, -kInf, 0, 0});
+  expect_array(logcumsumexp(array({-kInf, -kInf, 0.0, -kInf}, float64), 0), {4}, {-kInf, -kInf, 0, 0});
   expect_array(logcumsumexp(array({-kInf, -kInf}), 0, true, false), {2}, {-kInf, -kInf});
   // +inf wins; NaN propagates.
-  expect_array(logcumsumexp(array({1.0, kInf, kInf, 2.0}), 0), {4}, {1, kInf, kInf, kInf});
-  expect_array(logcumsumexp(array({1.0, kNaN, 2.0}), 0), {3}, {1, kNaN, kNaN});
+  expect_array(logcumsumexp(array({1.0, kInf, kInf, 2.0}, float64), 0), {4}, {1, kInf, kInf, kInf});
+  expect_array(logcumsumexp(array({1.0, kNaN, 2.0}, float64), 0), {3}, {1, kNaN, kNaN});
   expect_array(logcumsumexp(array({kInf, -kInf}), 0), {2}, {kInf, kInf});
 }
 
@@ -176,7 +176,7 @@ TEST(Scan, LogCumSumExpDtypes) {
   EXPECT_EQ(logcumsumexp(h, 0).dtype(), float16);
   expect_array(logcumsumexp(h, 0), {2}, {60000, 60000}, 1e-3);
   EXPECT_EQ(logcumsumexp(array({1.0f, 2.0f}, bfloat16), 0).dtype(), bfloat16);
-  EXPECT_EQ(logcumsumexp(array({1.0, 2.0}), 0).dtype(), float64);
+  EXPECT_EQ(logcumsumexp(array({1.0, 2.0}, float64), 0).dtype(), float64);
 }
 
 TEST(Scan, EmptyAndZeroDim) {
@@ -259,7 +259,7 @@ TEST(ScanGrad, CumProd) {
     }
   }
   // Zeros (the exact path past the first zero) and a view.
-  check([&](const array& a) { return cumprod(a, 0); }, array({2.0, 0.0, 3.0, 0.0, 1.5}));
+  check([&](const array& a) { return cumprod(a, 0); }, array({2.0, 0.0, 3.0, 0.0, 1.5}, float64));
   check([&](const array& a) { return cumprod(transpose(a), 1, true, false); }, x);
   check([&](const array& a) { return cumprod(a); }, x);
 }
@@ -276,7 +276,7 @@ TEST(ScanGrad, CumMaxCumMin) {
   }
   check([&](const array& a) { return cummax(transpose(a), 1); }, x);
   check([&](const array& a) { return cummin(a); }, x);
-  check([&](const array& a) { return cummax(a, 0); }, array({1.0}));
+  check([&](const array& a) { return cummax(a, 0); }, array({1.0}, float64));
 }
 
 TEST(ScanGrad, CumMaxTiesGoToTheLatest) {
@@ -314,16 +314,16 @@ TEST(ScanGrad, LogCumSumExp) {
 
 TEST(ScanGrad, LogCumSumExpLargeInputs) {
   // torch: x = [1000, 1001, 999, -5] (float64), c = [1, -2, 0.5, 3]; (logcumsumexp(x, 0) * c).sum().backward().
-  array x({1000.0, 1001.0, 999.0, -5.0});
-  array c({1.0, -2.0, 0.5, 3.0});
+  array x({1000.0, 1001.0, 999.0, -5.0}, float64);
+  array c({1.0, -2.0, 0.5, 3.0}, float64);
   auto [out, g] = vjp([](const array& a) { return logcumsumexp(a, 0); }, x, c);
   expect_array(g, {4}, {1.318666805951866, 0.8662261879521589, 0.31510700609636344, 0.0}, 1e-12);
   // -inf inputs: the outputs that are still -inf are constant and pass nothing back (no NaN).
-  auto [out2, g2] = vjp([](const array& a) { return logcumsumexp(a, 0); }, array({-kInf, 0.0, 1.0}), array({1.0, 1.0, 1.0}));
+  auto [out2, g2] = vjp([](const array& a) { return logcumsumexp(a, 0); }, array({-kInf, 0.0, 1.0}, float64), array({1.0, 1.0, 1.0}, float64));
   auto gv = g2.to_vector<double>();
   EXPECT_EQ(gv[0], 0.0);
   EXPECT_TRUE(std::isfinite(gv[1]) && std::isfinite(gv[2]));
   // The exclusive scan's first output (-inf) has zero tangent.
-  auto [y3, t3] = jvp([](const array& a) { return logcumsumexp(a, 0, false, false); }, array({1.0, 2.0}), array({1.0, 1.0}));
+  auto [y3, t3] = jvp([](const array& a) { return logcumsumexp(a, 0, false, false); }, array({1.0, 2.0}, float64), array({1.0, 1.0}, float64));
   expect_array(t3, {2}, {0, 1});
 }

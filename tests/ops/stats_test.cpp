@@ -59,19 +59,19 @@ TEST(Median, DtypesAndSpecialValues) {
   EXPECT_EQ(median(h).dtype(), float16);
   expect_array(median(h), {}, {62496}, 0);
   EXPECT_EQ(median(array({1.0f, 2.0f}, bfloat16)).dtype(), bfloat16);
-  EXPECT_EQ(median(array({1.0, 2.0})).dtype(), float64);
+  EXPECT_EQ(median(array({1.0, 2.0}, float64)).dtype(), float64);
   // The largest float32 values average without overflow.
   const float big = std::numeric_limits<float>::max();
   expect_array(median(array({big, big})), {}, {big});
   // A NaN anywhere in the values makes that median NaN (numpy, MLX's CPU backend).
-  array n({1.0, kNaN, 3.0, 4.0, 5.0, 6.0}, {2, 3});
+  array n({1.0, kNaN, 3.0, 4.0, 5.0, 6.0}, {2, 3}, float64);
   expect_array(median(n, 1), {2}, {kNaN, 5});
   expect_array(median(n, 0), {3}, {2.5, kNaN, 4.5});
   expect_array(median(n), {}, {kNaN});
   // Infinities are ordinary values; inf and -inf average to NaN (numpy).
-  expect_array(median(array({-kInf, 1.0, kInf})), {}, {1});
+  expect_array(median(array({-kInf, 1.0, kInf}, float64)), {}, {1});
   expect_array(median(array({-kInf, kInf})), {}, {kNaN});
-  expect_array(median(array({kInf, kInf, 1.0, 2.0})), {}, {kInf});
+  expect_array(median(array({kInf, kInf, 1.0, 2.0}, float64)), {}, {kInf});
 }
 
 TEST(Median, BadArguments) {
@@ -87,7 +87,7 @@ TEST(Median, BadArguments) {
 TEST(Median, Gradient) {
   // The gradient goes to the middle value, or half to each of the two middle ones:
   // torch.quantile(x, 0.5) of [3, 1, 2, 7] gives [0.5, 0, 0.5, 0].
-  auto g = grad([](const array& x) { return median(x); })(array({3.0, 1.0, 2.0, 7.0}));
+  auto g = grad([](const array& x) { return median(x); })(array({3.0, 1.0, 2.0, 7.0}, float64));
   expect_array(g, {4}, {0.5, 0, 0.5, 0});
   array x = loom::testing::lcg_uniform({3, 4, 5}, -1, 1, 9);
   for (bool keep : {false, true}) {
@@ -102,7 +102,7 @@ TEST(Median, Gradient) {
 
 TEST(CountNonzero, Values) {
   // np.count_nonzero of [[0, 1, nan], [0, 0, -2]]: axis 0 -> [0, 1, 2], axis 1 -> [2, 1], all -> 3.
-  array a({0.0, 1.0, kNaN, 0.0, 0.0, -2.0}, {2, 3});
+  array a({0.0, 1.0, kNaN, 0.0, 0.0, -2.0}, {2, 3}, float64);
   EXPECT_EQ(count_nonzero(a).dtype(), int32);
   expect_array(count_nonzero(a), {}, {3});
   expect_array(count_nonzero(a, true), {1, 1}, {3});
@@ -116,7 +116,7 @@ TEST(CountNonzero, Values) {
   expect_array(count_nonzero(array({0, 7, 255}, uint8)), {}, {2});
   expect_array(count_nonzero(array({int64_t(0), int64_t(1) << 40}, int64)), {}, {1});
   expect_array(count_nonzero(array({-0.0f, 0.5f}, float16)), {}, {1});
-  expect_array(count_nonzero(array({-0.0, 0.0})), {}, {0});
+  expect_array(count_nonzero(array({-0.0, 0.0}, float64)), {}, {0});
   // Empty and 0-d.
   expect_array(count_nonzero(zeros({0, 2}), 0), {2}, {0, 0});
   expect_array(count_nonzero(array(3.0f)), {}, {1});
