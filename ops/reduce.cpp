@@ -386,18 +386,24 @@ inline A scan_step(A a, A b) {
   }
 }
 
-// Scans every row of `x` along `axis` into `out` (any strides); S is the input type, T the output's.
-template <typename S, typename T, ScanType kType>
-void scan_rows(const array& x, array& out, int axis, bool reverse, bool inclusive) {
-  using A = std::conditional_t<std::is_floating_point_v<compute_t<T>>, compute_t<T>, T>;
-  Shape kept;
-  std::array<Strides, 2> st;
+// The sizes and the (x, out) strides of every axis of x but `axis`: where the rows of a scan or an
+// arg-reduction along `axis` start.
+void other_axes(const array& x, const array& out, int axis, Shape& kept, std::array<Strides, 2>& st) {
   for (int i = 0; i < static_cast<int>(x.ndim()); ++i) {
     if (i == axis) continue;
     kept.push_back(x.shape()[i]);
     st[0].push_back(x.strides()[i]);
     st[1].push_back(out.strides()[i]);
   }
+}
+
+// Scans every row of `x` along `axis` into `out` (any strides); S is the input type, T the output's.
+template <typename S, typename T, ScanType kType>
+void scan_rows(const array& x, array& out, int axis, bool reverse, bool inclusive) {
+  using A = std::conditional_t<std::is_floating_point_v<compute_t<T>>, compute_t<T>, T>;
+  Shape kept;
+  std::array<Strides, 2> st;
+  other_axes(x, out, axis, kept, st);
   kernels::collapse(kept, st);
   const int n = x.shape()[axis];
   const int64_t xs = x.strides()[axis], ys = out.strides()[axis];
@@ -631,12 +637,7 @@ class ArgReduce : public UnaryPrimitive {
     out.alloc();
     Shape kept;
     std::array<Strides, 2> st;
-    for (int i = 0; i < static_cast<int>(x.ndim()); ++i) {
-      if (i == axis_) continue;
-      kept.push_back(x.shape()[i]);
-      st[0].push_back(x.strides()[i]);
-      st[1].push_back(out.strides()[i]);
-    }
+    other_axes(x, out, axis_, kept, st);
     if (out.size() == 0) return;
     kernels::collapse(kept, st);
     const int n = x.shape()[axis_];
