@@ -28,7 +28,9 @@ Node::~Node() {
   thread_local bool draining = false;
   thread_local std::vector<array> pending;
   for (auto& in : inputs) {
-    if (in.desc_.use_count() == 1 && in.desc_->node) pending.push_back(std::move(in));
+    // (An input an async_eval computed is left to the plain release: its stream's thread wrote its
+    // node, and only that release orders the write before this thread's read.)
+    if (in.desc_.use_count() == 1 && !in.desc_->event && in.desc_->node) pending.push_back(std::move(in));
   }
   inputs.clear();
   if (draining) return;
@@ -54,9 +56,12 @@ namespace {
 // The flags of a fresh row-major buffer: column-contiguous too only when at most one axis is longer than 1.
 array::Flags row_major_flags(const Shape& shape) {
   array::Flags f;
-  int long_axes = 0;
-  for (int s : shape) long_axes += s > 1;
-  f.col_contiguous = long_axes <= 1;
+  int long_axes = 0, empty = 0;
+  for (int s : shape) {
+    long_axes += s > 1;
+    empty += s == 0;
+  }
+  f.col_contiguous = long_axes <= 1 || empty > 0;
   return f;
 }
 }  // namespace
@@ -154,19 +159,23 @@ int array::shape(int axis) const {
 void array::eval() { loom::eval(std::vector<array>{*this}); }
 
 Primitive& array::primitive() const {
+  wait_if_pending();
   if (!desc_->node) throw std::logic_error("[array::primitive] the array has no primitive");
   return *desc_->node->primitive;
 }
 std::shared_ptr<Primitive> array::primitive_ptr() const {
+  wait_if_pending();
   return desc_->node ? desc_->node->primitive : nullptr;
 }
 
 const std::vector<array>& array::inputs() const {
   static const std::vector<array> none;
+  wait_if_pending();
   return desc_->node ? desc_->node->inputs : none;
 }
 
 std::vector<array> array::outputs() const {
+  wait_if_pending();
   if (!desc_->node) return {*this};
   auto& node = *desc_->node;
   std::vector<array> outs;
@@ -186,7 +195,18 @@ std::vector<array> array::outputs() const {
 
 void array::detach() { desc_->node.reset(); }
 
+Stream array::stream() const {
+  const auto& p = primitive_ptr();
+  return p ? p->stream() : default_stream(default_device());
+}
+
+void array::wait_slow() const {
+  // A stream's thread reads and writes the arrays of its own work freely; everyone else waits.
+  if (desc_->event.get() != detail::current_event()) desc_->event->wait();
+}
+
 void array::check_data_access(size_t elem_size) const {
+  wait_if_pending();
   if (!desc_->evaluated) {
     throw std::logic_error("[array::data] the array is not evaluated; call eval() first");
   }
@@ -200,8 +220,10 @@ array::Flags array::layout_flags(const Shape& shape, const Strides& strides, siz
   Flags f;
   size_t size = 1;
   for (int s : shape) size *= static_cast<size_t>(s);
-  int64_t span = 1;
-  bool negative = false, zero_stride = false;
+  if (size == 0) {  // no elements: every layout is every kind of contiguous (MLX's flags too)
+    if (data_size) *data_size = 0;
+    return f;
+  }
   int64_t expect = 1;
   for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
     if (shape[i] == 1) continue;
@@ -214,21 +236,23 @@ array::Flags array::layout_flags(const Shape& shape, const Strides& strides, siz
     if (strides[i] != expect) f.col_contiguous = false;
     expect *= shape[i];
   }
+  int64_t span = 1;
+  bool negative = false;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] <= 1) continue;
     if (strides[i] < 0) negative = true;
-    if (strides[i] == 0) zero_stride = true;
     span += static_cast<int64_t>(shape[i] - 1) * std::abs(strides[i]);
   }
-  if (size == 0) span = 0;
-  // Contiguous: the elements fill [0, span) once each, i.e. the axes are a permutation of a dense
-  // row-major layout. span == size alone would also pass overlapping strides such as (2, 2) for
-  // shape (3, 3) (as_strided can make those).
-  bool dense = !f.row_contiguous && !f.col_contiguous && !negative && !zero_stride && static_cast<size_t>(span) == size;
-  if (dense && size != 0) {
-    std::vector<std::pair<int64_t, int>> dims;  // (stride, size) of the axes longer than 1
+  // Contiguous (MLX's meaning): leaving out broadcast axes (stride 0), the elements fill [0, span)
+  // once each, i.e. the other axes are a permutation of a dense row-major layout. Elementwise kernels
+  // then run over the span alone and give their result the same strides: exp of a broadcast row
+  // computes the row once. span == size alone would also pass overlapping strides such as (2, 2)
+  // for shape (3, 3) (as_strided can make those).
+  bool dense = !f.row_contiguous && !f.col_contiguous && !negative;
+  if (dense) {
+    std::vector<std::pair<int64_t, int>> dims;  // (stride, size) of the axes longer than 1, not broadcast
     for (size_t i = 0; i < shape.size(); ++i) {
-      if (shape[i] > 1) dims.emplace_back(strides[i], shape[i]);
+      if (shape[i] > 1 && strides[i] != 0) dims.emplace_back(strides[i], shape[i]);
     }
     std::sort(dims.begin(), dims.end());
     int64_t expect_stride = 1;

@@ -1,6 +1,7 @@
 // `array`: a cheap, value-semantic handle to a node of the lazy graph or to evaluated data.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "loom/core/dispatch.h"
 #include "loom/core/dtype.h"
 #include "loom/core/small_vector.h"
+#include "loom/core/stream.h"
 
 namespace loom {
 
@@ -74,8 +76,11 @@ class array {
   const Shape& shape() const { return desc_->shape; }
   /// The size of one dimension; negative axes count from the end.
   int shape(int axis) const;
-  const Strides& strides() const { return desc_->strides; }
-  int64_t strides(int axis) const { return desc_->strides.at(axis < 0 ? axis + ndim() : axis); }
+  const Strides& strides() const {
+    wait_if_pending();
+    return desc_->strides;
+  }
+  int64_t strides(int axis) const { return strides().at(axis < 0 ? axis + ndim() : axis); }
   size_t ndim() const { return desc_->shape.size(); }
   size_t size() const { return desc_->size; }
   size_t itemsize() const { return desc_->dtype.size; }
@@ -107,8 +112,20 @@ class array {
   template <typename T>
   std::vector<T> to_vector();
 
-  bool is_evaluated() const { return desc_->evaluated; }
-  bool has_primitive() const { return desc_->node != nullptr; }
+  /// False while the array is being computed in the background (async_eval): never waits.
+  bool is_evaluated() const { return desc_->evaluated.load(std::memory_order_acquire); }
+  bool has_primitive() const {
+    wait_if_pending();
+    return desc_->node != nullptr;
+  }
+  /// Blocks until an async_eval that computes this array is done (rethrowing its error). Reading the
+  /// array's data, layout or graph waits by itself.
+  void wait() const { wait_if_pending(); }
+  /// The stream this array's primitive belongs to (the default stream for arrays made from data).
+  Stream stream() const;
+  /// The background work computing this array, or null (async_eval sets it; it stays when done).
+  const std::shared_ptr<detail::Event>& event() const { return desc_->event; }
+  void set_event(std::shared_ptr<detail::Event> e) { desc_->event = std::move(e); }
 
   // ---- graph (for transforms and kernels) ----
   Primitive& primitive() const;
@@ -122,7 +139,10 @@ class array {
   void detach();
   /// An identifier stable for the lifetime of the array.
   std::uintptr_t id() const { return reinterpret_cast<std::uintptr_t>(desc_.get()); }
-  const detail::Node* node_id() const { return desc_->node.get(); }
+  const detail::Node* node_id() const {
+    wait_if_pending();
+    return desc_->node.get();
+  }
   /// True for arrays that depend on a transform's inputs while that transform is tracing; eval keeps
   /// their graph so the transform can still differentiate through them.
   bool is_tracer() const { return desc_->is_tracer && detail::tracing_depth() > 0; }
@@ -142,11 +162,23 @@ class array {
     bool row_contiguous = true;  // C order, no gaps
     bool col_contiguous = true;  // Fortran order, no gaps
   };
-  const Flags& flags() const { return desc_->flags; }
+  const Flags& flags() const {
+    wait_if_pending();
+    return desc_->flags;
+  }
   /// Elements the array spans in its buffer (less than size() for broadcasts).
-  size_t data_size() const { return desc_->data_size; }
-  void* raw_data() const { return desc_->data_ptr; }
-  const std::shared_ptr<Data>& data_shared_ptr() const { return desc_->data; }
+  size_t data_size() const {
+    wait_if_pending();
+    return desc_->data_size;
+  }
+  void* raw_data() const {
+    wait_if_pending();
+    return desc_->data_ptr;
+  }
+  const std::shared_ptr<Data>& data_shared_ptr() const {
+    wait_if_pending();
+    return desc_->data;
+  }
   /// True when exactly `graph_refs` handles hold this array: eval counts the handles its graph holds
   /// (the tape, the consumers' input lists) and asks whether anyone else (a caller, an eval output)
   /// holds one too. The one test behind fusion, placement and donation.
@@ -173,7 +205,7 @@ class array {
   /// True when eval gave this unevaluated array its buffer ahead of its kernel (a run of a consumer's
   /// output, see Primitive::input_offsets, or an input's buffer, see Primitive::donors): alloc keeps it.
   bool is_placed() const { return desc_->data != nullptr && !desc_->evaluated; }
-  void set_evaluated() { desc_->evaluated = true; }
+  void set_evaluated() { desc_->evaluated.store(true, std::memory_order_release); }
 
   /// Computes the contiguity flags of a layout.
   static Flags layout_flags(const Shape& shape, const Strides& strides, size_t* data_size = nullptr);
@@ -186,12 +218,13 @@ class array {
     Dtype dtype;
     std::shared_ptr<detail::Node> node;
     uint32_t position = 0;
-    bool evaluated = false;
+    std::atomic<bool> evaluated{false};  // set by a stream's thread, read by the caller's (async_eval)
     bool is_tracer = false;
     std::shared_ptr<Data> data;
     void* data_ptr = nullptr;
     size_t data_size = 0;
     Flags flags;
+    std::shared_ptr<detail::Event> event;  // see event(); written only by the thread that builds the graph
     ArrayDesc(Shape s, Dtype d, const char* who = "array");
   };
   std::shared_ptr<ArrayDesc> desc_;
@@ -200,6 +233,11 @@ class array {
   template <typename T>
   static const T* check_count(const T* data, size_t n, const Shape& shape);
   void check_data_access(size_t elem_size) const;
+  // Everything a stream's thread writes while computing the array is read through this.
+  void wait_if_pending() const {
+    if (desc_->event) wait_slow();
+  }
+  void wait_slow() const;
   static size_t shape_size(const Shape& shape);
   friend struct detail::Node;
 };

@@ -5,6 +5,7 @@
 #include <map>
 #include <queue>
 #include <stdexcept>
+#include <memory>
 #include <string>
 #include <unordered_map>
 
@@ -16,14 +17,31 @@ namespace loom {
 
 namespace {
 
-bool needs_eval(const array& a) { return !a.is_evaluated() && a.has_primitive(); }
+// (has_primitive first: it waits for an array an async_eval is computing, which is then evaluated.)
+bool needs_eval(const array& a) { return a.has_primitive() && !a.is_evaluated(); }
+
+bool visited_event(const std::vector<std::shared_ptr<detail::Event>>& seen, const std::shared_ptr<detail::Event>& e) {
+  for (const auto& x : seen) {
+    if (x == e) return true;
+  }
+  return false;
+}
 
 // Post-order depth-first walk with an explicit stack, visiting inputs in their listed order. One
 // entry per node (a multi-output primitive runs once).
 // `index` maps each node to its tape position.
 using Index = std::unordered_map<const detail::Node*, int>;
-std::vector<array> build_tape(const std::vector<array>& outputs, Index& index) {
+// With `pending`, arrays an earlier async_eval is still computing are not waited for: they are leaves,
+// and their events are collected (once each) for the new work to wait on.
+std::vector<array> build_tape(const std::vector<array>& outputs, Index& index,
+                              std::vector<std::shared_ptr<detail::Event>>* pending = nullptr) {
   std::vector<array> tape;
+  auto leaf = [&](const array& a) {
+    if (!pending || !a.event() || a.event()->done()) return false;
+    if (visited_event(*pending, a.event())) return true;
+    pending->push_back(a.event());
+    return true;
+  };
   Index& visited = index;
   struct Frame {
     array a;
@@ -31,14 +49,14 @@ std::vector<array> build_tape(const std::vector<array>& outputs, Index& index) {
   };
   std::vector<Frame> stack;
   for (const auto& out : outputs) {
-    if (!needs_eval(out) || !visited.try_emplace(out.node_id(), -1).second) continue;
+    if (leaf(out) || !needs_eval(out) || !visited.try_emplace(out.node_id(), -1).second) continue;
     stack.push_back({out, 0});
     while (!stack.empty()) {
       Frame& f = stack.back();
       const auto& ins = f.a.inputs();
       if (f.next < ins.size()) {
         const array& in = ins[f.next++];
-        if (needs_eval(in) && visited.try_emplace(in.node_id(), -1).second) stack.push_back({in, 0});
+        if (!leaf(in) && needs_eval(in) && visited.try_emplace(in.node_id(), -1).second) stack.push_back({in, 0});
       } else {
         visited[f.a.node_id()] = static_cast<int>(tape.size());
         tape.push_back(std::move(f.a));
@@ -343,16 +361,9 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
 
 }  // namespace
 
-void eval(std::vector<array> outputs) {
-  // One node over evaluated inputs (a step of an eager-style loop): nothing to order, fuse or
-  // overlap, and no index to build (its allocations were a third of such an op's cost).
-  if (outputs.size() == 1 && needs_eval(outputs[0])) {
-    bool ready = true;
-    for (const auto& in : outputs[0].inputs()) ready = ready && !needs_eval(in);
-    if (ready) return run(std::move(outputs[0]));
-  }
-  Index index;
-  std::vector<array> tape = build_tape(outputs, index);
+namespace {
+// Runs a tape (every entry's unevaluated inputs come earlier in it, or are evaluated).
+void run_tape(std::vector<array>& tape, const Index& index) {
   if (tape.size() == 1) return run(std::move(tape[0]));  // nothing to order, fuse or overlap
   bool elementwise = false;
   for (const auto& a : tape) {
@@ -364,8 +375,83 @@ void eval(std::vector<array> outputs) {
   const Placements placed = plan_placement(tape, index);
   for (int i = 0; i < static_cast<int>(tape.size()); ++i) compute(tape, plan, placed, i, index);
 }
+}  // namespace
 
-void async_eval(std::vector<array> outputs) { eval(std::move(outputs)); }
+void eval(std::vector<array> outputs) {
+  // One node over evaluated inputs (a step of an eager-style loop): nothing to order, fuse or
+  // overlap, and no index to build (its allocations were a third of such an op's cost).
+  if (outputs.size() == 1 && needs_eval(outputs[0])) {
+    bool ready = true;
+    for (const auto& in : outputs[0].inputs()) ready = ready && !needs_eval(in);
+    if (ready) return run(std::move(outputs[0]));
+  }
+  Index index;
+  std::vector<array> tape = build_tape(outputs, index);
+  if (!tape.empty()) run_tape(tape, index);
+}
+
+// The tape is cut where the stream changes into segments, each run by its stream's thread as one task
+// (fused, placed and scheduled as eval would) after the tasks it reads from. Tasks of one stream run
+// in order; a segment reads only from earlier ones, so tasks never wait on each other in a circle.
+void async_eval(std::vector<array> outputs) {
+  // Transforms keep their tracers' graphs by a count that lives on the calling thread; and eval runs
+  // inside a stream's own work as it always did.
+  if (detail::tracing_depth() > 0 || detail::current_event()) return eval(std::move(outputs));
+  std::vector<std::shared_ptr<detail::Event>> earlier;  // of earlier async_evals this graph reads
+  Index index;
+  std::vector<array> tape = build_tape(outputs, index, &earlier);
+  outputs.clear();
+  if (tape.empty()) return;
+
+  struct Segment {
+    int stream = 0;
+    std::vector<array> tape;
+    Index index;
+    std::shared_ptr<detail::Event> event = std::make_shared<detail::Event>();
+    std::vector<std::shared_ptr<detail::Event>> after;  // events this segment waits on first
+  };
+  std::vector<Segment> segments;
+  std::vector<int> segment_of(tape.size());
+  // Everything is read here, before any array is marked (a marked array's graph belongs to its stream).
+  std::vector<std::vector<array>> outs(tape.size());
+  for (size_t i = 0; i < tape.size(); ++i) {
+    const int stream = tape[i].primitive().stream().index;
+    if (segments.empty() || segments.back().stream != stream) {
+      segments.emplace_back();
+      segments.back().stream = stream;
+    }
+    Segment& seg = segments.back();
+    segment_of[i] = static_cast<int>(segments.size()) - 1;
+    for (const auto& in : tape[i].inputs()) {
+      if (in.event() && !in.event()->done()) {  // computed by an earlier async_eval
+        if (!visited_event(seg.after, in.event())) seg.after.push_back(in.event());
+        continue;
+      }
+      auto it = index.find(in.is_evaluated() ? nullptr : in.node_id());
+      if (it == index.end() || it->second < 0) continue;
+      const Segment& from = segments[segment_of[it->second]];
+      if (&from != &seg && !visited_event(seg.after, from.event)) seg.after.push_back(from.event);
+    }
+    seg.index.emplace(tape[i].node_id(), static_cast<int>(seg.tape.size()));
+    outs[i] = tape[i].outputs();
+    seg.tape.push_back(tape[i]);
+  }
+  for (size_t i = 0; i < tape.size(); ++i) {
+    for (auto& o : outs[i]) o.set_event(segments[segment_of[i]].event);
+  }
+  // Only the segments hold the graph's nodes from here on (the buffer plan counts handles).
+  outs.clear();
+  tape.clear();
+  index.clear();
+  for (auto& seg : segments) {
+    auto work = std::make_shared<Segment>(std::move(seg));
+    detail::enqueue(work->stream, work->event, [work] {
+      for (const auto& e : work->after) e->wait();  // rethrows a failure it depends on
+      std::vector<array> tape = std::move(work->tape);
+      run_tape(tape, work->index);
+    });
+  }
+}
 
 void detail::set_check_buffer_plan(bool on) { check_plan = on; }
 

@@ -24,9 +24,12 @@ void set_fusion(bool on);
 void set_check_buffer_plan(bool on);
 }  // namespace detail
 
-/// MLX's async_eval, for code written against MLX: Loom has one CPU stream and evaluates at once, so
-/// this is eval (it returns when the arrays are evaluated, and a later `eval` of them is free). A
-/// deliberate difference: nothing runs in the background while the caller builds the next graph.
+/// Starts evaluating the arrays and returns at once (MLX's async_eval). Each node runs on the thread of
+/// the stream it belongs to (see core/stream.h); work on different streams runs concurrently, and the
+/// caller can build the next graph meanwhile, even on top of these arrays. Reading an array's data,
+/// layout or graph (data(), item(), eval(), a transform) waits until it is computed and rethrows the
+/// error that stopped its computation. One thread builds a graph and evaluates it, as in MLX; inside a
+/// transform (vjp, jvp, ...) this is eval.
 void async_eval(std::vector<array> outputs);
 
 inline void collect_arrays(std::vector<array>& out, const array& a) { out.push_back(a); }

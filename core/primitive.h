@@ -22,7 +22,11 @@ class AsyncWork {
 
 class Primitive {
  public:
+  /// A primitive belongs to the calling thread's default stream (see StreamContext), or to `stream`.
+  Primitive() : stream_(detail::current_stream_index(), Device::cpu) {}
+  explicit Primitive(Stream stream) : stream_(stream) {}
   virtual ~Primitive() = default;
+  Stream stream() const { return stream_; }
 
   /// Computes `outputs` from evaluated `inputs`; asks for each output's buffer (array::alloc), which
   /// eval may already have given it (see donors and input_offsets).
@@ -101,6 +105,9 @@ class Primitive {
     eval_cpu(inputs, outputs);
     return nullptr;
   }
+
+ private:
+  Stream stream_;
 };
 
 namespace detail {

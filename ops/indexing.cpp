@@ -875,20 +875,8 @@ class AsStrided : public UnaryPrimitive {
     for (size_t i = 0; i < st.size(); ++i) st[i] = strides_[i] * s;
     size_t data_size;
     auto flags = array::layout_flags(out.shape(), st, &data_size);
-    if (flags.contiguous && !flags.row_contiguous && !flags.col_contiguous && !one_to_one(out.shape(), st)) {
-      // Overlapping windows whose span happens to equal their size (shape (3, 3), strides (2, 2)):
-      // layout_flags would call the view contiguous, and a kernel reading its data flat would see
-      // other elements. A copy instead.
-      out.alloc();
-      const int64_t base = offset_ * s;
-      LOOM_DISPATCH_ITEMSIZE(out.itemsize(), T, {
-        const T* src = kernels::ptr<T>(x) + base;
-        T* dst = kernels::ptr<T>(out);
-        kernels::Walker<1> w(out.shape(), st, 0);
-        for (size_t i = 0; i < out.size(); ++i, w.next()) dst[i] = src[w.off[0]];
-      });
-      return;
-    }
+    // (layout_flags calls a view contiguous only when no two of its positions share an element, leaving
+    // broadcast axes aside, so overlapping windows stay strided views.)
     out.copy_shared_buffer(x, st, flags, data_size, out.size() == 0 ? 0 : offset_ * s);
   }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
@@ -904,21 +892,6 @@ class AsStrided : public UnaryPrimitive {
   bool makes_view() const override { return true; }
 
  private:
-  // True when no two positions share an element: ordered by stride, each axis steps past everything
-  // the smaller ones reach (a sufficient test).
-  static bool one_to_one(const Shape& shape, const Strides& st) {
-    std::vector<std::pair<int64_t, int>> dims;
-    for (size_t i = 0; i < shape.size(); ++i) {
-      if (shape[i] > 1) dims.emplace_back(st[i] < 0 ? -st[i] : st[i], shape[i]);
-    }
-    std::sort(dims.begin(), dims.end());
-    int64_t reach = 0;
-    for (auto& [stride, n] : dims) {
-      if (stride <= reach) return false;
-      reach += stride * (n - 1);
-    }
-    return true;
-  }
   Shape shape_;
   Strides strides_;
   int64_t offset_;

@@ -242,6 +242,7 @@ inline std::vector<Entry> registry() {
       none("IgnoresDonor", "a test's primitive (tests/core/placement_test.cpp) for the buffer plan check"),
       none("Step", "a test's primitive (tests/core/schedule_test.cpp) for the schedule"),
       none("FakeComm", "a test's primitive (tests/core/schedule_test.cpp) for the schedule"),
+      none("StreamTestGate", "a test's primitive (tests/core/stream_test.cpp) that blocks until the test opens it"),
   };
   return r;
 }

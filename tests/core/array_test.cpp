@@ -131,6 +131,48 @@ TEST(Array, LayoutFlagsOfFreshAndViewedBuffers) {
   expect_flags(c, false, false, false);
 }
 
+// The flags and data sizes MLX reports for the same arrays (MLX's array metadata test, in our words):
+// "contiguous" leaves broadcast axes aside, and every empty array is contiguous in every sense.
+TEST(Array, FlagsAndDataSizeAsMlxReportsThem) {
+  auto expect_meta = [](array x, size_t data_size, bool contiguous, bool row, bool col) {
+    x.eval();
+    EXPECT_EQ(x.data_size(), data_size) << detail::shape_str(x.shape());
+    EXPECT_EQ(x.flags().contiguous, contiguous) << detail::shape_str(x.shape());
+    EXPECT_EQ(x.flags().row_contiguous, row) << detail::shape_str(x.shape());
+    EXPECT_EQ(x.flags().col_contiguous, col) << detail::shape_str(x.shape());
+  };
+  expect_meta(array(1.0f), 1, true, true, true);
+  expect_meta(array({1.0f}, {1, 1, 1}), 1, true, true, true);
+  expect_meta(array({1.0f, 1.0f}, {1, 2}), 2, true, true, true);
+  expect_meta(zeros({1, 1, 4}), 4, true, true, true);
+  expect_meta(zeros({2, 4}), 8, true, true, false);
+  const array one(1.0f);
+  expect_meta(broadcast_to(one, {1, 1, 1}), 1, true, true, true);
+  expect_meta(broadcast_to(one, {2, 8, 10}), 1, true, false, false);
+  expect_meta(broadcast_to(one, {1, 0}), 0, true, true, true);
+  expect_meta(broadcast_to(zeros({4, 2, 1}), {4, 2, 0}), 0, true, true, true);
+  expect_meta(transpose(one), 1, true, true, true);
+  expect_meta(transpose(ones({1, 1, 1}), {1, 2, 0}), 1, true, true, true);
+  expect_meta(transpose(ones({4, 1})), 4, true, true, true);
+  const array x = ones({2, 3, 4});
+  expect_meta(transpose(x), 24, true, false, true);
+  expect_meta(transpose(x, {0, 2, 1}), 24, true, false, false);
+  expect_meta(transpose(transpose(x, {0, 2, 1}), {0, 2, 1}), 24, true, true, false);
+  expect_meta(reshape(one, {1, 1, 1}), 1, true, true, true);
+  expect_meta(reshape(ones({2, 4}), {8}), 8, true, true, true);
+  // A 1x1 slice of a bigger matrix is one element: contiguous in every sense.
+  expect_meta(slice(ones({3, 3}), {1, 1}, {2, 2}), 1, true, true, true);
+  // A broadcast row: its three elements are dense, the broadcast axis aside.
+  expect_meta(broadcast_to(ones({1, 3}), {4, 3}), 3, true, false, false);
+  // Overlapping windows are not contiguous, whatever their span.
+  expect_meta(as_strided(arange(9.0f, float32), {3, 3}, {2, 2}, 0), 9, false, false, false);
+  // An elementwise op over a broadcast computes the distinct elements once and keeps the broadcast.
+  array e = exp(broadcast_to(array({0.0f, 1.0f, 2.0f}, {1, 3}), {4, 3}));
+  expect_meta(e, 3, true, false, false);
+  expect_array(e, {4, 3}, {1, std::exp(1.0), std::exp(2.0), 1, std::exp(1.0), std::exp(2.0), 1, std::exp(1.0),
+                           std::exp(2.0), 1, std::exp(1.0), std::exp(2.0)});
+}
+
 TEST(Eval, MillionNodeChainNeitherOverflowsNorLeaks) {
   size_t before = get_active_memory();
   {

@@ -1,0 +1,307 @@
+// Devices, streams and async_eval (core/stream.h, core/eval.h). The background work is made
+// deterministic with a gate: a primitive whose kernel blocks until the test opens it, so every
+// "not yet" below holds whatever the timing, and every "done" is waited for.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <stdexcept>
+#include <thread>
+
+#include "loom/core/primitive.h"
+#include "../test_utils.h"
+
+namespace loom {
+namespace {
+
+using testing::expect_array;
+
+struct Gate {
+  std::promise<void> open_;
+  std::shared_future<void> opened{open_.get_future().share()};
+  void open() { open_.set_value(); }
+};
+
+// Copies its input once the gate opens (or throws, when told to).
+class GatePrimitive : public UnaryPrimitive {
+ public:
+  GatePrimitive(std::shared_ptr<Gate> g, bool fail) : gate_(std::move(g)), fail_(fail) {}
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    gate_->opened.wait();
+    if (fail_) throw std::runtime_error("[StreamTestGate] failed on purpose");
+    out.alloc();
+    const array c = detail::row_major_copy(in[0]);
+    const auto* src = c.data<float>();
+    auto* dst = static_cast<float*>(out.raw_data());  // (data() is for evaluated arrays)
+    for (size_t i = 0; i < out.size(); ++i) dst[i] = src[i];
+  }
+  const char* name() const override { return "StreamTestGate"; }
+  bool is_differentiable() const override { return false; }
+
+ private:
+  std::shared_ptr<Gate> gate_;
+  bool fail_;
+};
+
+array gated(const array& x, const std::shared_ptr<Gate>& g, bool fail = false) {
+  return array(x.shape(), float32, std::make_shared<GatePrimitive>(g, fail), {x});
+}
+
+// Opens the gate from another thread after a while, so that the test's own thread is the one waiting.
+struct OpenLater {
+  std::thread t;
+  explicit OpenLater(const std::shared_ptr<Gate>& g)
+      : t([g] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          g->open();
+        }) {}
+  ~OpenLater() { join(); }
+  void join() {
+    if (t.joinable()) t.join();
+  }
+};
+
+TEST(Device, OnlyTheCpu) {
+  EXPECT_EQ(default_device(), Device(Device::cpu));
+  EXPECT_EQ(default_device(), Device::cpu);
+  EXPECT_TRUE(is_available(Device(Device::cpu)));
+  EXPECT_FALSE(is_available(Device(Device::gpu)));
+  EXPECT_EQ(device_count(Device::cpu), 1);
+  EXPECT_EQ(device_count(Device::gpu), 0);
+  set_default_device(Device::cpu);
+  EXPECT_THROW_MSG(set_default_device(Device::gpu), std::invalid_argument, "CPU only");
+  EXPECT_THROW_MSG(new_stream(Device::gpu), std::invalid_argument, "[new_stream]");
+  EXPECT_THROW_MSG(to_stream(Device::gpu), std::invalid_argument, "gpu");
+}
+
+TEST(Stream, DefaultNewAndContext) {
+  const Stream s0 = default_stream(default_device());
+  EXPECT_EQ(s0.index, 0);
+  const Stream s1 = new_stream(Device::cpu), s2 = new_stream(Device::cpu);
+  EXPECT_NE(s1, s2);
+  EXPECT_NE(s1, s0);
+  EXPECT_EQ(s1.device, Device(Device::cpu));
+  auto all = get_streams();
+  EXPECT_NE(std::find(all.begin(), all.end(), s2), all.end());
+
+  EXPECT_EQ(to_stream({}), s0);
+  EXPECT_EQ(to_stream(s1), s1);
+  EXPECT_EQ(to_stream(Device(Device::cpu)), s0);
+  EXPECT_EQ(to_stream(Device::cpu), s0);
+  EXPECT_THROW_MSG(to_stream(Stream(1 << 20, Device::cpu)), std::invalid_argument, "no stream");
+  EXPECT_THROW_MSG(set_default_stream(Stream(-1, Device::cpu)), std::invalid_argument, "no stream -1");
+  EXPECT_THROW_MSG(StreamContext c{StreamOrDevice{}}, std::invalid_argument, "StreamContext");
+
+  // Nodes belong to the default stream when their op is called; arrays made from data to the default.
+  array x = ones({4});
+  array a = exp(x);
+  array b = x, c = x;
+  {
+    StreamContext ctx(s1);
+    EXPECT_EQ(default_stream(Device::cpu), s1);
+    b = exp(x);
+    {
+      StreamContext inner(s2);
+      c = exp(x);
+    }
+    EXPECT_EQ(default_stream(Device::cpu), s1);
+  }
+  EXPECT_EQ(default_stream(Device::cpu), s0);
+  EXPECT_EQ(a.stream(), s0);
+  EXPECT_EQ(b.stream(), s1);
+  EXPECT_EQ(c.stream(), s2);
+  EXPECT_EQ(b.primitive().stream(), s1);
+  EXPECT_EQ(x.stream(), s0);
+
+  // The default stream is the calling thread's own.
+  set_default_stream(s1);
+  Stream seen = s0;
+  std::thread([&] { seen = default_stream(Device::cpu); }).join();
+  EXPECT_EQ(seen, s0);
+  EXPECT_EQ(default_stream(Device::cpu), s1);
+  set_default_stream(s0);
+}
+
+TEST(AsyncEval, ReturnsAtOnceAndReadingWaits) {
+  auto gate = std::make_shared<Gate>();
+  array x = arange(6.0f, float32);
+  array y = gated(x, gate) * 2.0f;
+  async_eval(y);
+  EXPECT_FALSE(y.is_evaluated());  // the gate is closed: the work cannot have finished
+  // Building on the array being computed does not wait.
+  array z = y + 1.0f;
+  EXPECT_FALSE(y.is_evaluated());
+  OpenLater opener(gate);
+  EXPECT_EQ(z.to_vector<float>(), (std::vector<float>{1, 3, 5, 7, 9, 11}));  // waits for y
+  opener.join();
+  EXPECT_TRUE(y.is_evaluated());
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{0, 2, 4, 6, 8, 10}));
+  async_eval(y);  // evaluated already: nothing to do
+}
+
+TEST(AsyncEval, ItemAndDataWait) {
+  auto gate = std::make_shared<Gate>();
+  array y = sum(gated(full({1000}, 0.5f), gate));
+  async_eval(y);
+  OpenLater opener(gate);
+  EXPECT_EQ(y.item<float>(), 500.0f);
+  opener.join();
+
+  auto gate2 = std::make_shared<Gate>();
+  array w = gated(full({3}, 2.0f), gate2);
+  async_eval(w);
+  OpenLater opener2(gate2);
+  w.wait();
+  EXPECT_EQ(w.data<float>()[2], 2.0f);
+  opener2.join();
+}
+
+TEST(AsyncEval, StreamsRunConcurrently) {
+  const Stream s1 = new_stream(Device::cpu), s2 = new_stream(Device::cpu);
+  auto gate = std::make_shared<Gate>();
+  array blocked = zeros({1}), free = zeros({1});
+  {
+    StreamContext c(s1);
+    blocked = gated(ones({8}), gate) + 1.0f;
+  }
+  {
+    StreamContext c(s2);
+    free = sum(arange(100.0f, float32));
+  }
+  async_eval(blocked);
+  async_eval(free);
+  synchronize(s2);  // returns although s1's work is stuck behind the gate
+  EXPECT_TRUE(free.is_evaluated());
+  EXPECT_EQ(free.item<float>(), 4950.0f);
+  EXPECT_FALSE(blocked.is_evaluated());
+  OpenLater opener(gate);
+  synchronize(s1);
+  opener.join();
+  EXPECT_TRUE(blocked.is_evaluated());
+  EXPECT_EQ(blocked.to_vector<float>(), std::vector<float>(8, 2.0f));
+}
+
+TEST(AsyncEval, OneStreamRunsItsWorkInOrder) {
+  const Stream s = new_stream(Device::cpu);
+  StreamContext c(s);
+  auto first = std::make_shared<Gate>(), second = std::make_shared<Gate>();
+  array a = gated(full({2}, 1.0f), first), b = gated(full({2}, 2.0f), second);
+  async_eval(a);
+  async_eval(b);
+  second->open();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(b.is_evaluated());  // queued behind a, whatever the timing
+  first->open();
+  synchronize(s);
+  EXPECT_TRUE(a.is_evaluated());
+  EXPECT_TRUE(b.is_evaluated());
+  EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{2, 2}));
+}
+
+TEST(AsyncEval, AcrossStreams) {
+  // x on s1 feeds y on s2, which feeds z on s1 again: three pieces, each waiting on the one before.
+  const Stream s1 = new_stream(Device::cpu), s2 = new_stream(Device::cpu);
+  auto gate = std::make_shared<Gate>();
+  array x = zeros({1}), y = zeros({1}), z = zeros({1});
+  {
+    StreamContext c(s1);
+    x = gated(arange(4.0f, float32), gate) + 1.0f;
+  }
+  {
+    StreamContext c(s2);
+    y = x * 10.0f;
+  }
+  {
+    StreamContext c(s1);
+    z = y - x;
+  }
+  async_eval(z);
+  EXPECT_FALSE(z.is_evaluated());
+  EXPECT_FALSE(y.is_evaluated());
+  OpenLater opener(gate);
+  EXPECT_EQ(z.to_vector<float>(), (std::vector<float>{9, 18, 27, 36}));
+  opener.join();
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{10, 20, 30, 40}));
+}
+
+TEST(AsyncEval, ChainsOnWorkStillRunning) {
+  // A second async_eval on top of the first's arrays queues behind it instead of waiting.
+  auto gate = std::make_shared<Gate>();
+  array a = gated(full({3}, 1.0f), gate);
+  async_eval(a);
+  array b = a * 3.0f;
+  async_eval(b);
+  EXPECT_FALSE(b.is_evaluated());
+  OpenLater opener(gate);
+  EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{3, 3, 3}));
+  opener.join();
+}
+
+TEST(AsyncEval, ErrorsSurfaceWhereTheArraysAreRead) {
+  auto gate = std::make_shared<Gate>();
+  array y = gated(ones({2}), gate, /*fail=*/true) + 1.0f;
+  async_eval(y);
+  array z = y * 2.0f;  // built on the failing work
+  async_eval(z);
+  gate->open();
+  EXPECT_THROW_MSG(y.to_vector<float>(), std::runtime_error, "failed on purpose");
+  EXPECT_THROW_MSG(z.to_vector<float>(), std::runtime_error, "failed on purpose");
+  EXPECT_THROW_MSG(eval(z + 1.0f), std::runtime_error, "failed on purpose");
+  synchronize();  // the stream itself goes on
+  array ok = ones({2}) * 5.0f;
+  async_eval(ok);
+  EXPECT_EQ(ok.to_vector<float>(), (std::vector<float>{5, 5}));
+}
+
+TEST(AsyncEval, InsideATransformIsEval) {
+  auto f = [](const std::vector<array>& xs) {
+    array y = exp(xs[0]);
+    async_eval(y);
+    return std::vector<array>{sum(y * xs[0])};
+  };
+  array x = array({0.5f, -1.0f});
+  auto [outs, grads] = vjp(f, {x}, {array(1.0f)});
+  // d/dx sum(x e^x) = (1 + x) e^x
+  expect_array(grads[0], {2}, {1.5 * std::exp(0.5), 0.0}, 1e-6);
+}
+
+// A training loop that starts step n+1's graph while step n runs gives the losses of the plain loop.
+TEST(AsyncEval, PipelinedTrainingMatchesSynchronous) {
+  struct Mlp : nn::Module {
+    nn::Linear l1{8, 16}, l2{16, 1};
+    Mlp() {
+      register_module("l1", l1);
+      register_module("l2", l2);
+    }
+    array operator()(const array& x) const { return l2(nn::relu(l1(x))); }
+  };
+  auto train = [](bool pipelined) {
+    random::seed(3);
+    Mlp model;
+    optim::AdamW opt(1e-2);
+    array xb = random::normal({32, 8});
+    array yb = sum(xb, std::vector<int>{1}, true);
+    auto step = nn::value_and_grad(model, [&](const array& x, const array& y) {
+      return nn::losses::mse_loss(model(x), y);
+    });
+    std::vector<array> losses;
+    for (int i = 0; i < 20; ++i) {
+      auto [loss, grads] = step(xb, yb);
+      opt.update(model, grads);
+      losses.push_back(loss);
+      if (pipelined) {
+        async_eval(loss, model.parameters(), opt.state());
+      } else {
+        eval(loss, model.parameters(), opt.state());
+      }
+    }
+    std::vector<float> out;
+    for (auto& l : losses) out.push_back(l.item<float>());
+    EXPECT_LT(out.back(), 0.5f * out.front());
+    return out;
+  };
+  EXPECT_EQ(train(true), train(false));
+}
+
+}  // namespace
+}  // namespace loom
