@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <limits>
 #include <optional>
 
 #include "loom/core/primitive.h"
@@ -583,7 +584,8 @@ array conv_impl(const char* op, const array& input, const array& weight, const s
   const std::string in_s = shape_str(input.shape()), w_s = shape_str(weight.shape());
   if (want_spatial > 0 && nd != want_spatial + 2) {
     throw std::invalid_argument(msg("[", op, "] input must have ", want_spatial + 2, " dimensions (N, ",
-                                    want_spatial == 1 ? "L" : "H, W", ", C_in); got shape ", in_s));
+                                    want_spatial == 1 ? "L" : want_spatial == 2 ? "H, W" : "D, H, W",
+                                    ", C_in); got shape ", in_s));
   }
   if (nd < 3) {
     throw std::invalid_argument(
@@ -666,6 +668,74 @@ array conv2d(const array& input, const array& weight, const std::pair<int, int>&
              const std::pair<int, int>& padding, const std::pair<int, int>& dilation, int groups) {
   return conv_impl("conv2d", input, weight, {stride.first, stride.second}, {padding.first, padding.second},
                    {padding.first, padding.second}, {dilation.first, dilation.second}, {1, 1}, groups, false, 2);
+}
+
+namespace {
+std::vector<int> triple(const std::tuple<int, int, int>& t) { return {std::get<0>(t), std::get<1>(t), std::get<2>(t)}; }
+std::vector<int> pair2(const std::pair<int, int>& p) { return {p.first, p.second}; }
+
+// The transposed convolution as MLX defines it: conv_general of the input dilated by `stride`, with the
+// kernel flipped and padded so that output size is (S - 1) * stride - 2 * padding + extent +
+// output_padding (PyTorch's), where extent = dilation * (K - 1) + 1. Being a conv_general, its
+// gradients are the convolution's.
+array conv_transpose_impl(const char* op, const array& input, const array& weight, const std::vector<int>& stride,
+                          const std::vector<int>& padding, const std::vector<int>& dilation,
+                          const std::vector<int>& output_padding, int groups) {
+  const int D = static_cast<int>(stride.size());
+  if (static_cast<int>(input.ndim()) != D + 2 || static_cast<int>(weight.ndim()) != D + 2) {
+    throw std::invalid_argument(msg("[", op, "] input and weight must have ", D + 2,
+                                    " dimensions (N, spatial..., C_in) and (C_out, kernel..., C_in / groups); got ",
+                                    shape_str(input.shape()), " and ", shape_str(weight.shape())));
+  }
+  std::vector<int> lo(D), hi(D);
+  for (int d = 0; d < D; ++d) {
+    if (stride[d] < 1 || dilation[d] < 1) {
+      throw std::invalid_argument(msg("[", op, "] stride and dilation must be positive; got ", list_str(stride),
+                                      " and ", list_str(dilation)));
+    }
+    if (padding[d] < 0 || output_padding[d] < 0) {
+      throw std::invalid_argument(msg("[", op, "] padding and output_padding must be non-negative; got ",
+                                      list_str(padding), " and ", list_str(output_padding)));
+    }
+    const int64_t extent = int64_t(dilation[d]) * (weight.shape(d + 1) - 1) + 1;
+    if (padding[d] > extent - 1) {
+      throw std::invalid_argument(msg("[", op, "] padding ", padding[d], " of spatial axis ", d,
+                                      " exceeds the kernel's extent minus one (", extent - 1, ") for weight ",
+                                      shape_str(weight.shape())));
+    }
+    lo[d] = static_cast<int>(extent - 1 - padding[d]);
+    const int64_t h = extent - 1 - padding[d] + output_padding[d];
+    if (h > std::numeric_limits<int>::max()) throw std::overflow_error(msg("[", op, "] output_padding is too large"));
+    hi[d] = static_cast<int>(h);
+  }
+  return conv_impl(op, input, weight, std::vector<int>(D, 1), lo, hi, dilation, stride, groups, true, D);
+}
+}  // namespace
+
+array conv3d(const array& input, const array& weight, const std::tuple<int, int, int>& stride,
+             const std::tuple<int, int, int>& padding, const std::tuple<int, int, int>& dilation, int groups) {
+  return conv_impl("conv3d", input, weight, triple(stride), triple(padding), triple(padding), triple(dilation),
+                   {1, 1, 1}, groups, false, 3);
+}
+
+array conv_transpose1d(const array& input, const array& weight, int stride, int padding, int dilation,
+                       int output_padding, int groups) {
+  return conv_transpose_impl("conv_transpose1d", input, weight, {stride}, {padding}, {dilation}, {output_padding},
+                             groups);
+}
+
+array conv_transpose2d(const array& input, const array& weight, const std::pair<int, int>& stride,
+                       const std::pair<int, int>& padding, const std::pair<int, int>& dilation,
+                       const std::pair<int, int>& output_padding, int groups) {
+  return conv_transpose_impl("conv_transpose2d", input, weight, pair2(stride), pair2(padding), pair2(dilation),
+                             pair2(output_padding), groups);
+}
+
+array conv_transpose3d(const array& input, const array& weight, const std::tuple<int, int, int>& stride,
+                       const std::tuple<int, int, int>& padding, const std::tuple<int, int, int>& dilation,
+                       const std::tuple<int, int, int>& output_padding, int groups) {
+  return conv_transpose_impl("conv_transpose3d", input, weight, triple(stride), triple(padding), triple(dilation),
+                             triple(output_padding), groups);
 }
 
 }  // namespace loom

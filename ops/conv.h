@@ -9,6 +9,7 @@
 #pragma once
 
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,25 @@ array conv1d(const array& input, const array& weight, int stride = 1, int paddin
 array conv2d(const array& input, const array& weight, const std::pair<int, int>& stride = {1, 1},
              const std::pair<int, int>& padding = {0, 0}, const std::pair<int, int>& dilation = {1, 1},
              int groups = 1);
+
+/// input (N, D, H, W, C_in), weight (C_out, KD, KH, KW, C_in / groups) -> (N, D_out, H_out, W_out, C_out).
+array conv3d(const array& input, const array& weight, const std::tuple<int, int, int>& stride = {1, 1, 1},
+             const std::tuple<int, int, int>& padding = {0, 0, 0}, const std::tuple<int, int, int>& dilation = {1, 1, 1},
+             int groups = 1);
+
+// Transposed convolutions (MLX's; the gradient of a convolution with respect to its input). The
+// weight is laid out as a convolution's, (C_out, kernel..., C_in / groups); the output's spatial
+// size is (S - 1) * stride - 2 * padding + dilation * (K - 1) + 1 + output_padding, as in PyTorch.
+// padding must be at most dilation * (K - 1); output_padding >= 0 adds rows at the far end.
+array conv_transpose1d(const array& input, const array& weight, int stride = 1, int padding = 0, int dilation = 1,
+                       int output_padding = 0, int groups = 1);
+array conv_transpose2d(const array& input, const array& weight, const std::pair<int, int>& stride = {1, 1},
+                       const std::pair<int, int>& padding = {0, 0}, const std::pair<int, int>& dilation = {1, 1},
+                       const std::pair<int, int>& output_padding = {0, 0}, int groups = 1);
+array conv_transpose3d(const array& input, const array& weight, const std::tuple<int, int, int>& stride = {1, 1, 1},
+                       const std::tuple<int, int, int>& padding = {0, 0, 0},
+                       const std::tuple<int, int, int>& dilation = {1, 1, 1},
+                       const std::tuple<int, int, int>& output_padding = {0, 0, 0}, int groups = 1);
 
 // ---- pooling (channels-last, floating point) ----
 // The window of output position o along a spatial axis covers input positions o * stride - padding
