@@ -675,40 +675,65 @@ std::vector<int> triple(const std::tuple<int, int, int>& t) { return {std::get<0
 std::vector<int> pair2(const std::pair<int, int>& p) { return {p.first, p.second}; }
 
 // The transposed convolution as MLX defines it: conv_general of the input dilated by `stride`, with the
-// kernel flipped and padded so that output size is (S - 1) * stride - 2 * padding + extent +
-// output_padding (PyTorch's), where extent = dilation * (K - 1) + 1. Being a conv_general, its
-// gradients are the convolution's.
+// kernel flipped and padded by lo = extent - 1 - padding before and lo + output_padding after, where
+// extent = dilation * (K - 1) + 1; the output is (S - 1) * stride - 2 * padding + extent +
+// output_padding long (PyTorch's). A padding beyond extent - 1 would make lo negative: we pad by
+// max(lo, 0) and crop the output instead, which is what PyTorch computes. (MLX slices the undilated
+// input by -lo, which differs from this when stride > 1.) Being a conv_general and a slice, its
+// gradients are theirs.
 array conv_transpose_impl(const char* op, const array& input, const array& weight, const std::vector<int>& stride,
                           const std::vector<int>& padding, const std::vector<int>& dilation,
                           const std::vector<int>& output_padding, int groups) {
   const int D = static_cast<int>(stride.size());
+  const std::string in_s = shape_str(input.shape()), w_s = shape_str(weight.shape());
   if (static_cast<int>(input.ndim()) != D + 2 || static_cast<int>(weight.ndim()) != D + 2) {
     throw std::invalid_argument(msg("[", op, "] input and weight must have ", D + 2,
                                     " dimensions (N, spatial..., C_in) and (C_out, kernel..., C_in / groups); got ",
-                                    shape_str(input.shape()), " and ", shape_str(weight.shape())));
+                                    in_s, " and ", w_s));
   }
   std::vector<int> lo(D), hi(D);
+  Shape crop_start(D + 2, 0), crop_stop(D + 2, 0);
+  bool crop = false;
   for (int d = 0; d < D; ++d) {
     if (stride[d] < 1 || dilation[d] < 1) {
-      throw std::invalid_argument(msg("[", op, "] stride and dilation must be positive; got ", list_str(stride),
-                                      " and ", list_str(dilation)));
+      throw std::invalid_argument(msg("[", op, "] stride and dilation must be positive; got stride ",
+                                      list_str(stride), " and dilation ", list_str(dilation)));
     }
     if (padding[d] < 0 || output_padding[d] < 0) {
-      throw std::invalid_argument(msg("[", op, "] padding and output_padding must be non-negative; got ",
-                                      list_str(padding), " and ", list_str(output_padding)));
+      throw std::invalid_argument(msg("[", op, "] padding and output_padding must be non-negative; got padding ",
+                                      list_str(padding), " and output_padding ", list_str(output_padding)));
     }
-    const int64_t extent = int64_t(dilation[d]) * (weight.shape(d + 1) - 1) + 1;
-    if (padding[d] > extent - 1) {
-      throw std::invalid_argument(msg("[", op, "] padding ", padding[d], " of spatial axis ", d,
-                                      " exceeds the kernel's extent minus one (", extent - 1, ") for weight ",
-                                      shape_str(weight.shape())));
+    // As PyTorch: the extra positions must be ones that some shift of the input could reach.
+    if (output_padding[d] >= stride[d] && output_padding[d] >= dilation[d]) {
+      throw std::invalid_argument(msg("[", op, "] output_padding must be smaller than stride or dilation; got ",
+                                      "output_padding ", list_str(output_padding), ", stride ", list_str(stride),
+                                      " and dilation ", list_str(dilation)));
     }
-    lo[d] = static_cast<int>(extent - 1 - padding[d]);
-    const int64_t h = extent - 1 - padding[d] + output_padding[d];
-    if (h > std::numeric_limits<int>::max()) throw std::overflow_error(msg("[", op, "] output_padding is too large"));
-    hi[d] = static_cast<int>(h);
+    const int K = weight.shape(d + 1);
+    if (K < 1) throw std::invalid_argument(msg("[", op, "] kernel spatial sizes must be positive; got weight ", w_s));
+    const int64_t extent = int64_t(dilation[d]) * (K - 1) + 1;
+    const int64_t out = int64_t(input.shape(d + 1) - 1) * stride[d] - 2 * int64_t(padding[d]) + extent +
+                        output_padding[d];
+    if (out < 1) {
+      throw std::invalid_argument(msg("[", op, "] the output would be empty along spatial axis ", d, ": input ",
+                                      in_s, ", weight ", w_s, ", stride ", stride[d], ", padding ", padding[d],
+                                      ", dilation ", dilation[d], ", output_padding ", output_padding[d]));
+    }
+    const int64_t l = extent - 1 - padding[d], h = l + output_padding[d];
+    if (h > std::numeric_limits<int>::max() || out > std::numeric_limits<int>::max()) {
+      throw std::invalid_argument(msg("[", op, "] output size along spatial axis ", d, " is too large"));
+    }
+    lo[d] = static_cast<int>(std::max<int64_t>(l, 0));
+    hi[d] = static_cast<int>(std::max<int64_t>(h, 0));
+    crop_start[d + 1] = static_cast<int>(lo[d] - l);
+    crop_stop[d + 1] = static_cast<int>(crop_start[d + 1] + out);
+    crop = crop || l < 0 || h < 0;
   }
-  return conv_impl(op, input, weight, std::vector<int>(D, 1), lo, hi, dilation, stride, groups, true, D);
+  array y = conv_impl(op, input, weight, std::vector<int>(D, 1), lo, hi, dilation, stride, groups, true, D);
+  if (!crop) return y;
+  crop_stop[0] = y.shape(0);
+  crop_stop[D + 1] = y.shape(D + 1);
+  return slice(y, crop_start, crop_stop, Shape(D + 2, 1));
 }
 }  // namespace
 
