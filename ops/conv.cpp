@@ -709,6 +709,9 @@ array conv_transpose_impl(const char* op, const array& input, const array& weigh
                                       "output_padding ", list_str(output_padding), ", stride ", list_str(stride),
                                       " and dilation ", list_str(dilation)));
     }
+    if (input.shape(d + 1) < 1) {  // as PyTorch: (S - 1) * stride has no meaning for S = 0
+      throw std::invalid_argument(msg("[", op, "] input spatial sizes must be positive; got input ", in_s));
+    }
     const int K = weight.shape(d + 1);
     if (K < 1) throw std::invalid_argument(msg("[", op, "] kernel spatial sizes must be positive; got weight ", w_s));
     const int64_t extent = int64_t(dilation[d]) * (K - 1) + 1;

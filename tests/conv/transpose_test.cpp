@@ -84,6 +84,17 @@ TEST(ConvTranspose, MatchesPyTorchFloat64AndFloat32) {
   }
 }
 
+TEST(ConvTranspose, EmptyBatch) {
+  // N = 0 keeps its shape: (4 - 1) * 2 - 2 * 1 + 3 + 1 = 8.
+  array y = conv_transpose1d(vals({0, 4, 3}, 1), vals({2, 3, 3}, 2), 2, 1, 1, 1);
+  EXPECT_EQ(y.shape(), (Shape{0, 8, 2}));
+  EXPECT_EQ(y.size(), 0u);
+  eval(y);
+  array z = conv3d(vals({0, 3, 3, 3, 2}, 1), vals({4, 2, 2, 2, 2}, 2));
+  EXPECT_EQ(z.shape(), (Shape{0, 2, 2, 2, 4}));
+  eval(z);
+}
+
 TEST(Conv3d, IsConvGeneralWithThreeSpatialAxes) {
   array x = vals({2, 4, 3, 5, 4}, 1), w = vals({6, 2, 1, 3, 2}, 2);
   array y = conv3d(x, w, {2, 1, 2}, {1, 0, 1}, {1, 2, 1}, 2);
@@ -212,6 +223,8 @@ TEST(ConvTranspose, BadInputsNameTheOpAndShapes) {
   EXPECT_THROW_MSG(conv_transpose1d(x, w, 1, 3), E,
                    "[conv_transpose1d] the output would be empty along spatial axis 0: input (1,4,3), weight (2,3,3), "
                    "stride 1, padding 3");
+  EXPECT_THROW_MSG(conv_transpose2d(vals({1, 0, 2, 3}, 1), vals({2, 2, 2, 3}, 2)), E,
+                   "[conv_transpose2d] input spatial sizes must be positive; got input (1,0,2,3)");
   // Not floating point.
   EXPECT_THROW_MSG(conv_transpose1d(astype(x, int32), w), E, "[conv_transpose1d] needs floating-point input and weight");
 }
