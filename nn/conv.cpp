@@ -94,6 +94,43 @@ void check_pool_input(const char* layer, const array& x, size_t ndim, const char
   check_fits(layer, x, kernel, padding, std::vector<int>(kernel.size(), 1));
 }
 
+std::vector<int> vec(const IntOrTriple& t) { return {t.first, t.second, t.third}; }
+std::vector<int> vec(const IntOrPair& p) { return {p.first, p.second}; }
+std::vector<int> vec(const std::tuple<int, int, int>& t) { return {std::get<0>(t), std::get<1>(t), std::get<2>(t)}; }
+
+array make_conv3d_weight(int in, int out, const IntOrTriple& k, const IntOrTriple& stride, const IntOrTriple& padding,
+                         const IntOrTriple& dilation) {
+  check_conv_args("Conv3d", in, out, vec(k), vec(stride), vec(padding), vec(dilation), 1);
+  return conv_weight({out, k.first, k.second, k.third, in});
+}
+
+// The transposed layers' arguments: the convolution's checks, and output_padding in [0, max(stride,
+// dilation)) as PyTorch requires.
+array make_transpose_weight(const char* layer, int in, int out, const std::vector<int>& k,
+                            const std::vector<int>& stride, const std::vector<int>& padding,
+                            const std::vector<int>& dilation, const std::vector<int>& output_padding) {
+  check_conv_args(layer, in, out, k, stride, padding, dilation, 1);
+  for (size_t d = 0; d < k.size(); ++d) {
+    if (output_padding[d] < 0 || (output_padding[d] >= stride[d] && output_padding[d] >= dilation[d])) {
+      throw std::invalid_argument(msg("[nn::", layer, "] output_padding must be >= 0 and smaller than stride or ",
+                                      "dilation, got output_padding ", shape_str(output_padding), ", stride ",
+                                      shape_str(stride), ", dilation ", shape_str(dilation)));
+    }
+  }
+  Shape shape{out};
+  for (int v : k) shape.push_back(v);
+  shape.push_back(in);
+  return conv_weight(shape);
+}
+
+// x must be (N, spatial..., in) with `spatial` spatial axes.
+void check_input(const char* layer, const array& x, int spatial, const char* layout, int in) {
+  if (static_cast<int>(x.ndim()) != spatial + 2 || x.shape(-1) != in) {
+    throw std::invalid_argument(msg("[nn::", layer, "] expected input (N, ", layout, ", ", in, "), got shape ",
+                                    shape_str(x.shape())));
+  }
+}
+
 }  // namespace
 
 // ---- Conv1d ----
@@ -147,6 +184,93 @@ array Conv2d::operator()(const array& x) const {
   check_fits("Conv2d", x, {weight.shape(1), weight.shape(2)}, {padding.first, padding.second},
              {dilation.first, dilation.second});
   array y = conv2d(x, weight, stride, padding, dilation, groups);
+  return bias ? y + *bias : y;
+}
+
+// ---- Conv3d ----
+
+Conv3d::Conv3d(int in_channels, int out_channels, IntOrTriple kernel_size, IntOrTriple stride, IntOrTriple padding,
+               IntOrTriple dilation, bool with_bias)
+    : weight(make_conv3d_weight(in_channels, out_channels, kernel_size, stride, padding, dilation)),
+      stride(stride.tuple()),
+      padding(padding.tuple()),
+      dilation(dilation.tuple()) {
+  register_parameter("weight", weight);
+  if (with_bias) {
+    bias = zeros({out_channels});
+    register_parameter("bias", *bias);
+  }
+}
+
+array Conv3d::operator()(const array& x) const {
+  check_input("Conv3d", x, 3, "D, H, W", weight.shape(4));
+  check_fits("Conv3d", x, {weight.shape(1), weight.shape(2), weight.shape(3)}, vec(padding), vec(dilation));
+  array y = conv3d(x, weight, stride, padding, dilation);
+  return bias ? y + *bias : y;
+}
+
+// ---- transposed convolutions ----
+
+ConvTranspose1d::ConvTranspose1d(int in_channels, int out_channels, int kernel_size, int stride, int padding,
+                                 int dilation, int output_padding, bool with_bias)
+    : weight(make_transpose_weight("ConvTranspose1d", in_channels, out_channels, {kernel_size}, {stride}, {padding},
+                                   {dilation}, {output_padding})),
+      stride(stride),
+      padding(padding),
+      dilation(dilation),
+      output_padding(output_padding) {
+  register_parameter("weight", weight);
+  if (with_bias) {
+    bias = zeros({out_channels});
+    register_parameter("bias", *bias);
+  }
+}
+
+array ConvTranspose1d::operator()(const array& x) const {
+  check_input("ConvTranspose1d", x, 1, "L", weight.shape(2));
+  array y = conv_transpose1d(x, weight, stride, padding, dilation, output_padding);
+  return bias ? y + *bias : y;
+}
+
+ConvTranspose2d::ConvTranspose2d(int in_channels, int out_channels, IntOrPair kernel_size, IntOrPair stride,
+                                 IntOrPair padding, IntOrPair dilation, IntOrPair output_padding, bool with_bias)
+    : weight(make_transpose_weight("ConvTranspose2d", in_channels, out_channels, vec(kernel_size), vec(stride),
+                                   vec(padding), vec(dilation), vec(output_padding))),
+      stride(stride.pair()),
+      padding(padding.pair()),
+      dilation(dilation.pair()),
+      output_padding(output_padding.pair()) {
+  register_parameter("weight", weight);
+  if (with_bias) {
+    bias = zeros({out_channels});
+    register_parameter("bias", *bias);
+  }
+}
+
+array ConvTranspose2d::operator()(const array& x) const {
+  check_input("ConvTranspose2d", x, 2, "H, W", weight.shape(3));
+  array y = conv_transpose2d(x, weight, stride, padding, dilation, output_padding);
+  return bias ? y + *bias : y;
+}
+
+ConvTranspose3d::ConvTranspose3d(int in_channels, int out_channels, IntOrTriple kernel_size, IntOrTriple stride,
+                                 IntOrTriple padding, IntOrTriple dilation, IntOrTriple output_padding, bool with_bias)
+    : weight(make_transpose_weight("ConvTranspose3d", in_channels, out_channels, vec(kernel_size), vec(stride),
+                                   vec(padding), vec(dilation), vec(output_padding))),
+      stride(stride.tuple()),
+      padding(padding.tuple()),
+      dilation(dilation.tuple()),
+      output_padding(output_padding.tuple()) {
+  register_parameter("weight", weight);
+  if (with_bias) {
+    bias = zeros({out_channels});
+    register_parameter("bias", *bias);
+  }
+}
+
+array ConvTranspose3d::operator()(const array& x) const {
+  check_input("ConvTranspose3d", x, 3, "D, H, W", weight.shape(4));
+  array y = conv_transpose3d(x, weight, stride, padding, dilation, output_padding);
   return bias ? y + *bias : y;
 }
 

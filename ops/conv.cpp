@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <limits>
 #include <optional>
 
 #include "loom/core/primitive.h"
@@ -583,7 +584,8 @@ array conv_impl(const char* op, const array& input, const array& weight, const s
   const std::string in_s = shape_str(input.shape()), w_s = shape_str(weight.shape());
   if (want_spatial > 0 && nd != want_spatial + 2) {
     throw std::invalid_argument(msg("[", op, "] input must have ", want_spatial + 2, " dimensions (N, ",
-                                    want_spatial == 1 ? "L" : "H, W", ", C_in); got shape ", in_s));
+                                    want_spatial == 1 ? "L" : want_spatial == 2 ? "H, W" : "D, H, W",
+                                    ", C_in); got shape ", in_s));
   }
   if (nd < 3) {
     throw std::invalid_argument(
@@ -666,6 +668,102 @@ array conv2d(const array& input, const array& weight, const std::pair<int, int>&
              const std::pair<int, int>& padding, const std::pair<int, int>& dilation, int groups) {
   return conv_impl("conv2d", input, weight, {stride.first, stride.second}, {padding.first, padding.second},
                    {padding.first, padding.second}, {dilation.first, dilation.second}, {1, 1}, groups, false, 2);
+}
+
+namespace {
+std::vector<int> triple(const std::tuple<int, int, int>& t) { return {std::get<0>(t), std::get<1>(t), std::get<2>(t)}; }
+std::vector<int> pair2(const std::pair<int, int>& p) { return {p.first, p.second}; }
+
+// The transposed convolution as MLX defines it: conv_general of the input dilated by `stride`, with the
+// kernel flipped and padded by lo = extent - 1 - padding before and lo + output_padding after, where
+// extent = dilation * (K - 1) + 1; the output is (S - 1) * stride - 2 * padding + extent +
+// output_padding long (PyTorch's). A padding beyond extent - 1 would make lo negative: we pad by
+// max(lo, 0) and crop the output instead, which is what PyTorch computes. (MLX slices the undilated
+// input by -lo, which differs from this when stride > 1.) Being a conv_general and a slice, its
+// gradients are theirs.
+array conv_transpose_impl(const char* op, const array& input, const array& weight, const std::vector<int>& stride,
+                          const std::vector<int>& padding, const std::vector<int>& dilation,
+                          const std::vector<int>& output_padding, int groups) {
+  const int D = static_cast<int>(stride.size());
+  const std::string in_s = shape_str(input.shape()), w_s = shape_str(weight.shape());
+  if (static_cast<int>(input.ndim()) != D + 2 || static_cast<int>(weight.ndim()) != D + 2) {
+    throw std::invalid_argument(msg("[", op, "] input and weight must have ", D + 2,
+                                    " dimensions (N, spatial..., C_in) and (C_out, kernel..., C_in / groups); got ",
+                                    in_s, " and ", w_s));
+  }
+  std::vector<int> lo(D), hi(D);
+  Shape crop_start(D + 2, 0), crop_stop(D + 2, 0);
+  bool crop = false;
+  for (int d = 0; d < D; ++d) {
+    if (stride[d] < 1 || dilation[d] < 1) {
+      throw std::invalid_argument(msg("[", op, "] stride and dilation must be positive; got stride ",
+                                      list_str(stride), " and dilation ", list_str(dilation)));
+    }
+    if (padding[d] < 0 || output_padding[d] < 0) {
+      throw std::invalid_argument(msg("[", op, "] padding and output_padding must be non-negative; got padding ",
+                                      list_str(padding), " and output_padding ", list_str(output_padding)));
+    }
+    // As PyTorch: the extra positions must be ones that some shift of the input could reach.
+    if (output_padding[d] >= stride[d] && output_padding[d] >= dilation[d]) {
+      throw std::invalid_argument(msg("[", op, "] output_padding must be smaller than stride or dilation; got ",
+                                      "output_padding ", list_str(output_padding), ", stride ", list_str(stride),
+                                      " and dilation ", list_str(dilation)));
+    }
+    if (input.shape(d + 1) < 1) {  // as PyTorch: (S - 1) * stride has no meaning for S = 0
+      throw std::invalid_argument(msg("[", op, "] input spatial sizes must be positive; got input ", in_s));
+    }
+    const int K = weight.shape(d + 1);
+    if (K < 1) throw std::invalid_argument(msg("[", op, "] kernel spatial sizes must be positive; got weight ", w_s));
+    const int64_t extent = int64_t(dilation[d]) * (K - 1) + 1;
+    const int64_t out = int64_t(input.shape(d + 1) - 1) * stride[d] - 2 * int64_t(padding[d]) + extent +
+                        output_padding[d];
+    if (out < 1) {
+      throw std::invalid_argument(msg("[", op, "] the output would be empty along spatial axis ", d, ": input ",
+                                      in_s, ", weight ", w_s, ", stride ", stride[d], ", padding ", padding[d],
+                                      ", dilation ", dilation[d], ", output_padding ", output_padding[d]));
+    }
+    const int64_t l = extent - 1 - padding[d], h = l + output_padding[d];
+    if (h > std::numeric_limits<int>::max() || out > std::numeric_limits<int>::max()) {
+      throw std::invalid_argument(msg("[", op, "] output size along spatial axis ", d, " is too large"));
+    }
+    lo[d] = static_cast<int>(std::max<int64_t>(l, 0));
+    hi[d] = static_cast<int>(std::max<int64_t>(h, 0));
+    crop_start[d + 1] = static_cast<int>(lo[d] - l);
+    crop_stop[d + 1] = static_cast<int>(crop_start[d + 1] + out);
+    crop = crop || l < 0 || h < 0;
+  }
+  array y = conv_impl(op, input, weight, std::vector<int>(D, 1), lo, hi, dilation, stride, groups, true, D);
+  if (!crop) return y;
+  crop_stop[0] = y.shape(0);
+  crop_stop[D + 1] = y.shape(D + 1);
+  return slice(y, crop_start, crop_stop, Shape(D + 2, 1));
+}
+}  // namespace
+
+array conv3d(const array& input, const array& weight, const std::tuple<int, int, int>& stride,
+             const std::tuple<int, int, int>& padding, const std::tuple<int, int, int>& dilation, int groups) {
+  return conv_impl("conv3d", input, weight, triple(stride), triple(padding), triple(padding), triple(dilation),
+                   {1, 1, 1}, groups, false, 3);
+}
+
+array conv_transpose1d(const array& input, const array& weight, int stride, int padding, int dilation,
+                       int output_padding, int groups) {
+  return conv_transpose_impl("conv_transpose1d", input, weight, {stride}, {padding}, {dilation}, {output_padding},
+                             groups);
+}
+
+array conv_transpose2d(const array& input, const array& weight, const std::pair<int, int>& stride,
+                       const std::pair<int, int>& padding, const std::pair<int, int>& dilation,
+                       const std::pair<int, int>& output_padding, int groups) {
+  return conv_transpose_impl("conv_transpose2d", input, weight, pair2(stride), pair2(padding), pair2(dilation),
+                             pair2(output_padding), groups);
+}
+
+array conv_transpose3d(const array& input, const array& weight, const std::tuple<int, int, int>& stride,
+                       const std::tuple<int, int, int>& padding, const std::tuple<int, int, int>& dilation,
+                       const std::tuple<int, int, int>& output_padding, int groups) {
+  return conv_transpose_impl("conv_transpose3d", input, weight, triple(stride), triple(padding), triple(dilation),
+                             triple(output_padding), groups);
 }
 
 }  // namespace loom

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,30 @@ array conv1d(const array& input, const array& weight, int stride = 1, int paddin
 array conv2d(const array& input, const array& weight, const std::pair<int, int>& stride = {1, 1},
              const std::pair<int, int>& padding = {0, 0}, const std::pair<int, int>& dilation = {1, 1},
              int groups = 1);
+
+/// input (N, D, H, W, C_in), weight (C_out, KD, KH, KW, C_in / groups) -> (N, D_out, H_out, W_out, C_out).
+/// groups > 1 is allowed (MLX's conv_general rejects groups with 3 spatial dimensions).
+array conv3d(const array& input, const array& weight, const std::tuple<int, int, int>& stride = {1, 1, 1},
+             const std::tuple<int, int, int>& padding = {0, 0, 0}, const std::tuple<int, int, int>& dilation = {1, 1, 1},
+             int groups = 1);
+
+// Transposed convolutions (MLX's; the adjoint of the convolution with respect to its input). The
+// weight is laid out as a convolution's, (C_out, kernel..., C_in / groups), with C_in the channels of
+// `input` (PyTorch's weight (C_in, C_out / groups, kernel...) is w_torch[g * C_in / G + i, o, k...] =
+// w[g * C_out / G + o, k..., i]). The output's spatial size is, as in PyTorch,
+//   (S - 1) * stride - 2 * padding + dilation * (K - 1) + 1 + output_padding.
+// As PyTorch requires (MLX does not check): padding >= 0, 0 <= output_padding < max(stride, dilation),
+// and a non-empty output. A padding beyond dilation * (K - 1) crops the output as in PyTorch.
+// groups > 1 works for every number of spatial dimensions (MLX: 1-d and 2-d only), as in conv3d.
+array conv_transpose1d(const array& input, const array& weight, int stride = 1, int padding = 0, int dilation = 1,
+                       int output_padding = 0, int groups = 1);
+array conv_transpose2d(const array& input, const array& weight, const std::pair<int, int>& stride = {1, 1},
+                       const std::pair<int, int>& padding = {0, 0}, const std::pair<int, int>& dilation = {1, 1},
+                       const std::pair<int, int>& output_padding = {0, 0}, int groups = 1);
+array conv_transpose3d(const array& input, const array& weight, const std::tuple<int, int, int>& stride = {1, 1, 1},
+                       const std::tuple<int, int, int>& padding = {0, 0, 0},
+                       const std::tuple<int, int, int>& dilation = {1, 1, 1},
+                       const std::tuple<int, int, int>& output_padding = {0, 0, 0}, int groups = 1);
 
 // ---- pooling (channels-last, floating point) ----
 // The window of output position o along a spatial axis covers input positions o * stride - padding

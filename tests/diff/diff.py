@@ -1981,6 +1981,71 @@ def scale_conv(ts, dts, p):
 Op("conv_general", gen_conv, ref_conv, scale=scale_conv, rtol=4.0)
 
 
+# conv3d and conv_transpose{1,2,3}d: Loom's weight is (C_out, K..., C_in / groups) for all of them;
+# PyTorch's transposed weight is (C_in, C_out / groups, K...). Stride, padding (also beyond
+# dilation * (K - 1), which crops), dilation, output_padding below max(stride, dilation), groups (3-d
+# too: a Loom extension of MLX). Special values are left to conv_general, which runs the same kernel.
+def gen_conv_nd(transposed, nsp):
+    def gen(g, big):
+        dt = g.r.choice(FLOATS)
+        groups = g.r.choice([1, 1, 2])
+        cin, cout = groups * g.r.choice([1, 2, 3]), groups * g.r.choice([1, 2])
+        k = [g.r.choice([1, 2, 3]) for _ in range(nsp)]
+        dil = [g.r.choice([1, 1, 2]) for _ in range(nsp)]
+        stride = [g.r.choice([1, 1, 2, 3]) for _ in range(nsp)]
+        pad = [g.r.choice([0, 0, 1, 2, 3]) for _ in range(nsp)]
+        opad, sp = [0] * nsp, []
+        for i in range(nsp):
+            ext = dil[i] * (k[i] - 1) + 1
+            if transposed:
+                if g.r.random() < 0.5:
+                    opad[i] = g.r.randint(0, max(stride[i], dil[i]) - 1)
+                sp.append(g.r.randint(1, 4))
+                if (sp[i] - 1) * stride[i] - 2 * pad[i] + ext + opad[i] < 1:
+                    pad[i] = 0
+            else:
+                sp.append(g.r.randint(max(1, ext - 2 * pad[i]), max(1, ext - 2 * pad[i]) + 4))
+        x = make_input(g, dt, [g.r.choice([1, 2])] + sp + [cin], special=False)
+        w = make_input(g, dt, [cout] + k + [cin // groups], special=False)
+        p = {"stride": stride, "padding": pad, "dilation": dil, "groups": groups}
+        if transposed:
+            p["output_padding"] = opad
+        return [x, w], p
+    return gen
+
+
+def ref_conv_nd(transposed, nsp):
+    def ref(ts, dts, p):
+        d = promote(dts[0], dts[1])
+        x, w = cast(ts[0], dts[0], d), cast(ts[1], dts[1], d)
+        xs, G = x.movedim(-1, 1), p["groups"]
+        F = torch.nn.functional
+        if not transposed:
+            f = [F.conv1d, F.conv2d, F.conv3d][nsp - 1]
+            r = f(xs, w.movedim(-1, 1), stride=p["stride"], padding=p["padding"], dilation=p["dilation"], groups=G)
+        else:
+            cout, cg, ks = w.shape[0], w.shape[-1], list(w.shape[1:-1])
+            wt = w.reshape(G, cout // G, *ks, cg).permute(0, nsp + 2, 1, *range(2, nsp + 2))
+            wt = wt.reshape(G * cg, cout // G, *ks)
+            f = [F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d][nsp - 1]
+            r = f(xs, wt, stride=p["stride"], padding=p["padding"], output_padding=p["output_padding"], groups=G,
+                  dilation=p["dilation"])
+        return [(r.movedim(1, -1), d)]
+    return ref
+
+
+def scale_conv_nd(transposed, nsp):
+    def scale(ts, dts, p):
+        return ref_conv_nd(transposed, nsp)([t.abs() for t in ts], dts, p)[0][0]
+    return scale
+
+
+Op("conv3d", gen_conv_nd(False, 3), ref_conv_nd(False, 3), scale=scale_conv_nd(False, 3), rtol=4.0)
+for _n in (1, 2, 3):
+    Op("conv_transpose%dd" % _n, gen_conv_nd(True, _n), ref_conv_nd(True, _n), scale=scale_conv_nd(True, _n),
+       rtol=4.0)
+
+
 def gen_pool(name):
     def gen(g, big):
         dt = g.r.choice(FLOATS)
@@ -2681,7 +2746,8 @@ def make_case(g, cid, op_name=None):
     op = OPS[name]
     big = g.r.random() < 0.015 and name not in ("pad", "take", "split", "concatenate", "stack", "slice_update",
                                                 "take_along_axis", "put_along_axis", "scatter_add_axis",
-                                                "scatter_add_take", "conv_general", "max_pool", "avg_pool", "sdpa",
+                                                "scatter_add_take", "conv_general", "conv3d", "conv_transpose1d",
+                                                "conv_transpose2d", "conv_transpose3d", "max_pool", "avg_pool", "sdpa",
                                                 "cross_entropy", "arange")
     inputs, params = op.gen(g, big)
     case = {"id": cid, "op": name, "_inputs": inputs, "params": params}

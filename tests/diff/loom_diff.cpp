@@ -45,6 +45,8 @@ Shape shape_from(const json& j) {
   return s;
 }
 std::vector<int> ints(const json& j) { return j.get<std::vector<int>>(); }
+std::pair<int, int> int2(const json& j) { return {j[0].get<int>(), j[1].get<int>()}; }
+std::tuple<int, int, int> int3(const json& j) { return {j[0].get<int>(), j[1].get<int>(), j[2].get<int>()}; }
 
 double number(const json& v) {
   if (v.is_string()) {
@@ -285,6 +287,22 @@ const std::map<std::string, Op>& ops() {
       return conv_general(x[0], x[1], ints(p["stride"]), ints(p["padding_lo"]), ints(p["padding_hi"]),
                           ints(p["kernel_dilation"]), ints(p["input_dilation"]), p.value("groups", 1),
                           p.value("flip", false));
+    });
+    // conv3d and the transposed convolutions (compositions of conv_general; the weight as MLX's).
+    t["conv3d"] = one([](const Args& x, const json& p) {
+      return conv3d(x[0], x[1], int3(p["stride"]), int3(p["padding"]), int3(p["dilation"]), p["groups"]);
+    });
+    t["conv_transpose1d"] = one([](const Args& x, const json& p) {
+      return conv_transpose1d(x[0], x[1], p["stride"][0], p["padding"][0], p["dilation"][0], p["output_padding"][0],
+                              p["groups"]);
+    });
+    t["conv_transpose2d"] = one([](const Args& x, const json& p) {
+      return conv_transpose2d(x[0], x[1], int2(p["stride"]), int2(p["padding"]), int2(p["dilation"]),
+                              int2(p["output_padding"]), p["groups"]);
+    });
+    t["conv_transpose3d"] = one([](const Args& x, const json& p) {
+      return conv_transpose3d(x[0], x[1], int3(p["stride"]), int3(p["padding"]), int3(p["dilation"]),
+                              int3(p["output_padding"]), p["groups"]);
     });
     t["max_pool"] = one([](const Args& x, const json& p) {
       return max_pool(x[0], ints(p["kernel"]), ints(p["stride"]), ints(p["padding"]));

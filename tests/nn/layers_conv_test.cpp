@@ -94,6 +94,104 @@ TEST(Conv, ErrorsNameTheLayerAndShapes) {
   EXPECT_THROW_MSG(nn::Conv1d(2, 2, 3, 0), std::invalid_argument, "stride 0");
 }
 
+// Largest |w| over the weight: U(-k, k) must stay inside k and come near it.
+void expect_uniform_bound(array w, double k) {
+  double hi = 0;
+  for (float v : w.to_vector<float>()) hi = std::max(hi, double(std::abs(v)));
+  EXPECT_LE(hi, k);
+  EXPECT_GT(hi, 0.8 * k);
+}
+
+TEST(Conv3d, ShapeParametersValueAndInit) {
+  random::seed(11);
+  nn::Conv3d conv(3, 4, {2, 3, 1}, {1, 2, 1}, {1, 0, 1}, {2, 1, 1});
+  EXPECT_EQ(conv.parameters().names(), (std::vector<std::string>{"weight", "bias"}));
+  EXPECT_EQ(conv.weight.shape(), (Shape{4, 2, 3, 1, 3}));
+  expect_uniform_bound(conv.weight, 1.0 / std::sqrt(3.0 * 2 * 3 * 1));  // MLX: sqrt(1 / (in * KD * KH * KW))
+  expect_array(*conv.bias, {4}, std::vector<double>(4, 0.0));
+  conv.update({{"bias", array({1.0f, -1.0f, 0.5f, 2.0f})}});
+  array x = random::normal({2, 5, 7, 3, 3});
+  array y = conv(x);
+  // D: (5 + 2 - 3) / 1 + 1 = 5, H: (7 - 3) / 2 + 1 = 3, W: 3 + 2 = 5.
+  EXPECT_EQ(y.shape(), (Shape{2, 5, 3, 5, 4}));
+  expect_close(y, conv3d(x, conv.weight, {1, 2, 1}, {1, 0, 1}, {2, 1, 1}) + array({1.0f, -1.0f, 0.5f, 2.0f}));
+  nn::Conv3d plain(2, 1, 1, 1, 0, 1, false);
+  EXPECT_EQ(plain.parameters().names(), (std::vector<std::string>{"weight"}));
+  plain.update({{"weight", array({2.0f, -1.0f}, {1, 1, 1, 1, 2})}});
+  expect_array(plain(array({1.0f, 3.0f, 5.0f, 4.0f}, {1, 2, 1, 1, 2})), {1, 2, 1, 1, 1}, {-1, 6});
+}
+
+TEST(ConvTranspose1d, HandComputedAndMatchesTheOp) {
+  nn::ConvTranspose1d up(1, 1, 3, 2);
+  EXPECT_EQ(up.parameters().names(), (std::vector<std::string>{"weight", "bias"}));
+  EXPECT_EQ(up.weight.shape(), (Shape{1, 3, 1}));
+  up.update({{"weight", array({1.0f, 2.0f, 3.0f}, {1, 3, 1})}, {"bias", array({0.5f})}});
+  // Each input element scatters the kernel at stride 2: [1 2 3 . .] + [. . 1 2 3], plus the bias.
+  expect_array(up(array({1.0f, 1.0f}, {1, 2, 1})), {1, 5, 1}, {1.5, 2.5, 4.5, 2.5, 3.5});
+  random::seed(3);
+  nn::ConvTranspose1d t(4, 6, 3, 2, 1, 2, 1);
+  EXPECT_EQ(t.weight.shape(), (Shape{6, 3, 4}));  // MLX's layout (out, K, in)
+  expect_uniform_bound(t.weight, 1.0 / std::sqrt(4.0 * 3));
+  t.update({{"bias", arange(6.0, float32)}});
+  array x = random::normal({2, 5, 4});
+  array y = t(x);
+  EXPECT_EQ(y.shape(), (Shape{2, 12, 6}));  // (5 - 1) * 2 - 2 + 2 * 2 + 1 + 1
+  expect_close(y, conv_transpose1d(x, t.weight, 2, 1, 2, 1) + arange(6.0, float32));
+}
+
+TEST(ConvTranspose2d, ShapeParametersAndValue) {
+  random::seed(5);
+  nn::ConvTranspose2d t(3, 2, {3, 2}, {2, 1}, {1, 0}, 1, {1, 0}, false);
+  EXPECT_EQ(t.parameters().names(), (std::vector<std::string>{"weight"}));
+  EXPECT_EQ(t.weight.shape(), (Shape{2, 3, 2, 3}));
+  expect_uniform_bound(t.weight, 1.0 / std::sqrt(3.0 * 3 * 2));
+  array x = random::normal({2, 4, 5, 3});
+  array y = t(x);
+  EXPECT_EQ(y.shape(), (Shape{2, 8, 6, 2}));  // H: 3 * 2 - 2 + 3 + 1, W: 4 + 2
+  expect_close(y, conv_transpose2d(x, t.weight, {2, 1}, {1, 0}, {1, 1}, {1, 0}));
+  // A strided (transposed) input gives the same as a contiguous one.
+  array xt = transpose(random::normal({2, 5, 4, 3}), {0, 2, 1, 3});
+  expect_close(t(xt), t(xt * 1.0f));
+}
+
+TEST(ConvTranspose3d, ShapeParametersAndValue) {
+  random::seed(7);
+  nn::ConvTranspose3d t(2, 3, {2, 1, 3}, {1, 2, 2}, {0, 0, 1}, {2, 1, 1}, {1, 1, 0});
+  EXPECT_EQ(t.parameters().names(), (std::vector<std::string>{"weight", "bias"}));
+  EXPECT_EQ(t.weight.shape(), (Shape{3, 2, 1, 3, 2}));
+  expect_uniform_bound(t.weight, 1.0 / std::sqrt(2.0 * 2 * 1 * 3));
+  t.update({{"bias", array({1.0f, 2.0f, 3.0f})}});
+  array x = random::normal({1, 3, 2, 2, 2});
+  array y = t(x);
+  EXPECT_EQ(y.shape(), (Shape{1, 6, 4, 3, 3}));  // D: 2 + 2 + 1 + 1, H: 2 + 1 + 1, W: 2 - 2 + 3
+  expect_close(y, conv_transpose3d(x, t.weight, {1, 2, 2}, {0, 0, 1}, {2, 1, 1}, {1, 1, 0}) + array({1.0f, 2.0f, 3.0f}));
+}
+
+TEST(ConvTranspose, LayerErrorsNameTheLayerAndShapes) {
+  using E = std::invalid_argument;
+  EXPECT_THROW_MSG(nn::ConvTranspose1d(2, 2, 3, 2, 0, 1, 2), E,
+                   "[nn::ConvTranspose1d] output_padding must be >= 0 and smaller than stride or dilation, got "
+                   "output_padding (2), stride (2), dilation (1)");
+  EXPECT_NO_THROW(nn::ConvTranspose1d(2, 2, 3, 1, 0, 2, 1));  // below the dilation
+  EXPECT_THROW_MSG(nn::ConvTranspose2d(2, 2, 3, 1, 0, 1, {0, 1}), E, "[nn::ConvTranspose2d] output_padding must be");
+  EXPECT_THROW_MSG(nn::ConvTranspose3d(2, 2, 3, 1, 0, 1, -1), E, "[nn::ConvTranspose3d] output_padding must be >= 0");
+  EXPECT_THROW_MSG(nn::ConvTranspose2d(2, 2, {3, 0}), E, "[nn::ConvTranspose2d] need kernel_size >= 1");
+  EXPECT_THROW_MSG(nn::ConvTranspose1d(2, 2, 3, 1, -1), E, "padding -1");
+  EXPECT_THROW_MSG(nn::ConvTranspose3d(0, 2, 3), E, "[nn::ConvTranspose3d] in_channels and out_channels must be positive");
+  EXPECT_THROW_MSG(nn::Conv3d(2, 2, {1, 2, 0}), E, "[nn::Conv3d] need kernel_size >= 1");
+  EXPECT_THROW_MSG(nn::Conv3d(2, 2, 1, {1, 0, 1}), E, "stride (1, 0, 1)");
+  nn::Conv3d c3(3, 2, 2);
+  EXPECT_THROW_MSG(c3(ones({1, 4, 4, 4, 2})), E, "[nn::Conv3d] expected input (N, D, H, W, 3), got shape (1,4,4,4,2)");
+  EXPECT_THROW_MSG(c3(ones({1, 4, 4, 3})), E, "got shape (1,4,4,3)");
+  EXPECT_THROW_MSG(c3(ones({1, 4, 1, 4, 3})), E, "is smaller than the kernel");
+  EXPECT_THROW_MSG(nn::ConvTranspose1d(3, 2, 2)(ones({1, 4, 2})), E,
+                   "[nn::ConvTranspose1d] expected input (N, L, 3), got shape (1,4,2)");
+  EXPECT_THROW_MSG(nn::ConvTranspose2d(3, 2, 2)(ones({4, 4, 3})), E,
+                   "[nn::ConvTranspose2d] expected input (N, H, W, 3), got shape (4,4,3)");
+  EXPECT_THROW_MSG(nn::ConvTranspose3d(1, 2, 2)(ones({1, 2, 2, 2, 2})), E,
+                   "[nn::ConvTranspose3d] expected input (N, D, H, W, 1)");
+}
+
 TEST(Pooling, HandComputed) {
   array img = reshape(arange(16.0, float32), {1, 4, 4, 1});
   expect_array(nn::MaxPool2d(2)(img), {1, 2, 2, 1}, {5, 7, 13, 15});
