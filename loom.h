@@ -13,6 +13,8 @@
 #include "loom/ops/random.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/conv.h"
+#include "loom/ops/hadamard.h"
+#include "loom/ops/view.h"
 #include "loom/io/io.h"
 #include "loom/io/idx.h"
 #include "loom/io/text.h"
