@@ -18,6 +18,7 @@
 #include "loom/io/io.h"
 #include "loom/io/idx.h"
 #include "loom/io/text.h"
+#include "loom/io/gguf.h"
 #include "loom/autograd/check.h"
 #include "loom/autograd/transforms.h"
 #include "loom/fast/fast.h"
