@@ -142,9 +142,6 @@ class Hadamard : public UnaryPrimitive {
   }
   uint64_t donors(const std::vector<array>& in, int) const override { return row_contiguous_donors(in, {0}); }
   const char* name() const override { return "Hadamard"; }
-  void print(std::ostream& os) const override {
-    os << "Hadamard(scale=" << scale_ << (transposed_ ? ", transposed)" : ")");
-  }
 
  private:
   float scale_;
