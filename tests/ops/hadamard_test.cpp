@@ -196,6 +196,11 @@ TEST(Hadamard, DtypeRules) {
   EXPECT_EQ(s1.dtype(), float32);
   expect_array(s1, {2, 1}, {1.5, 2}, 0);
   expect_array(hadamard_transform(array(2.0f), 3.0f), {}, {6}, 0);
+  // MLX's test_hadamard: a 0-d 5 stays 5, with scale 0.2 becomes 1; a last axis of 1 is the identity.
+  expect_array(hadamard_transform(array(5)), {}, {5}, 0);
+  expect_array(hadamard_transform(array(5), 0.2f), {}, {1}, 1e-7);
+  array x = astype(lcg_uniform({8, 8, 1}, -1, 1, 8), float32);
+  expect_array(hadamard_transform(x), {8, 8, 1}, x.to_vector<double>(), 0);
 }
 
 TEST(Hadamard, Errors) {

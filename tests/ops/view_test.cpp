@@ -7,6 +7,7 @@ namespace loom {
 namespace {
 
 using testing::expect_array;
+using testing::lcg_uniform;
 
 // Expected values: numpy 1.x, e.g. np.array([1.0, -2.0, 0.5, 3.25], np.float32).view(np.uint32).
 TEST(View, MatchesNumpy) {
@@ -69,6 +70,20 @@ TEST(View, StridedInputs) {
   expect_array(view(tf, int32), {2, 2}, {1065353216, 1077936128, 1073741824, 1082130432}, 0);
   // A broadcast row.
   expect_array(view(broadcast_to(array({1.0f}), {3, 1}), int32), {3, 1}, {1065353216, 1065353216, 1065353216}, 0);
+}
+
+// MLX's test_view: broadcast and transposed inputs viewed as another dtype and back give the input
+// again (bool is left out: Loom's bool views hold 0 / 1, see view.h).
+TEST(View, StridedRoundTrips) {
+  array base = astype(lcg_uniform({2, 4}, -100, 100, 9), int32);
+  for (array a : {broadcast_to(base, {4, 2, 4}), transpose(astype(lcg_uniform({4, 4}, -100, 100, 10), int32))}) {
+    for (Dtype t : {int16, float32, int64, uint8}) {
+      SCOPED_TRACE(to_string(t));
+      array back = view(view(a, t), int32);
+      EXPECT_EQ(back.shape(), a.shape());
+      EXPECT_EQ(back.to_vector<int32_t>(), array(a).to_vector<int32_t>());
+    }
+  }
 }
 
 TEST(View, Errors) {
