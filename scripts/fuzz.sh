@@ -39,7 +39,7 @@ export OMP_NUM_THREADS=1
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 failed=()
-harnesses=(${FUZZ_ONLY:-npy safetensors idx text checkpoint})
+harnesses=(${FUZZ_ONLY:-npy safetensors idx text checkpoint gguf})
 for h in "${harnesses[@]}"; do
   mkdir -p "$work/corpus/$h"
   dict=()

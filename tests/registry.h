@@ -236,6 +236,9 @@ inline std::vector<Entry> registry() {
                           {kCover, "distributed_worker()", "dist::all_gather"}}),
       none("send", "communication side effect; the result is the input, passed on without a gradient"),
       none("recv", "data from another process: a constant to autograd"),
+      // ---- hadamard_transform and view (ops/hadamard.cpp, ops/view.cpp) ----
+      checked("Hadamard", {{"tests/ops/hadamard_test.cpp", "Hadamard.GradientsMatchFiniteDifferences", "hadamard_transform"}}),
+      none("View", "reinterprets bits as another dtype: no derivative (vjp and jvp throw, as MLX's View has none)"),
       // ---- the tests' own primitives ----
       none("NoDerivative", "a test's primitive (tests/autograd/transforms_test.cpp) whose rules throw"),
       none("OwnBuffer", "a test's primitive (tests/core/placement_test.cpp) for the buffer plan"),

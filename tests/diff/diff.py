@@ -2351,6 +2351,106 @@ Op("chain", gen_chain, ref_chain, scale=scale_chain)
 WEIGHTS = {"chain": 6, "matmul": 3, "conv_general": 2, "sum": 2, "mean": 2}
 
 
+# ---- hadamard_transform and view (ops/hadamard.cpp, ops/view.cpp) ----
+HADAMARD_SIZES = [1, 2, 4, 8, 12, 16, 20, 24, 28, 40, 48, 56, 64, 80, 112, 256]
+_HAD_M = {  # Sloane's matrices, as ops/hadamard.cpp (and MLX) use them, rows of '+'/'-'
+    12: "+-++++++++++--+-+-+-+-+-+++-++----+++---+--+-++-+++++-++----+-+---+--+-+++--+++-++--+--++---+--+"
+        "++----+++-+++--+-++---+-++++----+++-+-+--+-++---",
+    20: "+----+----++--++-++--+----+---+++---+-++--+----+---+++-+-+-+---+----+---+++++-+-----+----++--++-++-+"
+        "-+++++-----+--+++--++-+++-+---+-+--+++--++-++--+---+-+--+++-+++-+---+---+-+--+++++++-----++--+-+--++"
+        "--++-+-++-+-----++++---++-+-++-+---+-++++---++-+-+--+--++-++++---++-+----+-+++-+-++---++-+----+++++-"
+        "-+--+--++-+----+----+-+-----++-+----+----+-+-+---+--+----+----+-+++------+----+-+--+--++------+----+",
+    28: "+------++----++-+--+-+--++---+-----+++-----+-+--+-+--++---+-----+++---+-+-+----+--++---+-----+++---+"
+        "-+-+-+--+--+----+-----+++---+-+-+++--+-------+-----++++--+-+--++--+-------++----++-+--+-+--++--+--++"
+        "++-+-------++--+++-+--+----++++-+-----+-++--+-+-+--++---+++--+----++-++--+-+-+--++---++---+----++-++"
+        "--+-+-+-+++---+----+----++-++--+-+-+++++--------+-+--++-++--+-+--++++--------+++--++--+--+-+-+-++-++"
+        "--++--+--------++++-+-+-++--+--++--+--------++++-+-+-++--+--++--+----+---++++-+-+-++--+--+---+---++-"
+        "--++++-+-+-++--+------+--+++---+-++-+-+-++--+------+-++++---+-++-+---++--+------+-++++---++--++-+-++"
+        "-+++----++------+-++--++-+-++-+++-----+-----++-++---+-+-++-+++-----+-----++-++-+-+-+-+--+++-----+---"
+        "--++-++++-+-+----+++-----+--+--++-+-++-+-+----+++-----+-++--++-+-++-+-+----++------+",
+}
+
+
+def hadamard_matrix(n):
+    """kron(H_m, S_p) for n = m * p: S_p the Sylvester matrix, built in numpy."""
+    for m in (1, 12, 20, 28):
+        p = n // m
+        if n % m == 0 and p & (p - 1) == 0:
+            hm = np.ones((1, 1)) if m == 1 else \
+                np.array([1.0 if c == "+" else -1.0 for c in _HAD_M[m]]).reshape(m, m)
+            s = np.ones((1, 1))
+            while s.shape[0] < p:
+                s = np.block([[s, s], [s, -s]])
+            return np.kron(hm, s)
+    raise ValueError(n)
+
+
+def gen_hadamard(g, big):
+    dt = g.r.choice(FLOATS + FLOATS + ["int32", "uint8"])
+    if big:
+        shape = [g.r.choice([40, 80]), g.r.choice([512, 768, 1024])]
+    else:
+        shape = g.shape(min_rank=1, allow_zero=False)
+        shape[-1] = g.r.choice(HADAMARD_SIZES)
+    p = {} if g.r.random() < 0.5 else {"scale": g.r.choice([1.0, 0.5, -0.25, 0.1])}
+    return [make_input(g, dt, shape, special=False)], p
+
+
+def _hadamard_scale(ts, p):
+    n = ts[0].shape[-1] if ts[0].dim() > 0 else 1
+    return float(np.float32(p["scale"])) if "scale" in p else float(np.float32(1.0 / math.sqrt(n)))
+
+
+def ref_hadamard(ts, dts, p):
+    n = ts[0].shape[-1] if ts[0].dim() > 0 else 1
+    s = _hadamard_scale(ts, p)
+    if n == 1:
+        if s == 1.0:
+            return [(ts[0].clone(), dts[0])]  # the input itself, integers too (MLX)
+        d = dts[0] if dts[0] in FLOATS else "float32"  # a * array(scale, dtype)
+        return [(rt(cast(ts[0], dts[0], d) * rt(torch.tensor(s, dtype=torch.float64), d), d), d)]
+    d = floating(dts[0])
+    x = cast(ts[0], dts[0], d)
+    h = torch.from_numpy(hadamard_matrix(n))
+    return [(torch.matmul(x, h.t()) * s, d)]
+
+
+def scale_hadamard(ts, dts, p):
+    d = floating(dts[0])
+    x = cast(ts[0], dts[0], d).abs()
+    return x.sum(-1, keepdim=True).expand(x.shape) * abs(_hadamard_scale(ts, p))
+
+
+Op("hadamard_transform", gen_hadamard, ref_hadamard, scale=scale_hadamard)
+
+
+def gen_view(g, big):
+    dt, to = pick_dtype(g), pick_dtype(g)
+    ratio = max(torch.tensor([], dtype=TORCH[dt]).element_size(), torch.tensor([], dtype=TORCH[to]).element_size())
+    shape = g.shape(min_rank=1)
+    shape[-1] = ratio * g.r.choice([0, 1, 1, 2, 3])
+    inp = make_input(g, dt, shape, special=True)
+    if dt in FLOATS:  # a NaN's bits depend on how each side made it; its bits are what view shows
+        inp.values = np.where(np.isnan(inp.values), 0.0, inp.values)
+    return [inp], {"dtype": to}
+
+
+def ref_view(ts, dts, p):
+    to = p["dtype"]
+    x = ts[0].detach().to(TORCH[dts[0]]).contiguous()
+    if x.numel() == 0:  # torch's view checks strides even then
+        a, b = x.element_size(), torch.tensor([], dtype=TORCH[to]).element_size()
+        shape = list(x.shape[:-1]) + [x.shape[-1] * a // b]
+        return [(torch.zeros(shape, dtype=torch.float64 if to in FLOATS else TORCH[to]), to)]
+    if to == "bool":
+        return [(x.view(torch.uint8) != 0, to)]  # Loom stores a viewed bool as 0 / 1 (ops/view.h)
+    y = x.view(TORCH[to])
+    return [(y.to(torch.float64) if to in FLOATS else y, to)]
+
+
+Op("view", gen_view, ref_view, grad=False)
+
+
 # ---- reference evaluation ----
 def base_tensor(inp, grad):
     v = inp.values

@@ -144,6 +144,10 @@ const std::map<std::string, Op>& ops() {
                   hi ? std::optional<array>(x[lo ? 2 : 1]) : std::nullopt);
     });
     t["astype"] = one([](const Args& x, const json& p) { return astype(x[0], dtype_from(p["dtype"])); });
+    t["hadamard_transform"] = one([](const Args& x, const json& p) {
+      return p.contains("scale") ? hadamard_transform(x[0], p["scale"].get<float>()) : hadamard_transform(x[0]);
+    });
+    t["view"] = one([](const Args& x, const json& p) { return view(x[0], dtype_from(p["dtype"])); });
     t["full"] = one([](const Args& x, const json& p) { return full(shape_from(p["shape"]), x[0]); });
     t["arange"] = one([](const Args&, const json& p) {
       return arange(p["start"].get<double>(), p["stop"].get<double>(), p["step"].get<double>(),

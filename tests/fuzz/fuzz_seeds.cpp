@@ -1,6 +1,6 @@
 // Writes the seed corpora of the fuzz harnesses, with Loom's own writers (and IDX headers by hand,
 // as tests/io does), so that a fresh checkout fuzzes from valid files and the repository stores no
-// binaries:  fuzz_seeds DIR  writes DIR/{npy,safetensors,idx,text,checkpoint}/*.
+// binaries:  fuzz_seeds DIR  writes DIR/{npy,safetensors,idx,text,checkpoint,gguf}/*.
 #include <fstream>
 #include <sstream>
 
@@ -109,6 +109,37 @@ void checkpoint(const fs::path& dir) {
   optim::save_checkpoint((dir / "step1.safetensors").string(), model, opt, {{"epoch", "1"}});
 }
 
+void gguf(const fs::path& dir) {
+  save_gguf((dir / "mixed.gguf").string(),
+            {{"w", reshape(arange(6.0, float32), {2, 3})}, {"h", array({0.5, -1.0}, {2}, float16)},
+             {"b", array({1.0f, 2.0f}, {2}, bfloat16)}, {"i", array({-1, 2}, {2}, int8)}},
+            {{"name", std::string("x")}, {"v", array({1, 2}, {2}, int32)}, {"f", array(0.5)},
+             {"tags", std::vector<std::string>{"a", "bc"}}, {"ok", array(true)}});
+  // A Q8_0 tensor of 32 values and a Q4_0 and a Q4_1 one (GGUF dims 32, 1), by hand: header, one
+  // key, three tensor infos, padding to 32, then the blocks (f16 scale 1.0 = 0x3c00, codes).
+  auto le = [](uint64_t v, int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) s += static_cast<char>((v >> (8 * i)) & 0xff);
+    return s;
+  };
+  auto info = [&](const std::string& name, uint32_t type, uint64_t offset) {
+    return le(name.size(), 8) + name + le(2, 4) + le(32, 8) + le(1, 8) + le(type, 4) + le(offset, 8);
+  };
+  std::string q = std::string("GGUF") + le(3, 4) + le(3, 8) + le(1, 8) + le(17, 8) + "general.alignment" + le(4, 4) +
+                  le(32, 4) + info("a.weight", 8, 0) + info("b.weight", 2, 64) + info("c", 3, 96);
+  q.append((32 - q.size() % 32) % 32, '\0');
+  std::string q8("\x00\x3c", 2), q40("\x00\x3c", 2), q41("\x00\x3c\x00\xbc", 4);
+  for (int i = 0; i < 32; ++i) q8 += static_cast<char>(i * 7 - 100);
+  for (int i = 0; i < 16; ++i) q40 += static_cast<char>(i * 17);
+  for (int i = 0; i < 16; ++i) q41 += static_cast<char>(255 - i * 16);
+  q += q8;
+  q.append(64 - 34, '\0');
+  q += q40;
+  q.append(96 - 64 - 18, '\0');
+  q += q41;
+  put(dir / "quantized.gguf", q);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -118,7 +149,8 @@ int main(int argc, char** argv) {
   }
   const fs::path root = argv[1];
   const std::pair<const char*, void (*)(const fs::path&)> kinds[] = {
-      {"npy", npy}, {"safetensors", safetensors}, {"idx", idx}, {"text", text}, {"checkpoint", checkpoint}};
+      {"npy", npy}, {"safetensors", safetensors}, {"idx", idx}, {"text", text}, {"checkpoint", checkpoint},
+      {"gguf", gguf}};
   for (const auto& [name, write] : kinds) {
     fs::remove_all(root / name);
     fs::create_directories(root / name);
