@@ -423,7 +423,7 @@ struct PowerOp {
     return where(logical_and(equal(a, zeros_like(a)), greater_equal(b, zeros_like(b))), zeros_like(g), g);
   }
 };
-// Ties split the gradient evenly between the two inputs (as PyTorch does).
+// Ties split the gradient evenly between the two inputs, and a NaN input takes it (as PyTorch does).
 struct MaximumOp {
   static constexpr const char* name = "Maximum";
   static constexpr K kind = K::any;
@@ -437,7 +437,8 @@ struct MaximumOp {
     const array& self = arg == 0 ? a : b;
     const array& other = arg == 0 ? b : a;
     array z = zeros_like(v);
-    return where(greater(self, other), v, where(equal(self, other), v * 0.5, z));
+    // The input the output came from: a NaN operand (NaN in, NaN out), as PyTorch's rule.
+    return where(equal(self, other), v * 0.5, where(logical_or(greater(self, other), isnan(self)), v, z));
   }
 };
 struct MinimumOp {
@@ -453,7 +454,7 @@ struct MinimumOp {
     const array& self = arg == 0 ? a : b;
     const array& other = arg == 0 ? b : a;
     array z = zeros_like(v);
-    return where(less(self, other), v, where(equal(self, other), v * 0.5, z));
+    return where(equal(self, other), v * 0.5, where(logical_or(less(self, other), isnan(self)), v, z));
   }
 };
 struct ArcTan2Op {

@@ -505,10 +505,12 @@ class Scan : public UnaryPrimitive {
       case ScanType::max:
       case ScanType::min: {
         // Each output's cotangent goes to the element that holds the running extreme there (ties: the
-        // latest one in scan order, as MLX and PyTorch's cummax).
+        // latest one in scan order, as MLX and PyTorch's cummax). An element holding the extreme over
+        // many outputs sums their cotangents: in float32 for the half types, rounded once.
         if (x.shape()[axis_] == 0) return {zeros_like(x)};
         array c = inclusive_ ? cot[0] : unshift(cot[0]);
-        return {scatter_add_axis(zeros_like(x), owners(x), astype(c, x.dtype()), axis_)};
+        const Dtype acc = accumulation_dtype(x.dtype());
+        return {astype(scatter_add_axis(zeros(x.shape(), acc), owners(x), astype(c, acc), axis_), x.dtype())};
       }
       case ScanType::logaddexp: {
         // d y_j / d x_i = exp(x_i - y_j) over the outputs j whose sum holds x_i, which is the scan

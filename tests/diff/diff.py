@@ -2776,10 +2776,20 @@ def masked_grads(case, inp, gv, want):
     return np.where(huge, 0.0, gv), np.where(huge, 0.0, want)
 
 
+# Ops that write their other inputs into the first one's dtype.
+CAST_INTO_FIRST = {"slice_update", "slice_update_add", "slice_update_prod", "slice_update_max", "slice_update_min",
+                   "put_along_axis", "scatter_add_axis", "scatter_add_take", "scatter", "scatter_add", "scatter_prod",
+                   "scatter_max", "scatter_min", "masked_scatter"}
+
+
 def grad_precision(case, dt):
-    """How many times RTOL[dt] a derivative w.r.t. an input of dtype dt may be off by: 1, except in a
-    chain whose steps compute in a less precise dtype (a float64 input through a float32 step: the
+    """How many times RTOL[dt] a derivative w.r.t. an input of dtype dt may be off by: 1, except for an
+    input cast into a less precise dtype (CAST_INTO_FIRST), and in a chain whose steps compute in a less precise dtype (a float64 input through a float32 step: the
     derivative has float32's error, as the value does)."""
+    if case["op"] in CAST_INTO_FIRST:
+        # The update is cast into the array's dtype: its derivative has that dtype's error.
+        first = case["_inputs"][0].dt
+        return max(RTOL[first] if first in FLOATS else 0.0, RTOL[dt]) / RTOL[dt]
     if case["op"] != "chain":
         return 1.0
     regs = [i.dt for i in case["_inputs"]]

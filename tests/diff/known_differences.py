@@ -143,12 +143,4 @@ NOT_COVERED = {
 # The long run (scripts/diff.sh) ignores this list. Empty: the bugs it held landed on main
 # (c64fc7a, 14241b0, 398048b).
 PENDING_FIXES = {
-    # Found by the hadamard-view-gguf branch (its new ops shifted seed 1's cases onto it): the Scan
-    # vjp (ops/reduce.cpp) scatter-adds the cotangent in the half type itself, so a running max held
-    # over ~20000 positions sums 20000 float16 terms with a rounding at each (replay: seed 1, 3000
-    # cases, case 618: 19.78 where 15.53 is right; float32 and float64 agree).
-    "scan_extreme_half_vjp": ("cummax/cummin vjp of float16/bfloat16 sums the cotangents in the half type",
-                              lambda c: c["op"] in ("cummax", "cummin") and "vjp" in c
-                              and c["_inputs"][0].dt in ("float16", "bfloat16")
-                              and len(c["_inputs"][0].values) >= 33000),
 }
