@@ -13,6 +13,7 @@
 #include "loom/ops/random.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/conv.h"
+#include "loom/ops/quantized.h"
 #include "loom/io/io.h"
 #include "loom/io/idx.h"
 #include "loom/io/text.h"

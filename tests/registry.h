@@ -49,6 +49,7 @@ inline const char* kFastSoftmax = "tests/fast/softmax_test.cpp";
 inline const char* kAdam = "tests/fast/adam_update_test.cpp";
 inline const char* kSoftmax = "tests/ops/softmax_test.cpp";
 inline const char* kScan = "tests/ops/scan_test.cpp";
+inline const char* kQuant = "tests/ops/quantized_test.cpp";
 
 inline Entry checked(const char* name, std::vector<Ref> refs) { return {name, std::move(refs), nullptr}; }
 inline Entry none(const char* name, const char* why) { return {name, {}, why}; }
@@ -236,6 +237,13 @@ inline std::vector<Entry> registry() {
                           {kCover, "distributed_worker()", "dist::all_gather"}}),
       none("send", "communication side effect; the result is the input, passed on without a gradient"),
       none("recv", "data from another process: a constant to autograd"),
+      // ---- quantization (ops/quantized.cpp) ----
+      none("Quantize", "rounded integer codes and the ranges they came from: constants to autograd (as the codes are)"),
+      checked("Dequantize", {{kQuant, "Dequantize.GradientsMatchFiniteDifferences", "dequantize"}}),
+      checked("QuantizedMatmul", {{kQuant, "QuantizedMatmul.GradientsMatchFiniteDifferences", "quantized_matmul"}}),
+      checked("GatherQMM", {{kQuant, "GatherQmm.GradientsMatchFiniteDifferences", "gather_qmm"}}),
+      none("ToFP8", "uint8 codes out: no gradient (MLX's ConvertFP8 has no vjp/jvp either)"),
+      none("FromFP8", "uint8 codes in: no gradient (MLX's ConvertFP8 has no vjp/jvp either)"),
       // ---- the tests' own primitives ----
       none("NoDerivative", "a test's primitive (tests/autograd/transforms_test.cpp) whose rules throw"),
       none("OwnBuffer", "a test's primitive (tests/core/placement_test.cpp) for the buffer plan"),
