@@ -29,6 +29,7 @@
 #include "loom/nn/init.h"
 #include "loom/nn/activations.h"
 #include "loom/nn/linear.h"
+#include "loom/nn/quantized.h"
 #include "loom/nn/conv.h"
 #include "loom/nn/normalization.h"
 #include "loom/nn/dropout.h"
