@@ -709,10 +709,6 @@ class QuantizedMatmul : public UnaryPrimitive {
     if (ts || tb) add_term(apply(p[0], p[1], ts ? *ts : zeros_like(p[2]), tb ? *tb : zeros_like(p[3]), p));
     return {*acc};
   }
-  void print(std::ostream& os) const override {
-    os << name() << "(" << mode_name(mode_) << ", group_size=" << gs_ << ", bits=" << bits_
-       << ", transpose=" << transpose_ << ")";
-  }
   const char* name() const override { return gather_ ? "GatherQMM" : "QuantizedMatmul"; }
 
  private:

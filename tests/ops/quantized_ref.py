@@ -75,6 +75,40 @@ def to_e4m3_ref(x):
     return code | (0x80 if np.signbit(x) else 0)
 
 
+FP4 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], f32)
+
+
+def e4m3_value(c):
+    e, m = (c >> 3) & 15, c & 7
+    v = (m / 8.0) * 2.0 ** -6 if e == 0 else (1 + m / 8.0) * 2.0 ** (e - 7)
+    return -v if c & 128 else v
+
+
+def fp_quantize(w, mode):
+    """MLX's fp_quantize fallback (mlx/ops.cpp) for float32 w: (words, scale bytes)."""
+    gs = 16 if mode == "nvfp4" else 32
+    bits = 8 if mode == "mxfp8" else 4
+    g = w.reshape(-1, gs).astype(f32)
+    amax = np.abs(g).max(axis=1, keepdims=True)
+    scales = (amax / f32(6.0 if bits == 4 else 448.0)).astype(f32)
+    if mode == "nvfp4":
+        s8 = np.array([to_e4m3_ref(v) for v in scales.reshape(-1)], np.int64).reshape(-1, 1)
+        wq = (g / np.array([e4m3_value(c) for c in s8.reshape(-1)], f32).reshape(-1, 1)).astype(f32)
+    else:
+        e = np.where(scales == 0, f32(0), np.rint(np.log2(scales))).astype(f32)
+        wq = (g / np.power(f32(2), e)).astype(f32)
+        s8 = (e + 127).astype(np.int64)
+    if bits == 4:
+        codes = np.argmin(np.abs(wq[:, :, None] - FP4[None, None, :]), axis=-1).astype(np.uint64)
+    else:
+        codes = np.array([to_e4m3_ref(v) for v in wq.reshape(-1)], np.uint64).reshape(wq.shape)
+    flat = codes.reshape(-1, 32 // bits)
+    words = np.zeros(len(flat), np.uint64)
+    for k in range(32 // bits):
+        words |= flat[:, k] << np.uint64(k * bits)
+    return words, s8.reshape(-1)
+
+
 if __name__ == "__main__":
     w = test_w(2, 256)
     print("// affine: bits, gs, words[0..3], sum of words, scale[0], bias[0], scale[last], bias[last], sum of dequantized")
@@ -91,3 +125,8 @@ if __name__ == "__main__":
     print("// to_fp8")
     print(", ".join(repr(v) for v in xs))
     print(", ".join("0x%02X" % to_e4m3_ref(v) for v in xs))
+    print("// fp modes on test_w(2, 256): mode, words[0..3], sum of words, scales[0..3], sum of scales")
+    for mode in ("mxfp4", "mxfp8", "nvfp4"):
+        words, sc = fp_quantize(test_w(2, 256), mode)
+        print('{"%s", {%s}, %du, {%s}, %d},' % (mode, ", ".join("%du" % x for x in words[:4]), int(words.sum()),
+                                               ", ".join(str(int(x)) for x in sc[:4]), int(sc.sum())))

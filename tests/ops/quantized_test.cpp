@@ -236,6 +236,38 @@ TEST(Quantize, FloatingModes) {
   }
 }
 
+TEST(Quantize, FloatingModesMatchNumpyReferenceOfMlx) {
+  // python3 tests/ops/quantized_ref.py: MLX's fp_quantize fallback on float32 (argmin over the FP4
+  // table, E4M3 as the nearest value): the first four words, the sum of all words, the first four
+  // scale bytes and the sum of the scale bytes.
+  struct Row {
+    const char* mode;
+    uint32_t words[4];
+    uint64_t word_sum;
+    int scales[4];
+    int scale_sum;
+  };
+  const Row rows[] = {
+      {"mxfp4", {1029760447u, 240776647u, 240874454u, 3075305942u}, 148606312038u, {126, 126, 127, 127}, 2026},
+      {"mxfp8", {4202032380u, 1811249610u, 4201901948u, 1375303388u}, 378755402262u, {120, 120, 120, 121}, 1927},
+      {"nvfp4", {1029760447u, 240776647u, 240874454u, 2805817814u}, 151145597694u, {48, 49, 50, 51}, 1665},
+  };
+  for (const Row& r : rows) {
+    SCOPED_TRACE(r.mode);
+    auto q = quantize(ref_w(2, 256), std::nullopt, std::nullopt, r.mode);
+    auto words = q[0].to_vector<uint32_t>();
+    auto sc = q[1].to_vector<uint8_t>();
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(words[i], r.words[i]) << "word " << i;
+    uint64_t sum = 0;
+    for (uint32_t v : words) sum += v;
+    EXPECT_EQ(sum, r.word_sum);
+    int ssum = 0;
+    for (uint8_t v : sc) ssum += v;
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(int(sc[i]), r.scales[i]) << "scale " << i;
+    EXPECT_EQ(ssum, r.scale_sum);
+  }
+}
+
 TEST(QuantizedMatmul, EqualsMatmulWithDequantizedWeights) {
   // MLX's test_qmm: quantized_matmul(x, w_q, ...) == x @ dequantize(w_q).T (and without transpose).
   for (int gs : kGroups) {
