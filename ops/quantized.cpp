@@ -537,15 +537,19 @@ void qmm_matrix(const T* x, int M, int K, int N, const Packed& P, bool transpose
   const int64_t blocks = (N + nb - 1) / nb;
   const int64_t work = int64_t(M) * N * K + int64_t(N) * K * 4;
   const int nt = loom::detail::in_parallel() || work < kernels::kGemmSplitMacs ? 1 : get_num_threads();
-  loom::detail::run_tasks(blocks, nt, [&](int64_t bi) {
-    const int n0 = int(bi * nb), n1 = std::min(N, n0 + nb), w = n1 - n0;
-    std::vector<T> buf(size_t(w) * K);
-    if (transpose) {
-      dequant_block(P, n0, n1, 0, K, buf.data(), K);  // (w, K)
-      kernels::gemm<T>(false, true, M, w, K, T(1), x, K, buf.data(), K, T(0), out + n0, N);
-    } else {
-      dequant_block(P, 0, K, n0, n1, buf.data(), w);  // (K, w)
-      kernels::gemm<T>(false, false, M, w, K, T(1), x, K, buf.data(), w, T(0), out + n0, N);
+  // Contiguous runs of blocks per part: each part faults in its buffer once and reuses it.
+  const int64_t parts = nt == 1 ? 1 : loom::detail::parts_for(blocks, nt);
+  loom::detail::run_parts(size_t(blocks), parts, nt, [&](size_t b0, size_t b1) {
+    std::vector<T> buf(size_t(nb) * K);
+    for (size_t bi = b0; bi < b1; ++bi) {
+      const int n0 = int(bi) * nb, n1 = std::min(N, n0 + nb), w = n1 - n0;
+      if (transpose) {
+        dequant_block(P, n0, n1, 0, K, buf.data(), K);  // (w, K)
+        kernels::gemm<T>(false, true, M, w, K, T(1), x, K, buf.data(), K, T(0), out + n0, N);
+      } else {
+        dequant_block(P, 0, K, n0, n1, buf.data(), w);  // (K, w)
+        kernels::gemm<T>(false, false, M, w, K, T(1), x, K, buf.data(), w, T(0), out + n0, N);
+      }
     }
   });
 }
