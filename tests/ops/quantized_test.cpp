@@ -301,6 +301,8 @@ TEST(QuantizedMatmul, ShapesDtypesAndBatches) {
     EXPECT_EQ(y.shape(), ys);
     EXPECT_LT(max_abs_diff(y, matmul(x, transpose(wh))), 1e-4);
   }
+  // no rows
+  EXPECT_EQ(quantized_matmul(zeros({0, 128}), q[0], q[1], q[2]).shape(), (Shape{0, 64}));
   // a strided x
   array xt = transpose(randn({128, 6}, 33));
   EXPECT_LT(max_abs_diff(quantized_matmul(xt, q[0], q[1], q[2]), matmul(xt, transpose(wh))), 1e-4);
@@ -366,6 +368,14 @@ TEST(GatherQmm, MatchesQuantizedMatmulPerIndexPair) {
   EXPECT_LT(max_abs_diff(gather_qmm(x4, q[0], q[1], q[2], std::nullopt, std::nullopt, true, 32, 4),
                          quantized_matmul(x4, q[0], q[1], q[2], true, 32, 4)),
             0.0 + 1e-12);
+  // The fp modes: the same per pair.
+  auto qf = quantize(randn({4, 24, 64}, 55), std::nullopt, std::nullopt, "nvfp4");
+  array yf = gather_qmm(x, qf[0], qf[1], std::nullopt, li, ri, true, std::nullopt, std::nullopt, "nvfp4");
+  for (int i = 0; i < 4; ++i) {
+    array yi = quantized_matmul(take(x, lv[i], 0), take(qf[0], rv[i], 0), take(qf[1], rv[i], 0), std::nullopt, true,
+                                std::nullopt, std::nullopt, "nvfp4");
+    EXPECT_LT(max_abs_diff(take(yf, i, 0), yi), 1e-5) << "nvfp4 pair " << i;
+  }
   // An index past the stack is an error at eval.
   array bad = gather_qmm(x, q[0], q[1], q[2], std::nullopt, array(std::vector<int32_t>{4}, {1}, int32), true, 32, 4);
   EXPECT_THROW(bad.eval(), std::out_of_range);
