@@ -1,7 +1,8 @@
 // matmul_1024, matmul_2048, eltwise_chain_4m and op_overhead as docs/benchmarks.md defines them,
 // unary_4m: one float32 math op (exp, log, tanh, sigmoid, erf, nn::gelu, nn::gelu_approx) over
 // 4M floats in [-4, 4) ([0.01, 8) for log); and fused_rows: forward + backward of rms_norm and
-// softmax, fused and written op by op.
+// softmax, fused and written op by op; quantized_matmul_4bit: x (8, 4096) against a 4-bit (group 64)
+// quantized 4096 x 4096 weight, next to the float32 matmul of the same shapes.
 #include <loom/loom.h>
 
 #include <functional>
@@ -130,6 +131,32 @@ int main(int argc, char** argv) {
         std::printf("{\"bench\":\"fused_rows\",\"op\":\"%s\",\"impl\":\"loom_%s\",\"threads\":%d,"
                     "\"median_ms\":%.3f,\"n\":%d}\n",
                     op, impl, threads, bench::median(ms), reps);
+        std::fflush(stdout);
+      }
+    }
+    {
+      // quantized_matmul_4bit: the decode-time product of a quantized linear layer, against matmul.
+      const int K = 4096, N = 4096, M = 8;
+      array x = random::normal({M, K}), w = random::normal({N, K}) * 0.02f;
+      auto q = quantize(w, 64, 4);
+      array wt = transpose(w);
+      eval(x, w, q[0], q[1], q[2]);
+      const std::pair<const char*, std::function<array()>> cases[] = {
+          {"quantized_matmul_4bit", [&] { return quantized_matmul(x, q[0], q[1], q[2], true, 64, 4); }},
+          {"matmul_f32", [&] { return matmul(x, wt); }}};
+      for (const auto& [impl, op] : cases) {
+        op().eval();
+        const int reps = quick ? 10 : 50;
+        std::vector<double> ms;
+        for (int r = 0; r < reps; ++r) {
+          double t0 = bench::now_ms();
+          array y = op();
+          y.eval();
+          ms.push_back(bench::now_ms() - t0);
+        }
+        std::printf("{\"bench\":\"quantized_matmul_8x4096x4096\",\"op\":\"%s\",\"impl\":\"loom\",\"threads\":%d,"
+                    "\"median_ms\":%.3f,\"n\":%d}\n",
+                    impl, threads, bench::median(ms), reps);
         std::fflush(stdout);
       }
     }

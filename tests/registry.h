@@ -49,6 +49,7 @@ inline const char* kFastSoftmax = "tests/fast/softmax_test.cpp";
 inline const char* kAdam = "tests/fast/adam_update_test.cpp";
 inline const char* kSoftmax = "tests/ops/softmax_test.cpp";
 inline const char* kScan = "tests/ops/scan_test.cpp";
+inline const char* kQuant = "tests/ops/quantized_test.cpp";
 
 inline Entry checked(const char* name, std::vector<Ref> refs) { return {name, std::move(refs), nullptr}; }
 inline Entry none(const char* name, const char* why) { return {name, {}, why}; }
@@ -239,6 +240,13 @@ inline std::vector<Entry> registry() {
       // ---- hadamard_transform and view (ops/hadamard.cpp, ops/view.cpp) ----
       checked("Hadamard", {{"tests/ops/hadamard_test.cpp", "Hadamard.GradientsMatchFiniteDifferences", "hadamard_transform"}}),
       none("View", "reinterprets bits as another dtype: no derivative (vjp and jvp throw, as MLX's View has none)"),
+      // ---- quantization (ops/quantized.cpp) ----
+      none("Quantize", "rounded integer codes and the ranges they came from: constants to autograd (as the codes are)"),
+      checked("Dequantize", {{kQuant, "Dequantize.GradientsMatchFiniteDifferences", "dequantize"}}),
+      checked("QuantizedMatmul", {{kQuant, "QuantizedMatmul.GradientsMatchFiniteDifferences", "quantized_matmul"}}),
+      checked("GatherQMM", {{kQuant, "GatherQmm.GradientsMatchFiniteDifferences", "gather_qmm"}}),
+      none("ToFP8", "uint8 codes out: no gradient (MLX's ConvertFP8 has no vjp/jvp either)"),
+      none("FromFP8", "uint8 codes in: no gradient (MLX's ConvertFP8 has no vjp/jvp either)"),
       // ---- the tests' own primitives ----
       none("NoDerivative", "a test's primitive (tests/autograd/transforms_test.cpp) whose rules throw"),
       none("OwnBuffer", "a test's primitive (tests/core/placement_test.cpp) for the buffer plan"),

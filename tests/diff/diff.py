@@ -2348,6 +2348,122 @@ def scale_chain(ts, dts, p):
 
 Op("chain", gen_chain, ref_chain, scale=scale_chain)
 
+# Quantization (ops/quantized.h). PyTorch has no MLX quantization: the reference quantizes w with a
+# numpy copy of MLX's CPU affine kernel (float32 arithmetic, as tests/ops/quantized_ref.py) and
+# compares quantized_matmul with x @ dequantize(w).T (or x @ dequantize(w)); the vjp and jvp are
+# those of x (quantize is a constant to autograd in both). E4M3 conversions against the nearest
+# finite E4M3 value (ties to the even code), saturating at 448 as MLX does.
+def np_affine_dequantized(w, gs, bits, out=np.float32):
+    """MLX's CPU quantize of the float32 matrix w along its last axis, then dequantized in `out`
+    (q * scale, then + bias, each rounded: float64 when x is float64, as Loom computes then)."""
+    f32 = np.float32
+    shape = w.shape
+    g = np.asarray(w, dtype=f32).reshape(-1, gs)
+    n_bins, eps = f32((1 << bits) - 1), f32(1e-7)
+    w_max, w_min = g.max(axis=1), g.min(axis=1)
+    mask = np.abs(w_min) > np.abs(w_max)
+    scale = np.maximum((w_max - w_min) / n_bins, eps).astype(f32)
+    scale = np.where(mask, scale, -scale).astype(f32)
+    edge = np.where(mask, w_min, w_max).astype(f32)
+    q0 = np.rint(edge / scale).astype(f32)
+    nz = q0 != 0
+    scale = np.where(nz, edge / np.where(nz, q0, f32(1)), scale).astype(f32)
+    bias = np.where(nz, edge, f32(0)).astype(f32)
+    q = np.clip(np.rint(((g - bias[:, None]) / scale[:, None]).astype(f32)), 0, n_bins).astype(f32)
+    q, scale, bias = q.astype(out), scale.astype(out), bias.astype(out)
+    return ((q * scale[:, None]).astype(out) + bias[:, None]).astype(out).reshape(shape)
+
+
+def gen_quantized_matmul(g, big):
+    gs = g.r.choice([32, 64, 128])
+    bits = g.r.choice([2, 3, 4, 5, 6, 8])
+    transpose = g.r.random() < 0.7
+    n = g.r.choice([1, 3, 8, 17] if not big else [64, 200])
+    k = gs * g.r.choice([1, 2] if not big else [2, 4])
+    m = g.r.choice([1, 2, 5, 8])
+    x_shape = (g.broadcastable(g.shape(max_rank=2)) if g.r.random() < 0.3 else []) + [m, k]
+    if g.r.random() < 0.15:
+        x_shape = [k]
+    if not transpose:  # w is (K, N) quantized along N: N a multiple of the group size
+        n = gs * g.r.choice([1, 2])
+    w_shape = [n, k] if transpose else [k, n]
+    dx = g.r.choice(["float32", "float32", "float64"])
+    return [make_input(g, dx, x_shape, special=False), make_input(g, "float32", w_shape, special=False, view=False)], \
+        {"group_size": gs, "bits": bits, "transpose": transpose}
+
+
+def quantized_weight(ts, dts, p):
+    out = np.float64 if promote(dts[0], "float32") == "float64" else np.float32
+    w = np_affine_dequantized(ts[1].detach().numpy().astype(np.float32), p["group_size"], p["bits"], out)
+    w = torch.tensor(w.astype(np.float64))
+    return w.t() if p["transpose"] else w
+
+
+def ref_quantized_matmul(ts, dts, p):
+    d = promote(dts[0], "float32")
+    return [(torch.matmul(cast(ts[0], dts[0], d), quantized_weight(ts, dts, p)), d)]
+
+
+def scale_quantized_matmul(ts, dts, p):
+    return torch.matmul(ts[0].detach().abs(), quantized_weight(ts, dts, p).abs())
+
+
+def gen_dequantize(g, big):
+    gs = g.r.choice([32, 64, 128])
+    shape = g.shape(max_rank=2, allow_zero=False, min_rank=1) + [gs * g.r.choice([1, 2])]
+    return [make_input(g, "float32", shape, special=False, view=False)], {"group_size": gs, "bits": g.r.choice([2, 3, 4, 5, 6, 8])}
+
+
+def ref_dequantize(ts, dts, p):
+    w = np_affine_dequantized(ts[0].detach().numpy().astype(np.float32), p["group_size"], p["bits"])
+    return [(torch.tensor(w.astype(np.float64)), "float32")]
+
+
+def e4m3_codes(x):
+    """Nearest finite E4M3 code of each value (ties to the even code), saturating at 448 (0x7E)."""
+    vals = np.array([(m / 8.0) * 2.0 ** -6 if e == 0 else (1 + m / 8.0) * 2.0 ** (e - 7)
+                     for e in range(16) for m in range(8)][:127])
+    a = np.abs(x)
+    i = np.clip(np.searchsorted(vals, a), 1, 126)
+    lo, hi = vals[i - 1], vals[i]
+    pick_hi = (a - lo > hi - a) | ((a - lo == hi - a) & (i % 2 == 0))
+    code = np.where(pick_hi, i, i - 1)
+    code = np.where(~np.isfinite(a) | (a >= 448.0), 0x7E, code)
+    # A NaN's sign does not survive the JSON wire ("nan"): the runner sees +NaN, which gives 0x7E.
+    return (code | np.where(np.signbit(x) & ~np.isnan(x), 0x80, 0)).astype(np.int64)
+
+
+def gen_to_fp8(g, big):
+    dt = g.r.choice(FLOATS)
+    shape = g.shape()
+    inp = make_input(g, dt, shape)
+    if g.r.random() < 0.5:  # the E4M3 range, subnormals included
+        inp.values[:] = round_to(g.np.standard_normal(len(inp.values)) * g.r.choice([0.01, 1.0, 100.0]), dt)
+    return [inp], {}
+
+
+def ref_to_fp8(ts, dts, p):
+    return [(torch.tensor(e4m3_codes(ts[0].detach().numpy().reshape(-1)).reshape(tuple(ts[0].shape))).to(torch.uint8),
+             "uint8")]
+
+
+def gen_from_fp8(g, big):
+    return [make_input(g, "uint8", g.shape(), lo=0, hi=255)], {"dtype": g.r.choice(FLOATS)}
+
+
+def ref_from_fp8(ts, dts, p):
+    c = ts[0].to(torch.int64)
+    e, m = (c >> 3) & 15, (c & 7).to(torch.float64)
+    v = torch.where(e == 0, m / 8.0 * 2.0 ** -6, (1 + m / 8.0) * torch.pow(2.0, (e - 7).to(torch.float64)))
+    v = torch.where(c & 128 != 0, -v, v)  # 0x7F / 0xFF read +-480, as MLX
+    return [(v, p["dtype"])]
+
+
+Op("quantized_matmul", gen_quantized_matmul, ref_quantized_matmul, scale=scale_quantized_matmul)
+Op("dequantize", gen_dequantize, ref_dequantize, grad=False, rtol=0.0)
+Op("to_fp8", gen_to_fp8, ref_to_fp8, grad=False)
+Op("from_fp8", gen_from_fp8, ref_from_fp8, grad=False)
+
 WEIGHTS = {"chain": 6, "matmul": 3, "conv_general": 2, "sum": 2, "mean": 2}
 
 

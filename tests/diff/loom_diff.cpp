@@ -333,6 +333,20 @@ const std::map<std::string, Op>& ops() {
       return nn::losses::cross_entropy(x[0], x[1], std::nullopt, p.value("axis", -1),
                                        p.value("label_smoothing", 0.0), p.value("reduction", "none"));
     });
+    // Quantization (ops/quantized.h): w is quantized inside the case, so the reference can rebuild
+    // the dequantized matrix with its own (numpy) copy of MLX's affine quantization.
+    t["quantized_matmul"] = one([](const Args& x, const json& p) {
+      const int gs = p["group_size"].get<int>(), bits = p["bits"].get<int>();
+      auto q = quantize(x[1], gs, bits);
+      return quantized_matmul(x[0], q[0], q[1], q[2], p.value("transpose", true), gs, bits);
+    });
+    t["dequantize"] = one([](const Args& x, const json& p) {
+      const int gs = p["group_size"].get<int>(), bits = p["bits"].get<int>();
+      auto q = quantize(x[0], gs, bits);
+      return dequantize(q[0], q[1], q[2], gs, bits);
+    });
+    t["to_fp8"] = one([](const Args& x, const json&) { return to_fp8(x[0]); });
+    t["from_fp8"] = one([](const Args& x, const json& p) { return from_fp8(x[0], dtype_from(p["dtype"])); });
     return t;
   }();
   return table;
