@@ -50,6 +50,10 @@ DIFFERENCES = {
     "integers. Both rejecting is agreement; the reference rejects integer matmul.",
     "cross_entropy_targets": "cross_entropy takes class indices of any integer dtype (MLX); PyTorch "
     "wants int64. The reference casts them.",
+    "minmax_jvp_select": "The jvp of maximum/minimum is the tangent of the input the output came from "
+    "(a select; half of each at a tie). PyTorch's forward formula adds mask * (t_a - t_b), so an "
+    "infinite tangent of the input not chosen (sqrt at 0) turns the result into NaN. For chains with "
+    "maximum/minimum the comparator accepts any value where the reference tangent is NaN.",
     "blas_zero_times_inf": "matmul and conv run on BLAS, which may skip a multiplication by zero, so "
     "0 * inf can give inf (or -inf) where IEEE arithmetic, and the reference, give NaN. Where the "
     "reference is NaN the comparator accepts an infinity for these ops.",
