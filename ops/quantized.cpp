@@ -36,6 +36,14 @@ using detail::shape_str;
 
 namespace {
 
+// The last axis split into groups of `gs`: (..., n) -> (..., n / gs, gs), as scales and biases see it.
+array grouped(const array& x, int gs) {
+  Shape s = x.shape();
+  s.back() /= gs;
+  s.push_back(gs);
+  return reshape(x, s);
+}
+
 enum class QMode { affine, mxfp4, mxfp8, nvfp4 };
 
 const char* mode_name(QMode m) {
@@ -438,12 +446,12 @@ class Dequantize : public UnaryPrimitive {
         throw std::invalid_argument(msg("[dequantize] no gradient with respect to the scales of ", mode_name(mode_),
                                         " quantization"));
       }
-      array c = grouped(cot[0]);
+      array c = grouped(cot[0], gs_);
       if (a == 2) {
         r.push_back(sum(c, -1));
       } else {
         array q = grouped(dequantize(p[0], ones_like(p[1]), zeros_like(p[2]), gs_, bits_, "affine", std::nullopt,
-                                     cot[0].dtype()));
+                                     cot[0].dtype()), gs_);
         r.push_back(sum(multiply(c, q), -1));
       }
     }
@@ -464,12 +472,6 @@ class Dequantize : public UnaryPrimitive {
   const char* name() const override { return "Dequantize"; }
 
  private:
-  array grouped(const array& x) const {
-    Shape s = x.shape();
-    s.back() /= gs_;
-    s.push_back(gs_);
-    return reshape(x, s);
-  }
   int gs_, bits_;
   QMode mode_;
 };
@@ -676,12 +678,12 @@ class QuantizedMatmul : public UnaryPrimitive {
           throw std::invalid_argument(
               msg("[", op, "] no gradient with respect to the scales in ", mode_name(mode_), " quantization"));
         }
-        if (!dsb) dsb = grouped(weight_grad(p, cot[0]));
+        if (!dsb) dsb = grouped(weight_grad(p, cot[0]), gs_);
         if (a == 3) {
           r.push_back(sum(*dsb, -1));
         } else {
           array q = dequantize(p[1], ones_like(p[2]), zeros_like(p[3]), gs_, bits_, "affine", std::nullopt, p[2].dtype());
-          r.push_back(sum(multiply(*dsb, grouped(q)), -1));
+          r.push_back(sum(multiply(*dsb, grouped(q, gs_)), -1));
         }
       }
     }
@@ -745,12 +747,6 @@ class QuantizedMatmul : public UnaryPrimitive {
     full.push_back(per.shape(1));
     full.push_back(per.shape(2));
     return reshape(acc, full);
-  }
-  array grouped(const array& x) const {
-    Shape s = x.shape();
-    s.back() /= gs_;
-    s.push_back(gs_);
-    return reshape(x, s);
   }
   int gs_, bits_;
   QMode mode_;
