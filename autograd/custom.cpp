@@ -21,6 +21,7 @@ namespace {
 // only hands out the traced outputs' buffers; vjp and jvp call the rules on the arguments.
 class CustomTransforms : public Primitive {
  public:
+  bool supports_complex() const override { return true; }
   CustomTransforms(size_t num_outputs, CustomVjpFn vjp, CustomJvpFn jvp, const char* label)
       : num_outputs_(num_outputs), vjp_(std::move(vjp)), jvp_(std::move(jvp)), label_(label) {}
 

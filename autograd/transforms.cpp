@@ -62,7 +62,7 @@ std::vector<array> tape_between(const std::vector<array>& outputs, std::unordere
       if (!depends) continue;
       bool any_float = false;
       for (const auto& o : a.outputs()) {
-        if (is_floating_point(o.dtype())) {
+        if (is_inexact(o.dtype())) {
           live.insert(o.id());
           any_float = true;
         }
@@ -100,7 +100,7 @@ std::pair<std::vector<array>, std::vector<array>> vjp_impl(const VectorFn& fun, 
   }
   std::unordered_set<std::uintptr_t> live;
   for (int i : argnums) {
-    if (is_floating_point(primals[i].dtype())) live.insert(tracers[i].id());
+    if (is_inexact(primals[i].dtype())) live.insert(tracers[i].id());
   }
   std::vector<array> tape = tape_between(outputs, live);
 
@@ -111,7 +111,7 @@ std::pair<std::vector<array>, std::vector<array>> vjp_impl(const VectorFn& fun, 
       throw std::invalid_argument(msg("[vjp] cotangent ", i, " has shape ", shape_str(cotangents[i].shape()),
                                       " but output ", i, " has shape ", shape_str(o.shape())));
     }
-    if (!is_floating_point(o.dtype()) || !live.count(o.id())) continue;
+    if (!is_inexact(o.dtype()) || !live.count(o.id())) continue;
     accumulate(cot, o, cotangents[i]);
   }
 
@@ -181,7 +181,7 @@ std::pair<std::vector<array>, std::vector<array>> jvp(const VectorFn& fun, const
   std::unordered_set<std::uintptr_t> live;
   std::unordered_map<std::uintptr_t, array> tan;
   for (size_t i = 0; i < primals.size(); ++i) {
-    if (!is_floating_point(primals[i].dtype())) continue;
+    if (!is_inexact(primals[i].dtype())) continue;
     live.insert(tracers[i].id());
     tan.emplace(tracers[i].id(), astype(tangents[i], primals[i].dtype()));
   }
@@ -201,7 +201,7 @@ std::pair<std::vector<array>, std::vector<array>> jvp(const VectorFn& fun, const
     std::vector<array> outs = a.outputs();
     std::vector<array> jv = a.primitive().jvp(ins, ts, args);
     for (size_t k = 0; k < outs.size(); ++k) {
-      if (is_floating_point(outs[k].dtype())) tan.emplace(outs[k].id(), jv[k]);
+      if (is_inexact(outs[k].dtype())) tan.emplace(outs[k].id(), jv[k]);
     }
   }
   std::vector<array> result;
@@ -225,7 +225,7 @@ ValueAndGradFn value_and_grad(const VectorFn& fun, const std::vector<int>& argnu
       if (i < 0 || i >= static_cast<int>(inputs.size())) {
         throw std::out_of_range(msg("[value_and_grad] argnum ", i, " is out of range for ", inputs.size(), " inputs"));
       }
-      if (!is_floating_point(inputs[i].dtype())) {
+      if (!is_inexact(inputs[i].dtype())) {
         throw std::invalid_argument(msg("[value_and_grad] cannot differentiate with respect to input ", i,
                                         " of dtype ", inputs[i].dtype(), "; only floating-point inputs have gradients"));
       }

@@ -105,15 +105,30 @@ array::array(allocator::Buffer buffer, Shape shape, Dtype dtype, void (*deleter)
 
 namespace detail {
 extern std::atomic<PrimitiveHook> primitive_hook;  // primitive.cpp
+
+// Most kernels are written for real dtypes; a primitive says when it also takes complex64.
+void check_complex(const Primitive& p, Dtype out, const std::vector<array>& inputs) {
+  if (p.supports_complex()) return;
+  std::ostringstream os;
+  os << "[" << p.name() << "] does not support complex64 (";
+  const char* sep = "";
+  if (is_complex(out)) os << "output complex64", sep = ", ";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (is_complex(inputs[i].dtype())) os << sep << "input " << i << " complex64", sep = ", ";
+  }
+  os << ")";
+  throw std::invalid_argument(os.str());
 }
+}  // namespace detail
 
 array::array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive, std::vector<array> inputs)
     : desc_(std::make_shared<ArrayDesc>(std::move(shape), dtype, primitive->name())) {
   if (auto hook = detail::primitive_hook.load(std::memory_order_relaxed)) hook(*primitive);
   auto node = std::make_shared<detail::Node>();
+  bool tracer = false, complex = is_complex(dtype);
+  for (auto& in : inputs) tracer |= in.is_tracer(), complex |= is_complex(in.dtype());
+  if (complex) detail::check_complex(*primitive, dtype, inputs);
   node->primitive = std::move(primitive);
-  bool tracer = false;
-  for (auto& in : inputs) tracer |= in.is_tracer();
   node->inputs = std::move(inputs);
   // output_shapes / output_dtypes stay empty: they rebuild dropped siblings, and a lone output is
   // never dropped while its node is reached through it.
@@ -126,9 +141,11 @@ std::vector<array> array::make_arrays(std::vector<Shape> shapes, const std::vect
                                       std::shared_ptr<Primitive> primitive, std::vector<array> inputs) {
   if (auto hook = detail::primitive_hook.load(std::memory_order_relaxed)) hook(*primitive);
   auto node = std::make_shared<detail::Node>();
+  bool tracer = false, complex = false;
+  for (auto& in : inputs) tracer |= in.is_tracer(), complex |= is_complex(in.dtype());
+  for (Dtype d : dtypes) complex |= is_complex(d);
+  if (complex) detail::check_complex(*primitive, complex64, inputs);
   node->primitive = std::move(primitive);
-  bool tracer = false;
-  for (auto& in : inputs) tracer |= in.is_tracer();
   node->inputs = std::move(inputs);
   std::vector<array> outs;
   outs.reserve(shapes.size());

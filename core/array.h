@@ -41,8 +41,10 @@ class array {
  public:
   /// A 0-d array holding `val`.
   template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T> || std::is_same_v<T, float16_t> ||
-                                                    std::is_same_v<T, bfloat16_t>>>
+                                                    std::is_same_v<T, bfloat16_t> || std::is_same_v<T, complex64_t>>>
   explicit array(T val, Dtype dtype = dtype_of<T>) : array(&val, Shape{}, dtype) {}
+  /// A 0-d complex64 array (MLX: `array(std::complex<float>{1, 2})`).
+  explicit array(std::complex<float> val, Dtype dtype = complex64) : array(complex64_t(val), dtype) {}
 
   /// A 1-d array of the listed values.
   template <typename T>

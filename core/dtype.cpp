@@ -55,7 +55,8 @@ float float16_t::to_float(uint16_t h) {
 
 namespace {
 constexpr int kNumTypes = 13;
-// Rows and columns in Dtype::Val order. MLX's table (JAX's rules), without complex64.
+// Rows and columns in Dtype::Val order. MLX's table (JAX's rules); complex64 with anything is
+// complex64 (promote_types), float64 too, as in MLX.
 #define B bool_
 #define U1 uint8
 #define U2 uint16
@@ -101,11 +102,13 @@ constexpr Dtype kPromote[kNumTypes][kNumTypes] = {
 }  // namespace
 
 Dtype promote_types(Dtype a, Dtype b) {
+  if (is_complex(a) || is_complex(b)) return complex64;
   return kPromote[static_cast<int>(a.val)][static_cast<int>(b.val)];
 }
 
 Dtype::Category category_of(Dtype t) {
   if (t == bool_) return Dtype::Category::generic;
+  if (is_complex(t)) return Dtype::Category::complexfloating;
   if (is_floating_point(t)) return Dtype::Category::floating;
   return is_signed_integer(t) ? Dtype::Category::signedinteger : Dtype::Category::unsignedinteger;
 }
@@ -145,6 +148,7 @@ std::string to_string(Dtype t) {
     case Dtype::Val::bfloat16: return "bfloat16";
     case Dtype::Val::float32: return "float32";
     case Dtype::Val::float64: return "float64";
+    case Dtype::Val::complex64: return "complex64";
   }
   return "unknown";
 }

@@ -1,6 +1,7 @@
 // Element types, half-precision storage types and numpy-style type promotion.
 #pragma once
 
+#include <complex>
 #include <cstdint>
 #include <cstring>
 #include <ostream>
@@ -64,11 +65,48 @@ struct bfloat16_t {
   }
 };
 
+/// complex64 storage: two float32s (real, imaginary), as std::complex<float>, which it is. Real
+/// values convert to it with a zero imaginary part. Ordering is lexicographic (real part, then
+/// imaginary), as numpy and MLX order complex numbers in comparisons, maximum and sort.
+struct complex64_t : std::complex<float> {
+  constexpr complex64_t() : std::complex<float>() {}
+  constexpr complex64_t(float re, float im) : std::complex<float>(re, im) {}
+  constexpr complex64_t(std::complex<float> v) : std::complex<float>(v) {}
+  template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T> || std::is_same_v<T, float16_t> ||
+                                                    std::is_same_v<T, bfloat16_t>>>
+  constexpr complex64_t(T x) : std::complex<float>(static_cast<float>(x), 0.0f) {}
+};
+inline bool operator>(const complex64_t& a, const complex64_t& b) {
+  return a.real() > b.real() || (a.real() == b.real() && a.imag() > b.imag());
+}
+inline bool operator>=(const complex64_t& a, const complex64_t& b) {
+  return a.real() > b.real() || (a.real() == b.real() && a.imag() >= b.imag());
+}
+inline bool operator<(const complex64_t& a, const complex64_t& b) { return b > a; }
+inline bool operator<=(const complex64_t& a, const complex64_t& b) { return b >= a; }
+// std::complex's operators return std::complex<float>; these keep complex64_t (so that `a + b`
+// stays the storage type and templates over T see T).
+inline complex64_t operator+(const complex64_t& a, const complex64_t& b) {
+  return static_cast<const std::complex<float>&>(a) + static_cast<const std::complex<float>&>(b);
+}
+inline complex64_t operator-(const complex64_t& a, const complex64_t& b) {
+  return static_cast<const std::complex<float>&>(a) - static_cast<const std::complex<float>&>(b);
+}
+inline complex64_t operator*(const complex64_t& a, const complex64_t& b) {
+  return static_cast<const std::complex<float>&>(a) * static_cast<const std::complex<float>&>(b);
+}
+inline complex64_t operator/(const complex64_t& a, const complex64_t& b) {
+  return static_cast<const std::complex<float>&>(a) / static_cast<const std::complex<float>&>(b);
+}
+inline complex64_t operator-(const complex64_t& a) { return -static_cast<const std::complex<float>&>(a); }
+inline bool operator==(const complex64_t& a, const complex64_t& b) { return a.real() == b.real() && a.imag() == b.imag(); }
+inline bool operator!=(const complex64_t& a, const complex64_t& b) { return !(a == b); }
+
 struct Dtype {
-  // MLX's order for the integers (unsigned, then signed, each by width); the floats last, so that
-  // the kind of a dtype is a range of this enum.
+  // MLX's order for the integers (unsigned, then signed, each by width); then the floats and
+  // complex64, so that the kind of a dtype is a range of this enum.
   enum class Val : uint8_t {
-    bool_, uint8, uint16, uint32, uint64, int8, int16, int32, int64, float16, bfloat16, float32, float64
+    bool_, uint8, uint16, uint32, uint64, int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64
   };
   /// numpy's categories, as MLX names them (`issubdtype`).
   enum class Category { complexfloating, floating, inexact, signedinteger, unsignedinteger, integer, number, generic };
@@ -91,12 +129,17 @@ inline constexpr Dtype float16{Dtype::Val::float16, 2};
 inline constexpr Dtype bfloat16{Dtype::Val::bfloat16, 2};
 inline constexpr Dtype float32{Dtype::Val::float32, 4};
 inline constexpr Dtype float64{Dtype::Val::float64, 8};
+inline constexpr Dtype complex64{Dtype::Val::complex64, 8};
 
-/// Every dtype, in the enum's order.
+/// Every real dtype, in the enum's order (every dtype but complex64, which most ops reject).
 inline constexpr Dtype all_dtypes[] = {bool_, uint8,    uint16,  uint32,  uint64,  int8,   int16,
                                        int32, int64,    float16, bfloat16, float32, float64};
 
-inline constexpr bool is_floating_point(Dtype t) { return t.val >= Dtype::Val::float16; }
+/// float16, bfloat16, float32 and float64 (not complex64: numpy's `floating`).
+inline constexpr bool is_floating_point(Dtype t) { return t.val >= Dtype::Val::float16 && t.val <= Dtype::Val::float64; }
+inline constexpr bool is_complex(Dtype t) { return t.val == Dtype::Val::complex64; }
+/// Floating or complex (numpy's `inexact`).
+inline constexpr bool is_inexact(Dtype t) { return t.val >= Dtype::Val::float16; }
 /// uint8 ... int64 (not bool).
 inline constexpr bool is_integral(Dtype t) { return t.val >= Dtype::Val::uint8 && t.val <= Dtype::Val::int64; }
 /// bool and the unsigned integers: the dtypes with no negative values.
@@ -135,6 +178,8 @@ template <> struct TypeToDtype<int64_t> { static constexpr Dtype value = int64; 
 template <> struct TypeToDtype<float16_t> { static constexpr Dtype value = float16; };
 template <> struct TypeToDtype<bfloat16_t> { static constexpr Dtype value = bfloat16; };
 template <> struct TypeToDtype<float> { static constexpr Dtype value = float32; };
+template <> struct TypeToDtype<complex64_t> { static constexpr Dtype value = complex64; };
+template <> struct TypeToDtype<std::complex<float>> { static constexpr Dtype value = complex64; };
 // As MLX: a C++ double makes a float32 array (array(0.1), full(shape, 2.0), array({1.0, 2.0})), the
 // dtype models train in; pass float64 to keep double precision (array(0.1, float64)).
 template <> struct TypeToDtype<double> { static constexpr Dtype value = float32; };

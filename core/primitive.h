@@ -48,6 +48,11 @@ class Primitive {
   /// the graph behind them.
   virtual bool is_differentiable() const { return true; }
 
+  /// True when the kernel takes complex64 inputs and outputs. Building a node of a primitive that
+  /// does not, with a complex64 input or output, throws naming the primitive: kernels never see a
+  /// dtype they were not written for.
+  virtual bool supports_complex() const { return false; }
+
   /// Elementwise primitives run fused with the elementwise nodes around them: eval_block computes `n`
   /// consecutive output elements from `n` consecutive elements of each input (contiguous, of dtypes
   /// `in_dtypes`), bit for bit as eval_cpu would.

@@ -12,22 +12,27 @@ namespace {
 constexpr size_t kSummarizeAbove = 1000;
 constexpr int kEdgeItems = 3;
 
+template <typename T>
+void format_scalar(std::ostream& os, T v) {
+  if constexpr (is_complex_v<T>) {
+    // MLX's (and Python's) form: 1+2j, 1-2j.
+    os << std::setprecision(6) << v.real() << (std::signbit(v.imag()) ? "-" : "+") << std::fabs(v.imag()) << "j";
+  } else if constexpr (std::is_same_v<T, bool>) {
+    os << (v ? "true" : "false");
+  } else if constexpr (std::is_integral_v<T> && sizeof(T) == 1) {
+    os << int(v);  // not as a character
+  } else if constexpr (std::is_integral_v<T>) {
+    os << v;
+  } else {
+    double d = static_cast<double>(static_cast<compute_t<T>>(v));
+    os << std::setprecision(std::is_same_v<T, double> ? 8 : 6) << d;
+  }
+}
+
 std::string format_value(const array& a, int64_t off) {
   std::ostringstream os;
   const char* base = static_cast<const char*>(a.raw_data()) + off * int64_t(a.itemsize());
-  LOOM_DISPATCH_ALL(a.dtype(), T, {
-    T v = *reinterpret_cast<const T*>(base);
-    if constexpr (std::is_same_v<T, bool>) {
-      os << (v ? "true" : "false");
-    } else if constexpr (std::is_integral_v<T> && sizeof(T) == 1) {
-      os << int(v);  // not as a character
-    } else if constexpr (std::is_integral_v<T>) {
-      os << v;
-    } else {
-      double d = static_cast<double>(static_cast<compute_t<T>>(v));
-      os << std::setprecision(std::is_same_v<T, double> ? 8 : 6) << d;
-    }
-  });
+  LOOM_DISPATCH_ALL(a.dtype(), T, format_scalar(os, *reinterpret_cast<const T*>(base)));
   return os.str();
 }
 

@@ -260,6 +260,7 @@ array softmax_cross_entropy(const array& logits, const array& targets, int axis,
     throw std::invalid_argument(msg("[", op, "] logits of shape ", shape_str(logits.shape()), " have no classes along axis ", ax));
   }
   check_class_indices(targets, n, logits.shape(), ax, op);
+  detail::reject_complex(logits.dtype(), op);
   array x = is_floating_point(logits.dtype()) ? logits : astype(logits, float32);
   return array(loss_shape, x.dtype(), std::make_shared<SoftmaxCrossEntropy>(ax, label_smoothing), {x, targets});
 }

@@ -18,6 +18,7 @@ using Composition = std::function<std::vector<array>(const std::vector<array>&)>
 
 class Custom : public Primitive {
  public:
+  bool supports_complex() const override { return true; }
   /// `reference` computes this primitive's outputs from its inputs with plain ops.
   explicit Custom(Composition reference) : reference_(std::move(reference)) {}
 

@@ -7,6 +7,7 @@
 #include "loom/ops/kernels/elementwise.h"
 #include "loom/ops/kernels/fast_math.h"
 #include "loom/ops/ops.h"
+#include "loom/ops/utils.h"
 
 namespace loom::fast {
 
@@ -103,6 +104,7 @@ class Gelu : public Custom {
 }  // namespace
 
 array gelu(const array& x) {
+  detail::reject_complex(x.dtype(), "gelu");
   array xf = is_floating_point(x.dtype()) ? x : astype(x, float32);
   return array(xf.shape(), xf.dtype(), std::make_shared<Gelu>(), {xf});
 }

@@ -174,6 +174,7 @@ array layer_norm(const array& x, const std::optional<array>& weight, const std::
   Dtype d = x.dtype();
   if (weight) d = promote_types(d, weight->dtype());
   if (bias) d = promote_types(d, bias->dtype());
+  detail::reject_complex(d, op);
   const Dtype out_dtype = is_floating_point(d) ? d : float32;
   const Dtype cd = d == float64 ? float64 : float32;  // half types compute in float32
   std::vector<array> in{astype(x, cd)};

@@ -149,6 +149,7 @@ array rms_norm(const array& x, const std::optional<array>& weight, double eps) {
   if (!(eps >= 0)) throw std::invalid_argument(msg("[", op, "] eps must be >= 0, got ", eps));
   Dtype d = x.dtype();
   if (weight) d = promote_types(d, weight->dtype());
+  detail::reject_complex(d, op);
   const Dtype out_dtype = is_floating_point(d) ? d : float32;
   const Dtype cd = d == float64 ? float64 : float32;  // half types compute in float32
   std::vector<array> in{astype(x, cd)};

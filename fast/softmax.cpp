@@ -5,6 +5,7 @@
 #include "loom/fast/fast.h"
 #include "loom/ops/kernels/softmax.h"
 #include "loom/ops/ops.h"
+#include "loom/ops/utils.h"
 
 namespace loom::fast {
 
@@ -63,6 +64,7 @@ array softmax_impl(const array& a, bool take_log) {
   if (a.ndim() == 0) {
     throw std::invalid_argument(std::string("[") + op + "] needs an array with at least one axis, got a 0-d array");
   }
+  detail::reject_complex(a.dtype(), op);
   const Dtype d = is_floating_point(a.dtype()) ? a.dtype() : float32;
   const Dtype cd = d == float64 ? float64 : float32;  // half types compute in float32
   array y(a.shape(), cd, std::make_shared<Softmax>(take_log), {astype(a, cd)});

@@ -459,7 +459,7 @@ namespace {
 
 template <typename In>
 void convert_values(const In* src, size_t n, Dtype out_dtype, void* dst) {
-  LOOM_DISPATCH_ALL(out_dtype, Out, {
+  LOOM_DISPATCH_REAL(out_dtype, Out, {
     auto* o = static_cast<Out*>(dst);
     for (size_t i = 0; i < n; ++i) o[i] = cast_value<Out>(src[i]);
   });

@@ -58,6 +58,8 @@ std::string npy_descr(Dtype t) {
       return "<f4";
     case Dtype::Val::float64:
       return "<f8";
+    case Dtype::Val::complex64:
+      return "<c8";
     case Dtype::Val::bfloat16:
       break;
   }
@@ -328,9 +330,11 @@ Dtype parse_descr(const std::string& descr, bool* swap, const Reader& r) {
     t = float32;
   } else if (code == "f8") {
     t = float64;
+  } else if (code == "c8") {
+    t = complex64;
   } else {
     r.fail("unsupported dtype '" + printable(descr) +
-           "' (Loom reads |b1, |u1, <i4, <i8, <f2, <f4, <f8 and the big-endian '>' forms)");
+           "' (Loom reads |b1, |u1, <i4, <i8, <f2, <f4, <f8, <c8 and the big-endian '>' forms)");
   }
   *swap = t.size > 1 && ((order == '<' && !little) || (order == '>' && little));
   return t;
@@ -440,7 +444,9 @@ array read_npy(Reader& r, bool exact) {
 
   array out(r.read_buffer(h.nbytes, "the array data"), stored, h.dtype);
   const size_t n = out.size();
-  if (h.swap) io::detail::byteswap_inplace(out.raw_data(), n, h.dtype.size);
+  // complex64 swaps each float32 part.
+  if (h.swap && is_complex(h.dtype)) io::detail::byteswap_inplace(out.raw_data(), 2 * n, 4);
+  else if (h.swap) io::detail::byteswap_inplace(out.raw_data(), n, h.dtype.size);
   if (h.dtype == bool_) io::detail::normalize_bools(out.raw_data(), n);
   if (transpose_back) {
     out = transpose(out);  // a view: column-major strides over the same buffer

@@ -96,6 +96,8 @@ const char* st_dtype_name(Dtype t) {
       return "F32";
     case Dtype::Val::float64:
       return "F64";
+    case Dtype::Val::complex64:
+      return "C64";
   }
   return "?";
 }
@@ -104,7 +106,7 @@ bool st_parse_dtype(const std::string& s, Dtype* out) {
   static const std::pair<const char*, Dtype> table[] = {{"BOOL", bool_},  {"U8", uint8},    {"U16", uint16}, {"U32", uint32},
                                                         {"U64", uint64},  {"I8", int8},     {"I16", int16},  {"I32", int32},
                                                         {"I64", int64},   {"F16", float16}, {"BF16", bfloat16},
-                                                        {"F32", float32}, {"F64", float64}};
+                                                        {"F32", float32}, {"F64", float64}, {"C64", complex64}};
   for (const auto& [name, t] : table) {
     if (s == name) {
       *out = t;
@@ -220,7 +222,7 @@ Entry parse_entry(const std::string& name, const json& v, Reader& r, bool size_k
   if (!dt->is_string()) r.fail(who + ": \"dtype\" is not a string");
   if (!st_parse_dtype(dt->get<std::string>(), &e.dtype)) {
     r.fail(who + " has unsupported dtype \"" + clip(dt->get<std::string>()) +
-           "\" (Loom reads BOOL, U8, I32, I64, F16, BF16, F32 and F64)");
+           "\" (Loom reads BOOL, U8, U16, U32, U64, I8, I16, I32, I64, F16, BF16, F32, F64 and C64)");
   }
 
   auto sh = v.find("shape");

@@ -559,6 +559,7 @@ class Convolution : public UnaryPrimitive {
 // Records one convolution node. The inputs are cast to a common floating dtype.
 array make_conv(ConvRole role, const array& a, const array& b, const ConvParams& p, Shape out_shape) {
   Dtype d = promote_types(a.dtype(), b.dtype());
+  detail::reject_complex(d, "conv");
   if (!is_floating_point(d)) d = float32;
   auto prim = std::make_shared<Convolution>(role, p, out_shape);
   return array(std::move(out_shape), d, std::move(prim), {astype(a, d), astype(b, d)});

@@ -371,6 +371,7 @@ class Pooling : public UnaryPrimitive {
 array make_pool(PoolRole role, const std::vector<array>& inputs, const PoolParams& p, Shape out_shape) {
   Dtype d = inputs[0].dtype();
   for (auto& x : inputs) d = promote_types(d, x.dtype());
+  detail::reject_complex(d, "pool");
   if (!is_floating_point(d)) d = float32;
   std::vector<array> ins;
   for (auto& x : inputs) ins.push_back(astype(x, d));

@@ -13,6 +13,7 @@ namespace {
 // Fills the output with one (0-d) input value.
 class Full : public UnaryPrimitive {
  public:
+  bool supports_complex() const override { return true; }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     out.alloc();
     LOOM_DISPATCH_ALL(out.dtype(), T, {
@@ -42,7 +43,7 @@ class Arange : public UnaryPrimitive {
   Arange(double start, double step) : start_(start), step_(step) {}
   void eval_cpu(const std::vector<array>&, array& out) override {
     out.alloc();
-    LOOM_DISPATCH_ALL(out.dtype(), T, {
+    LOOM_DISPATCH_REAL(out.dtype(), T, {
       T* y = kernels::ptr<T>(out);
       kernels::parallel_for(out.size(), [&](size_t b, size_t e) {
         for (size_t i = b; i < e; ++i) y[i] = cast_value<T>(start_ + static_cast<double>(i) * step_);
@@ -58,6 +59,7 @@ class Arange : public UnaryPrimitive {
 
 class AsType : public UnaryPrimitive {
  public:
+  bool supports_complex() const override { return true; }
   explicit AsType(Dtype d) : dtype_(d) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
     LOOM_DISPATCH_ALL(in[0].dtype(), In, {
@@ -82,6 +84,7 @@ class AsType : public UnaryPrimitive {
 // Shares the input's buffer: the result is a new array with the same values.
 class Copy : public UnaryPrimitive {
  public:
+  bool supports_complex() const override { return true; }
   void eval_cpu(const std::vector<array>& in, array& out) override { out.copy_shared_buffer(in[0]); }
   std::vector<array> vjp(const std::vector<array>&, const std::vector<array>& cot, const std::vector<int>&,
                          const std::vector<array>&) override {
@@ -96,6 +99,7 @@ class Copy : public UnaryPrimitive {
 
 class StopGradient : public UnaryPrimitive {
  public:
+  bool supports_complex() const override { return true; }
   void eval_cpu(const std::vector<array>& in, array& out) override { out.copy_shared_buffer(in[0]); }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>&, const std::vector<int>&,
                          const std::vector<array>&) override {

@@ -52,6 +52,7 @@ array zeros_grad(const array& v) { return zeros_like(v); }
 // float16 / bfloat16, which compute in float): loops over it vectorize. float64 keeps std::.
 struct NegativeOp {
   static constexpr const char* name = "Negative";
+  static constexpr bool complex = true;
   static constexpr K kind = K::numeric;
   template <class T> T operator()(T x) const {
     if constexpr (std::is_integral_v<T>) return kernels::wrapping_sub(T(0), x);  // -INT_MIN is INT_MIN
@@ -71,9 +72,11 @@ struct AbsOp {
 };
 struct SignOp {
   static constexpr const char* name = "Sign";
+  static constexpr bool complex = true;
   static constexpr K kind = K::any;
   template <class T> T operator()(T x) const {
     if constexpr (std::is_same_v<T, bool>) return x;
+    else if constexpr (is_complex_v<T>) return x == T(0) ? x : x / T(std::abs(x));  // numpy 2 and MLX: z / |z|
     else if constexpr (std::is_unsigned_v<T>) return x != 0;
     else if constexpr (std::is_floating_point_v<T>) return std::isnan(x) ? x : T((x > T(0)) - (x < T(0)));
     else return T((x > T(0)) - (x < T(0)));
@@ -82,30 +85,35 @@ struct SignOp {
 };
 struct SquareOp {
   static constexpr const char* name = "Square";
+  static constexpr bool complex = true;
   static constexpr K kind = K::numeric;
   template <class T> T operator()(T x) const { return kernels::wrapping_mul(x, x); }
   static array grad(const array& x, const array&, const array& v) { return multiply(v, x * 2.0); }
 };
 struct SqrtOp {
   static constexpr const char* name = "Sqrt";
+  static constexpr bool complex = true;
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const { return std::sqrt(x); }
   static array grad(const array&, const array& y, const array& v) { return divide(v, y * 2.0); }
 };
 struct RsqrtOp {
   static constexpr const char* name = "Rsqrt";
+  static constexpr bool complex = true;
   static constexpr K kind = K::floating;
-  template <class T> T operator()(T x) const { return T(1) / std::sqrt(x); }
+  template <class T> T operator()(T x) const { return T(1) / T(std::sqrt(x)); }
   static array grad(const array&, const array& y, const array& v) { return multiply(v, y * y * y * -0.5); }
 };
 struct ReciprocalOp {
   static constexpr const char* name = "Reciprocal";
+  static constexpr bool complex = true;
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const { return T(1) / x; }
   static array grad(const array&, const array& y, const array& v) { return negative(multiply(v, y * y)); }
 };
 struct ExpOp {
   static constexpr const char* name = "Exp";
+  static constexpr bool complex = true;
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const { return std::exp(x); }
   LOOM_SIMD_INLINE float operator()(float x) const { return simd::exp(x); }
@@ -119,6 +127,7 @@ struct Expm1Op {
 };
 struct LogOp {
   static constexpr const char* name = "Log";
+  static constexpr bool complex = true;
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const { return std::log(x); }
   LOOM_SIMD_INLINE float operator()(float x) const { return simd::log(x); }
@@ -126,42 +135,55 @@ struct LogOp {
 };
 struct Log1pOp {
   static constexpr const char* name = "Log1p";
+  static constexpr bool complex = true;
   static constexpr K kind = K::floating;
-  template <class T> T operator()(T x) const { return std::log1p(x); }
+  template <class T> T operator()(T x) const {
+    if constexpr (is_complex_v<T>) return std::log(T(1) + x);
+    else return std::log1p(x);
+  }
   static array grad(const array& x, const array&, const array& v) { return divide(v, x + 1.0); }
 };
 struct Log2Op {
   static constexpr const char* name = "Log2";
+  static constexpr bool complex = true;
   static constexpr K kind = K::floating;
-  template <class T> T operator()(T x) const { return std::log2(x); }
+  template <class T> T operator()(T x) const {
+    if constexpr (is_complex_v<T>) return std::log(x) / std::complex<float>(float(M_LN2));
+    else return std::log2(x);
+  }
   static array grad(const array& x, const array&, const array& v) { return divide(v, x * M_LN2); }
 };
 struct Log10Op {
   static constexpr const char* name = "Log10";
+  static constexpr bool complex = true;
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const { return std::log10(x); }
   static array grad(const array& x, const array&, const array& v) { return divide(v, x * M_LN10); }
 };
 struct SinOp {
   static constexpr const char* name = "Sin";
+  static constexpr bool complex = true;
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const { return std::sin(x); }
   static array grad(const array& x, const array&, const array& v) { return multiply(v, cos(x)); }
 };
 struct CosOp {
   static constexpr const char* name = "Cos";
+  static constexpr bool complex = true;
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const { return std::cos(x); }
   static array grad(const array& x, const array&, const array& v) { return negative(multiply(v, sin(x))); }
 };
 struct TanOp {
   static constexpr const char* name = "Tan";
+  static constexpr bool complex = true;
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const { return std::tan(x); }
   static array grad(const array&, const array& y, const array& v) { return multiply(v, square(y) + 1.0); }
 };
 struct TanhOp {
   static constexpr const char* name = "Tanh";
+  static constexpr bool complex = true;
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const { return std::tanh(x); }
   LOOM_SIMD_INLINE float operator()(float x) const { return simd::tanh(x); }
@@ -169,48 +191,56 @@ struct TanhOp {
 };
 struct ArcSinOp {
   static constexpr const char* name = "ArcSin";
+  static constexpr bool complex = true;
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const { return std::asin(x); }
   static array grad(const array& x, const array&, const array& v) { return multiply(v, rsqrt(1.0 - square(x))); }
 };
 struct ArcCosOp {
   static constexpr const char* name = "ArcCos";
+  static constexpr bool complex = true;
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const { return std::acos(x); }
   static array grad(const array& x, const array&, const array& v) { return negative(multiply(v, rsqrt(1.0 - square(x)))); }
 };
 struct ArcTanOp {
   static constexpr const char* name = "ArcTan";
+  static constexpr bool complex = true;
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const { return std::atan(x); }
   static array grad(const array& x, const array&, const array& v) { return divide(v, square(x) + 1.0); }
 };
 struct SinhOp {
   static constexpr const char* name = "Sinh";
+  static constexpr bool complex = true;
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const { return std::sinh(x); }
   static array grad(const array& x, const array&, const array& v) { return multiply(v, cosh(x)); }
 };
 struct CoshOp {
   static constexpr const char* name = "Cosh";
+  static constexpr bool complex = true;
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const { return std::cosh(x); }
   static array grad(const array& x, const array&, const array& v) { return multiply(v, sinh(x)); }
 };
 struct ArcSinhOp {
   static constexpr const char* name = "ArcSinh";
+  static constexpr bool complex = true;
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const { return std::asinh(x); }
   static array grad(const array& x, const array&, const array& v) { return multiply(v, rsqrt(square(x) + 1.0)); }
 };
 struct ArcCoshOp {
   static constexpr const char* name = "ArcCosh";
+  static constexpr bool complex = true;
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const { return std::acosh(x); }
   static array grad(const array& x, const array&, const array& v) { return multiply(v, rsqrt(square(x) - 1.0)); }
 };
 struct ArcTanhOp {
   static constexpr const char* name = "ArcTanh";
+  static constexpr bool complex = true;
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const { return std::atanh(x); }
   static array grad(const array& x, const array&, const array& v) { return divide(v, 1.0 - square(x)); }
@@ -275,33 +305,40 @@ struct RoundOp {
 };
 struct LogicalNotOp {
   static constexpr const char* name = "LogicalNot";
+  static constexpr bool complex = true;
   static constexpr K kind = K::predicate;
   template <class T> bool operator()(T x) const { return !(x != T(0)); }
   static array grad(const array&, const array&, const array& v) { return zeros_grad(v); }
 };
 struct IsNanOp {
   static constexpr const char* name = "IsNan";
+  static constexpr bool complex = true;
   static constexpr K kind = K::predicate;
   template <class T> bool operator()(T x) const {
-    if constexpr (std::is_floating_point_v<T>) return std::isnan(x);
+    if constexpr (is_complex_v<T>) return std::isnan(x.real()) || std::isnan(x.imag());
+    else if constexpr (std::is_floating_point_v<T>) return std::isnan(x);
     else return false;
   }
   static array grad(const array&, const array&, const array& v) { return zeros_grad(v); }
 };
 struct IsInfOp {
   static constexpr const char* name = "IsInf";
+  static constexpr bool complex = true;
   static constexpr K kind = K::predicate;
   template <class T> bool operator()(T x) const {
-    if constexpr (std::is_floating_point_v<T>) return std::isinf(x);
+    if constexpr (is_complex_v<T>) return std::isinf(x.real()) || std::isinf(x.imag());
+    else if constexpr (std::is_floating_point_v<T>) return std::isinf(x);
     else return false;
   }
   static array grad(const array&, const array&, const array& v) { return zeros_grad(v); }
 };
 struct IsFiniteOp {
   static constexpr const char* name = "IsFinite";
+  static constexpr bool complex = true;
   static constexpr K kind = K::predicate;
   template <class T> bool operator()(T x) const {
-    if constexpr (std::is_floating_point_v<T>) return std::isfinite(x);
+    if constexpr (is_complex_v<T>) return std::isfinite(x.real()) && std::isfinite(x.imag());
+    else if constexpr (std::is_floating_point_v<T>) return std::isfinite(x);
     else return true;
   }
   static array grad(const array&, const array&, const array& v) { return zeros_grad(v); }
@@ -310,6 +347,7 @@ struct IsFiniteOp {
 // ---- binary ops ----
 struct AddOp {
   static constexpr const char* name = "Add";
+  static constexpr bool complex = true;
   static constexpr K kind = K::any;
   template <class T> T operator()(T a, T b) const {
     if constexpr (std::is_same_v<T, bool>) return a || b;
@@ -319,6 +357,7 @@ struct AddOp {
 };
 struct SubtractOp {
   static constexpr const char* name = "Subtract";
+  static constexpr bool complex = true;
   static constexpr K kind = K::numeric;
   template <class T> T operator()(T a, T b) const { return kernels::wrapping_sub(a, b); }
   static array grad(int arg, const array&, const array&, const array&, const array& v) {
@@ -327,6 +366,7 @@ struct SubtractOp {
 };
 struct MultiplyOp {
   static constexpr const char* name = "Multiply";
+  static constexpr bool complex = true;
   static constexpr K kind = K::any;
   template <class T> T operator()(T a, T b) const {
     if constexpr (std::is_same_v<T, bool>) return a && b;
@@ -338,6 +378,7 @@ struct MultiplyOp {
 };
 struct DivideOp {
   static constexpr const char* name = "Divide";
+  static constexpr bool complex = true;
   static constexpr K kind = K::floating;
   template <class T> T operator()(T a, T b) const { return a / b; }
   static array grad(int arg, const array&, const array& b, const array& y, const array& v) {
@@ -395,9 +436,10 @@ struct RemainderOp {
 };
 struct PowerOp {
   static constexpr const char* name = "Power";
+  static constexpr bool complex = true;
   static constexpr K kind = K::numeric;
   template <class T> T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) {
+    if constexpr (std::is_floating_point_v<T> || is_complex_v<T>) {
       return std::pow(a, b);
     } else {
       if constexpr (std::is_signed_v<T>) {
@@ -426,11 +468,13 @@ struct PowerOp {
 // Ties split the gradient evenly between the two inputs, and a NaN input takes it (as PyTorch does).
 struct MaximumOp {
   static constexpr const char* name = "Maximum";
+  static constexpr bool complex = true;
   static constexpr K kind = K::any;
   template <class T> T operator()(T a, T b) const {
     // NaN in, NaN out: a when a is NaN, else b when b is (a > b is false then). One select,
     // so that the loops vectorize (relu is maximum(x, 0)).
     if constexpr (std::is_floating_point_v<T>) return ((a > b) | (a != a)) ? a : b;
+    else if constexpr (is_complex_v<T>) return (a > b || std::isnan(a.real()) || std::isnan(a.imag())) ? a : b;
     else return a > b ? a : b;
   }
   static array grad(int arg, const array& a, const array& b, const array&, const array& v) {
@@ -443,11 +487,13 @@ struct MaximumOp {
 };
 struct MinimumOp {
   static constexpr const char* name = "Minimum";
+  static constexpr bool complex = true;
   static constexpr K kind = K::any;
   template <class T> T operator()(T a, T b) const {
     // NaN in, NaN out: a when a is NaN, else b when b is (a < b is false then). One select,
     // so that the loops vectorize (relu is maximum(x, 0)).
     if constexpr (std::is_floating_point_v<T>) return ((a < b) | (a != a)) ? a : b;
+    else if constexpr (is_complex_v<T>) return (a < b || std::isnan(a.real()) || std::isnan(a.imag())) ? a : b;
     else return a < b ? a : b;
   }
   static array grad(int arg, const array& a, const array& b, const array&, const array& v) {
@@ -487,6 +533,7 @@ struct LogAddExpOp {
   struct NAME {                                                                                          \
     static constexpr const char* name = OPNAME;                                                          \
     static constexpr K kind = K::predicate;                                                              \
+    static constexpr bool complex = true; /* complex64 compares lexicographically, as numpy */            \
     template <class T> bool operator()(T a, T b) const { return EXPR; }                                  \
     static array grad(int, const array&, const array&, const array&, const array& v) { return zeros_grad(v); } \
   };
@@ -563,7 +610,10 @@ struct RightShiftOp {
 struct BitwiseInvertOp {
   static constexpr const char* name = "BitwiseInvert";
   static constexpr K kind = K::bitwise;
-  template <class T> T operator()(T x) const { return static_cast<T>(~x); }
+  template <class T> T operator()(T x) const {
+    if constexpr (std::is_same_v<T, bool>) return !x;  // (bitwise_invert sends bool to logical_not)
+    else return static_cast<T>(~x);
+  }
   static array grad(const array&, const array&, const array& v) { return zeros_grad(v); }
 };
 
@@ -574,11 +624,11 @@ Dtype input_dtype(K kind, Dtype in, const char* name) {
       if (in == bool_) throw std::invalid_argument(detail::msg("[", name, "] is not defined for bool arrays"));
       return in;
     case K::floating:
-      return is_floating_point(in) ? in : float32;
+      return is_inexact(in) ? in : float32;
     case K::logical:
       return bool_;
     case K::bitwise:
-      if (is_floating_point(in)) {
+      if (is_inexact(in)) {
         throw std::invalid_argument(detail::msg("[", name, "] needs integer or bool arrays, got ", in));
       }
       return in;
@@ -589,7 +639,15 @@ Dtype input_dtype(K kind, Dtype in, const char* name) {
 
 // `name` is the public op's name (e.g. "floor_divide"), used in error messages.
 template <typename Op>
+void check_complex(Dtype d, const char* name) {
+  if (is_complex(d) && !takes_complex_v<Op>) {
+    throw std::invalid_argument(detail::msg("[", name, "] is not defined for complex64 arrays"));
+  }
+}
+
+template <typename Op>
 array make_unary(const array& a, const char* name) {
+  check_complex<Op>(a.dtype(), name);
   Dtype d = input_dtype(Op::kind, a.dtype(), name);
   array x = a.dtype() == d ? a : astype(a, d);
   Dtype out = Op::kind == K::predicate ? bool_ : d;
@@ -613,6 +671,7 @@ Shape broadcast_for(const std::vector<const array*>& arrays, const char* name) {
 
 template <typename Op>
 array make_binary(const array& a, const array& b, const char* name) {
+  check_complex<Op>(promote_types(a.dtype(), b.dtype()), name);
   Dtype d = input_dtype(Op::kind, promote_types(a.dtype(), b.dtype()), name);
   Shape shape = broadcast_for({&a, &b}, name);
   array x = a.dtype() == d ? a : astype(a, d);
@@ -622,23 +681,33 @@ array make_binary(const array& a, const array& b, const char* name) {
   return array(std::move(shape), Binary<Op>::out_dtype(d), std::make_shared<Binary<Op>>(), {x, y});
 }
 
+// Whether Op's kernel exists for storage type T: the dtypes its kind admits (make_unary and
+// make_binary cast the inputs there first), and complex64 when the op says so.
+template <typename Op, typename T>
+constexpr bool has_kernel() {
+  if constexpr (is_complex_v<T>) {
+    return takes_complex_v<Op>;
+  } else if constexpr (Op::kind == K::floating) {
+    return std::is_floating_point_v<compute_t<T>>;
+  } else if constexpr (Op::kind == K::numeric) {
+    return !std::is_same_v<T, bool>;
+  } else if constexpr (Op::kind == K::bitwise) {
+    return std::is_integral_v<T>;
+  } else {
+    return true;
+  }
+}
+template <typename Op, typename T>
+using result_t = std::conditional_t<Op::kind == K::predicate || Op::kind == K::logical, bool, T>;
+
 }  // namespace
 
 template <typename Op>
 void Unary<Op>::eval_cpu(const std::vector<array>& inputs, array& out) {
   const array& in = inputs[0];
   LOOM_DISPATCH_ALL(in.dtype(), T, {
-    if constexpr (Op::kind == K::predicate) {
-      kernels::unary<T, bool>(in, out, Op{});
-    } else if constexpr (Op::kind == K::floating) {
-      if constexpr (std::is_floating_point_v<compute_t<T>>) kernels::unary<T, T>(in, out, Op{});
-    } else if constexpr (Op::kind == K::numeric) {
-      if constexpr (!std::is_same_v<T, bool>) kernels::unary<T, T>(in, out, Op{});
-    } else if constexpr (Op::kind == K::bitwise) {
-      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) kernels::unary<T, T>(in, out, Op{});
-    } else {
-      kernels::unary<T, T>(in, out, Op{});
-    }
+    if constexpr (has_kernel<Op, T>()) kernels::unary<T, result_t<Op, T>>(in, out, Op{});
+    else detail::unsupported_dtype(in.dtype());
   });
 }
 
@@ -647,57 +716,112 @@ void Binary<Op>::eval_cpu(const std::vector<array>& inputs, array& out) {
   const array& a = inputs[0];
   const array& b = inputs[1];
   LOOM_DISPATCH_ALL(a.dtype(), T, {
-    if constexpr (Op::kind == K::predicate || Op::kind == K::logical) {
-      kernels::binary<T, bool>(a, b, out, Op{});
-    } else if constexpr (Op::kind == K::floating) {
-      if constexpr (std::is_floating_point_v<compute_t<T>>) kernels::binary<T, T>(a, b, out, Op{});
-    } else if constexpr (Op::kind == K::numeric) {
-      if constexpr (!std::is_same_v<T, bool>) kernels::binary<T, T>(a, b, out, Op{});
-    } else if constexpr (Op::kind == K::bitwise) {
-      if constexpr (std::is_integral_v<T>) kernels::binary<T, T>(a, b, out, Op{});
-    } else {
-      kernels::binary<T, T>(a, b, out, Op{});
-    }
+    if constexpr (has_kernel<Op, T>()) kernels::binary<T, result_t<Op, T>>(a, b, out, Op{});
+    else detail::unsupported_dtype(a.dtype());
   });
 }
 
 template <typename Op>
 void Unary<Op>::eval_block(const Dtype* in_dtypes, const void* const* in, void* out, size_t n) const {
   LOOM_DISPATCH_ALL(in_dtypes[0], T, {
-    if constexpr (Op::kind == K::predicate) {
-      kernels::unary_block<T, bool>(in[0], out, n, Op{});
-    } else if constexpr (Op::kind == K::floating) {
-      if constexpr (std::is_floating_point_v<compute_t<T>>) kernels::unary_block<T, T>(in[0], out, n, Op{});
-    } else if constexpr (Op::kind == K::numeric) {
-      if constexpr (!std::is_same_v<T, bool>) kernels::unary_block<T, T>(in[0], out, n, Op{});
-    } else if constexpr (Op::kind == K::bitwise) {
-      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) kernels::unary_block<T, T>(in[0], out, n, Op{});
-    } else {
-      kernels::unary_block<T, T>(in[0], out, n, Op{});
-    }
+    if constexpr (has_kernel<Op, T>()) kernels::unary_block<T, result_t<Op, T>>(in[0], out, n, Op{});
+    else detail::unsupported_dtype(in_dtypes[0]);
   });
 }
 
 template <typename Op>
 void Binary<Op>::eval_block(const Dtype* in_dtypes, const void* const* in, void* out, size_t n) const {
   LOOM_DISPATCH_ALL(in_dtypes[0], T, {
-    if constexpr (Op::kind == K::predicate || Op::kind == K::logical) {
-      kernels::binary_block<T, bool>(in[0], in[1], out, n, Op{});
-    } else if constexpr (Op::kind == K::floating) {
-      if constexpr (std::is_floating_point_v<compute_t<T>>) kernels::binary_block<T, T>(in[0], in[1], out, n, Op{});
-    } else if constexpr (Op::kind == K::numeric) {
-      if constexpr (!std::is_same_v<T, bool>) kernels::binary_block<T, T>(in[0], in[1], out, n, Op{});
-    } else if constexpr (Op::kind == K::bitwise) {
-      if constexpr (std::is_integral_v<T>) kernels::binary_block<T, T>(in[0], in[1], out, n, Op{});
-    } else {
-      kernels::binary_block<T, T>(in[0], in[1], out, n, Op{});
-    }
+    if constexpr (has_kernel<Op, T>()) kernels::binary_block<T, result_t<Op, T>>(in[0], in[1], out, n, Op{});
+    else detail::unsupported_dtype(in_dtypes[0]);
   });
 }
 
+// ---- complex64 parts ----
+namespace {
+
+// complex64 in, float32 out, elementwise. Op gives the value and both derivatives (|z| is not
+// holomorphic, so its vjp and jvp are not one rule as in Unary).
+template <typename Op>
+class ComplexToReal : public UnaryPrimitive {
+ public:
+  bool supports_complex() const override { return true; }
+  bool is_elementwise() const override { return true; }
+  uint64_t donors(const std::vector<array>&, int) const override { return 0; }  // 8-byte input, 4-byte output
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    kernels::unary<complex64_t, float>(in[0], out, Op{});
+  }
+  void eval_block(const Dtype*, const void* const* in, void* out, size_t n) const override {
+    kernels::unary_block<complex64_t, float>(in[0], out, n, Op{});
+  }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
+                         const std::vector<array>&) override {
+    return {Op::vjp(p[0], astype(cot[0], complex64))};
+  }
+  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t, const std::vector<int>&) override {
+    return {Op::jvp(p[0], t[0])};
+  }
+  const char* name() const override { return Op::name; }
+};
+
+// Cotangents c of the float32 result arrive as c + 0i; the vjp is d/dRe + i d/dIm (MLX's and
+// PyTorch's convention: the gradient of real(z) is 1, of imag(z) is i).
+struct RealOp {
+  static constexpr const char* name = "Real";
+  float operator()(complex64_t z) const { return z.real(); }
+  static array vjp(const array&, const array& c) { return c; }
+  static array jvp(const array&, const array& t) { return real(t); }
+};
+struct ImagOp {
+  static constexpr const char* name = "Imag";
+  float operator()(complex64_t z) const { return z.imag(); }
+  static array vjp(const array&, const array& c) { return multiply(c, array(complex64_t(0.0f, 1.0f))); }
+  static array jvp(const array&, const array& t) { return imag(t); }
+};
+struct ComplexAbsOp {
+  static constexpr const char* name = "Abs";
+  float operator()(complex64_t z) const { return std::abs(static_cast<const std::complex<float>&>(z)); }
+  // d|z| = Re(conj(z / |z|) dz); the gradient is c z / |z|.
+  static array vjp(const array& z, const array& c) { return multiply(c, sign(z)); }
+  static array jvp(const array& z, const array& t) { return real(multiply(t, conjugate(sign(z)))); }
+};
+struct ConjugateOp {
+  static constexpr const char* name = "Conjugate";
+  static constexpr K kind = K::any;
+  static constexpr bool complex = true;
+  template <class T> T operator()(T x) const {
+    if constexpr (is_complex_v<T>) return std::conj(static_cast<const std::complex<float>&>(x));
+    else return x;
+  }
+  static array grad(const array&, const array&, const array& v) { return conjugate(v); }
+};
+
+}  // namespace
+
+namespace detail {
+array complex_abs(const array& a) { return array(a.shape(), float32, std::make_shared<ComplexToReal<ComplexAbsOp>>(), {a}); }
+}  // namespace detail
+
+array real(const array& a) {
+  if (!is_complex(a.dtype())) return a;
+  return array(a.shape(), float32, std::make_shared<ComplexToReal<RealOp>>(), {a});
+}
+array imag(const array& a) {
+  if (!is_complex(a.dtype())) return zeros_like(a);
+  return array(a.shape(), float32, std::make_shared<ComplexToReal<ImagOp>>(), {a});
+}
+array conjugate(const array& a) {
+  if (!is_complex(a.dtype())) return a;
+  return make_unary<ConjugateOp>(a, "conjugate");
+}
+array conj(const array& a) { return conjugate(a); }
+
 // ---- public unary ops ----
 array negative(const array& a) { return make_unary<NegativeOp>(a, "negative"); }
-array abs(const array& a) { return make_unary<AbsOp>(a, "abs"); }
+array abs(const array& a) {
+  if (is_complex(a.dtype())) return detail::complex_abs(a);
+  return make_unary<AbsOp>(a, "abs");
+}
 array sign(const array& a) { return make_unary<SignOp>(a, "sign"); }
 array square(const array& a) { return make_unary<SquareOp>(a, "square"); }
 array sqrt(const array& a) { return make_unary<SqrtOp>(a, "sqrt"); }
@@ -733,6 +857,7 @@ array isinf(const array& a) { return make_unary<IsInfOp>(a, "isinf"); }
 array isfinite(const array& a) { return make_unary<IsFiniteOp>(a, "isfinite"); }
 
 array trunc(const array& a) {
+  if (is_complex(a.dtype())) throw std::invalid_argument("[trunc] is not defined for complex64 arrays");
   if (!is_floating_point(a.dtype())) return a;
   return where(less(a, array(0, a.dtype())), ceil(a), floor(a));
 }
@@ -747,18 +872,23 @@ array radians(const array& a) {
   return multiply(astype(a, d), array(M_PI / 180.0, d));
 }
 
+// A complex element is +inf or -inf only as (±inf, 0), as in MLX.
 array isposinf(const array& a) {
-  if (!is_floating_point(a.dtype())) return full(a.shape(), false, bool_);
+  if (!is_inexact(a.dtype())) return full(a.shape(), false, bool_);
   return equal(a, array(std::numeric_limits<double>::infinity(), a.dtype()));
 }
 
 array isneginf(const array& a) {
-  if (!is_floating_point(a.dtype())) return full(a.shape(), false, bool_);
+  if (!is_inexact(a.dtype())) return full(a.shape(), false, bool_);
   return equal(a, array(-std::numeric_limits<double>::infinity(), a.dtype()));
 }
 
 array nan_to_num(const array& a, float nan, std::optional<float> posinf, std::optional<float> neginf) {
   const Dtype d = a.dtype();
+  if (is_complex(d)) {  // each part on its own, as numpy (MLX replaces whole elements)
+    const array re = nan_to_num(real(a), nan, posinf, neginf), im = nan_to_num(imag(a), nan, posinf, neginf);
+    return add(astype(re, complex64), multiply(astype(im, complex64), array(complex64_t(0.0f, 1.0f))));
+  }
   if (!is_floating_point(d)) return a;
   // The dtype's largest finite value (float64 too, where MLX raises).
   const double big = d == float16 ? 65504.0
@@ -799,7 +929,7 @@ array right_shift(const array& a, const array& b) {
 }
 
 array bitwise_invert(const array& a) {
-  if (is_floating_point(a.dtype())) {
+  if (is_inexact(a.dtype())) {
     throw std::invalid_argument(detail::msg("[bitwise_invert] needs integer or bool arrays, got ", a.dtype()));
   }
   if (a.dtype() == bool_) return logical_not(a);
@@ -830,7 +960,7 @@ array array_equal(const array& a, const array& b, bool equal_nan) {
   const Dtype d = promote_types(a.dtype(), b.dtype());
   const array x = astype(a, d), y = astype(b, d);
   array same = equal(x, y);
-  if (equal_nan && is_floating_point(d)) same = logical_or(same, logical_and(isnan(x), isnan(y)));
+  if (equal_nan && is_inexact(d)) same = logical_or(same, logical_and(isnan(x), isnan(y)));
   return all(same);
 }
 array equal(const array& a, const array& b) { return make_binary<EqualOp>(a, b, "equal"); }
@@ -861,6 +991,7 @@ U blend(uint8_t c, U x, U y) {
 
 class Select : public UnaryPrimitive {
  public:
+  bool supports_complex() const override { return true; }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     LOOM_DISPATCH_ALL(in[1].dtype(), T, {
       static_assert(sizeof(T) <= 8, "where blends at most 8-byte elements");

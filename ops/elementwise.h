@@ -56,18 +56,32 @@ double erfinv_d(double y);
 float erfinv_f(float y);
 }  // namespace detail
 
+/// Ops that also run on complex64 say `static constexpr bool complex = true;`.
+template <typename Op, typename = void>
+struct takes_complex : std::false_type {};
+template <typename Op>
+struct takes_complex<Op, std::void_t<decltype(Op::complex)>> : std::bool_constant<Op::complex> {};
+template <typename Op>
+inline constexpr bool takes_complex_v = takes_complex<Op>::value;
+
 /// A primitive applying Op to every element. Op provides:
 ///   name, kind, `template <class T> T operator()(T)`, and
 ///   `static array grad(const array& x, const array& y, const array& v)`: v times dy/dx elementwise
-///   (the Jacobian is diagonal, so this one rule is both the vjp and the jvp).
+///   (the Jacobian is diagonal, so this one rule is both the vjp and the jvp). On complex inputs the
+///   jvp is t f'(z) and the vjp c conj(f'(z)) (PyTorch's and MLX's convention), which is
+///   conj(grad(z, y, conj(c))): the complex ops are holomorphic, or have a zero gradient (sign).
 template <typename Op>
 class Unary : public UnaryPrimitive {
  public:
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   bool is_elementwise() const override { return true; }
+  bool supports_complex() const override { return takes_complex_v<Op>; }
   void eval_block(const Dtype* in_dtypes, const void* const* inputs, void* out, size_t n) const override;
   std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
                          const std::vector<int>& argnums, const std::vector<array>& outputs) override {
+    if (is_complex(primals[0].dtype())) {
+      return {conjugate(Op::grad(primals[0], outputs[0], conjugate(cotangents[0])))};
+    }
     return {Op::grad(primals[0], outputs[0], cotangents[0])};
   }
   std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
@@ -90,11 +104,16 @@ class Binary : public UnaryPrimitive {
  public:
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   bool is_elementwise() const override { return true; }
+  bool supports_complex() const override { return takes_complex_v<Op>; }
   void eval_block(const Dtype* in_dtypes, const void* const* inputs, void* out, size_t n) const override;
   std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
                          const std::vector<int>& argnums, const std::vector<array>& outputs) override {
     std::vector<array> out;
-    for (int arg : argnums) out.push_back(Op::grad(arg, primals[0], primals[1], outputs[0], cotangents[0]));
+    const bool cplx = is_complex(primals[0].dtype());  // c conj(df/dz), as in Unary
+    for (int arg : argnums) {
+      if (cplx) out.push_back(conjugate(Op::grad(arg, primals[0], primals[1], outputs[0], conjugate(cotangents[0]))));
+      else out.push_back(Op::grad(arg, primals[0], primals[1], outputs[0], cotangents[0]));
+    }
     return out;
   }
   std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,

@@ -13,6 +13,7 @@ namespace {
 // Outputs: the first n inputs, as they are; the other inputs are only waited for.
 class Depends : public Primitive {
  public:
+  bool supports_complex() const override { return true; }
   explicit Depends(size_t n) : n_(n) {}
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override {
     for (size_t i = 0; i < n_; ++i) outputs[i].copy_shared_buffer(inputs[i]);

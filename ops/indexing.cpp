@@ -99,6 +99,7 @@ void take_kernel(const array& a, array& out, int axis, const std::vector<int64_t
 
 class Take : public UnaryPrimitive {
  public:
+  bool supports_complex() const override { return true; }
   explicit Take(int axis) : axis_(axis) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array& a = in[0];
@@ -172,6 +173,7 @@ void take_along_kernel(const array& a, array& out, int axis, const std::vector<i
 
 class TakeAlongAxis : public UnaryPrimitive {
  public:
+  bool supports_complex() const override { return true; }
   explicit TakeAlongAxis(int axis) : axis_(axis) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array& a = in[0];
@@ -240,6 +242,7 @@ void scatter_axis_kernel(array& out, const array& vals, int axis, const std::vec
 class ScatterAxis : public UnaryPrimitive {
  public:
   ScatterAxis(ScatterMode mode, int axis) : mode_(mode), axis_(axis) {}
+  bool supports_complex() const override { return true; }  // put and add
   void eval_cpu(const std::vector<array>& in, array& out) override {
     auto idx = detail::load_indices(in[1], in[0].shape()[axis_], axis_, op_name());
     detail::copy_or_donate(in[0], out);
@@ -323,6 +326,7 @@ void scatter_add_kernel(array& out, const array& upd, int axis, const std::vecto
 class ScatterAdd : public UnaryPrimitive {
  public:
   explicit ScatterAdd(int axis) : axis_(axis) {}
+  bool supports_complex() const override { return true; }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     auto idx = detail::load_indices(in[1], in[0].shape()[axis_], axis_, "scatter_add_take");
     detail::copy_or_donate(in[0], out);
@@ -568,6 +572,7 @@ std::vector<array> check_index_arrays(const array& a, const std::vector<array>& 
 
 class Gather : public UnaryPrimitive {
  public:
+  bool supports_complex() const override { return true; }
   Gather(std::vector<int> axes, Shape slice_sizes) : axes_(std::move(axes)), slice_(std::move(slice_sizes)) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
     out.alloc();
@@ -643,6 +648,7 @@ inline void combine(T& y, T x) {
 class Scatter : public UnaryPrimitive {
  public:
   Scatter(Reduce mode, std::vector<int> axes, const char* op) : mode_(mode), axes_(std::move(axes)), op_(op) {}
+  bool supports_complex() const override { return mode_ == Reduce::none || mode_ == Reduce::add; }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     detail::copy_or_donate(in[0], out);
     const array& upd_in = in.back();
@@ -659,9 +665,9 @@ class Scatter : public UnaryPrimitive {
     switch (mode_) {
       case Reduce::none: LOOM_DISPATCH_ALL(out.dtype(), T, kernel<T, Reduce::none>(out, upd, base, win, split)); break;
       case Reduce::add: LOOM_DISPATCH_ALL(out.dtype(), T, kernel<T, Reduce::add>(out, upd, base, win, split)); break;
-      case Reduce::prod: LOOM_DISPATCH_ALL(out.dtype(), T, kernel<T, Reduce::prod>(out, upd, base, win, split)); break;
-      case Reduce::max: LOOM_DISPATCH_ALL(out.dtype(), T, kernel<T, Reduce::max>(out, upd, base, win, split)); break;
-      case Reduce::min: LOOM_DISPATCH_ALL(out.dtype(), T, kernel<T, Reduce::min>(out, upd, base, win, split)); break;
+      case Reduce::prod: LOOM_DISPATCH_REAL(out.dtype(), T, kernel<T, Reduce::prod>(out, upd, base, win, split)); break;
+      case Reduce::max: LOOM_DISPATCH_REAL(out.dtype(), T, kernel<T, Reduce::max>(out, upd, base, win, split)); break;
+      case Reduce::min: LOOM_DISPATCH_REAL(out.dtype(), T, kernel<T, Reduce::min>(out, upd, base, win, split)); break;
     }
   }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
@@ -865,6 +871,7 @@ class MaskedScatter : public UnaryPrimitive {
 
 class AsStrided : public UnaryPrimitive {
  public:
+  bool supports_complex() const override { return true; }
   AsStrided(Shape shape, Strides strides, int64_t offset)
       : shape_(std::move(shape)), strides_(std::move(strides)), offset_(offset) {}
   // The input is 1-d (a flattened view): element i of the data is at i * stride of the input.

@@ -74,11 +74,14 @@ void matmul_impl(const array& a_in, const array& b_in, const array* c_in, array&
 // inputs: a, b -> a b; or a, b, c (c of the output's shape) -> alpha a b + beta c (addmm).
 class Matmul : public UnaryPrimitive {
  public:
+  bool supports_complex() const override { return true; }
   Matmul(float alpha = 1.0f, float beta = 0.0f) : alpha_(alpha), beta_(beta) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array* c = in.size() > 2 ? &in[2] : nullptr;
     if (out.dtype() == float64) {
       matmul_impl<double>(in[0], in[1], c, out, alpha_, beta_);
+    } else if (out.dtype() == complex64) {
+      matmul_impl<complex64_t>(in[0], in[1], c, out, alpha_, beta_);
     } else {
       matmul_impl<float>(in[0], in[1], c, out, alpha_, beta_);  // float32 only: see matmul_node
     }
@@ -90,7 +93,9 @@ class Matmul : public UnaryPrimitive {
       if (arg == 2) {
         out.push_back(scaled(cot[0], beta_));
       } else {
-        out.push_back(scaled(arg == 0 ? matmul(cot[0], swapaxes(p[1], -1, -2)) : matmul(swapaxes(p[0], -1, -2), cot[0]),
+        // Complex operands: cot conj(b)^T and conj(a)^T cot (conjugate is the identity on real arrays).
+        out.push_back(scaled(arg == 0 ? matmul(cot[0], conjugate(swapaxes(p[1], -1, -2)))
+                                      : matmul(conjugate(swapaxes(p[0], -1, -2)), cot[0]),
                              alpha_));
       }
     }
@@ -148,7 +153,7 @@ struct MatmulOperands {
 // The Matmul node of `inputs` (a, b[, c]) with result `dtype`. The GEMMs are float32 and float64;
 // other dtypes (half types) compute in float32, with the casts as nodes of the graph.
 array matmul_node(const Shape& out, Dtype dtype, float alpha, float beta, std::vector<array> inputs) {
-  if (dtype == float32 || dtype == float64) {
+  if (dtype == float32 || dtype == float64 || dtype == complex64) {
     return array(out, dtype, std::make_shared<Matmul>(alpha, beta), std::move(inputs));
   }
   for (auto& x : inputs) x = astype(x, float32);
@@ -161,8 +166,8 @@ MatmulOperands matmul_operands(const array& a_in, const array& b_in) {
                                     shape_str(a_in.shape()), " and ", shape_str(b_in.shape())));
   }
   Dtype d = promote_types(a_in.dtype(), b_in.dtype());
-  if (!is_floating_point(d)) {
-    throw std::invalid_argument(msg("[matmul] needs floating-point arrays; got ", a_in.dtype(), " and ", b_in.dtype()));
+  if (!is_inexact(d)) {
+    throw std::invalid_argument(msg("[matmul] needs floating-point or complex arrays; got ", a_in.dtype(), " and ", b_in.dtype()));
   }
   array a = a_in.ndim() == 1 ? reshape(a_in, {1, a_in.shape()[0]}) : a_in;
   array b = b_in.ndim() == 1 ? reshape(b_in, {b_in.shape()[0], 1}) : b_in;

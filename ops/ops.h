@@ -51,8 +51,18 @@ array stop_gradient(const array& a);
 
 // ---- elementwise: unary ----
 array negative(const array& a);
+/// |a|; a complex64 array gives its float32 magnitudes.
 array abs(const array& a);
+/// -1, 0 or 1; z / |z| for complex64 (0 at 0), as MLX and numpy 2.
 array sign(const array& a);
+/// The real and imaginary parts of a complex64 array, as float32. A real array is its own real part
+/// (returned as is) and has zeros for its imaginary part, as in MLX.
+array real(const array& a);
+array imag(const array& a);
+/// The complex conjugate; a real array is returned as is.
+array conjugate(const array& a);
+/// numpy's and MLX's short name for conjugate.
+array conj(const array& a);
 array square(const array& a);
 array sqrt(const array& a);
 array rsqrt(const array& a);
@@ -211,7 +221,7 @@ template <typename T>
 array scalar_like(T v, const array& like) {
   Dtype d = like.dtype();
   if constexpr (std::is_floating_point_v<T>) {
-    if (!is_floating_point(d)) d = float32;
+    if (!is_inexact(d)) d = float32;
   } else if constexpr (std::is_same_v<T, bool>) {
     d = like.dtype();
   } else {
@@ -222,7 +232,7 @@ array scalar_like(T v, const array& like) {
       // not a silent wrap to 44).
       const long double x = static_cast<long double>(v);
       long double lo = 0, hi = 0;  // exact in a long double's 64-bit mantissa
-      LOOM_DISPATCH_ALL(d, I, {
+      LOOM_DISPATCH_REAL(d, I, {
         lo = static_cast<long double>(std::numeric_limits<I>::min());
         hi = static_cast<long double>(std::numeric_limits<I>::max());
       });

@@ -486,7 +486,7 @@ class Random : public UnaryPrimitive {
         LOOM_DISPATCH_FLOAT(out.dtype(), T, gumbel_kernel<T>(k, out));
         break;
       case Dist::randint:
-        LOOM_DISPATCH_ALL(out.dtype(), T, {
+        LOOM_DISPATCH_REAL(out.dtype(), T, {
           if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) randint_kernel<T>(k, in[1], in[2], out);
         });
         break;
@@ -817,7 +817,7 @@ array randint(const array& low, const array& high, const Shape& shape, Dtype dty
   if (lo.is_evaluated() && hi.is_evaluated()) {
     // The dtype's range within int64's (the bounds are int64: uint64 draws stay below 2^63).
     int64_t dmin = 0, dmax = 0;
-    LOOM_DISPATCH_ALL(dtype, T, {
+    LOOM_DISPATCH_REAL(dtype, T, {
       if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
         dmin = static_cast<int64_t>(std::numeric_limits<T>::min());
         dmax = std::numeric_limits<T>::max() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())

@@ -20,9 +20,9 @@ enum class ReduceType { sum, prod, max, min, all, any };
 // than 65,504 ones would overflow (the result is rounded back once, at the end), else a's own
 // floating dtype (integers: float32).
 Dtype accumulation_dtype(Dtype d) {
-  return d == float16 || d == bfloat16 || !is_floating_point(d) ? float32 : d;
+  return d == float16 || d == bfloat16 || !is_inexact(d) ? float32 : d;
 }
-Dtype result_dtype(Dtype d) { return is_floating_point(d) ? d : float32; }
+Dtype result_dtype(Dtype d) { return is_inexact(d) ? d : float32; }
 
 const char* reduce_name(ReduceType t) {
   switch (t) {
@@ -103,17 +103,17 @@ void reduce_kernel(const array& in, array& out, const std::vector<int>& axes, Ac
         // -march=native miscompiled the eight lanes below for uint8 summed in int32: sum of 16 ones
         // was 8, found by tests/diff.)
         Acc acc = init;
-        for (int64_t i = 0; i < len; ++i) acc = op(acc, static_cast<Acc>(xp[i]));
+        for (int64_t i = 0; i < len; ++i) acc = op(acc, cast_value<Acc>(xp[i]));
         return acc;
       }
       Acc lanes[8] = {init, init, init, init, init, init, init, init};
       int64_t i = 0;
       for (; i + 8 <= len; i += 8) {
-        for (int l = 0; l < 8; ++l) lanes[l] = op(lanes[l], static_cast<Acc>(xp[i + l]));
+        for (int l = 0; l < 8; ++l) lanes[l] = op(lanes[l], cast_value<Acc>(xp[i + l]));
       }
       Acc acc = init;
       for (int l = 0; l < 8; ++l) acc = op(acc, lanes[l]);
-      for (; i < len; ++i) acc = op(acc, static_cast<Acc>(xp[i]));
+      for (; i < len; ++i) acc = op(acc, cast_value<Acc>(xp[i]));
       return acc;
     };
     // Few long rows (a full sum, say): split each row into fixed chunks reduced in parallel and
@@ -158,7 +158,7 @@ void reduce_kernel(const array& in, array& out, const std::vector<int>& axes, Ac
       std::vector<Acc> acc(e - b, init);
       for_each_reduced(p.red_shape, p.red_strides, [&](int64_t off) {
         const In* xp = x + off;
-        for (size_t j = b; j < e; ++j) acc[j - b] = op(acc[j - b], static_cast<Acc>(xp[j]));
+        for (size_t j = b; j < e; ++j) acc[j - b] = op(acc[j - b], cast_value<Acc>(xp[j]));
       });
       for (size_t j = b; j < e; ++j) y[j] = static_cast<Out>(acc[j - b]);
     }, 4096);
@@ -170,7 +170,7 @@ void reduce_kernel(const array& in, array& out, const std::vector<int>& axes, Ac
                                const In* xp = x + o[0] + j * s[0];
                                Acc acc = init;
                                for_each_reduced(p.red_shape, p.red_strides,
-                                                [&](int64_t off) { acc = op(acc, static_cast<Acc>(xp[off])); });
+                                                [&](int64_t off) { acc = op(acc, cast_value<Acc>(xp[off])); });
                                y[o[1] + j * s[1]] = static_cast<Out>(acc);
                              }
                            });
@@ -216,60 +216,70 @@ class Reduce : public UnaryPrimitive {
       default:
         break;
     }
-    LOOM_DISPATCH_ALL(x.dtype(), T, {
-      if constexpr (!std::is_same_v<T, bool>) {
-        using A = std::conditional_t<is_half_v<T>, float, T>;
-        // Sums and products of integers narrower than 32 bits are (u)int32 (MLX's rule).
-        using S = std::conditional_t<std::is_integral_v<T> && (sizeof(T) < 4),
-                                     std::conditional_t<std::is_signed_v<T>, int32_t, uint32_t>, T>;
-        using SA = std::conditional_t<is_half_v<T>, float, S>;
-        switch (type_) {
-          case ReduceType::sum:
-            reduce_kernel<T, S, SA>(x, out, axes_, SA(0), [](SA a, SA b) { return kernels::wrapping_add(a, b); });
-            break;
-          case ReduceType::prod:
-            reduce_kernel<T, S, SA>(x, out, axes_, SA(1), [](SA a, SA b) { return kernels::wrapping_mul(a, b); });
-            break;
-          case ReduceType::max:
-            reduce_kernel<T, T, A>(x, out, axes_, lowest<A>(), [](A a, A b) {
-              if constexpr (std::is_floating_point_v<A>) {
-                if (std::isnan(a)) return a;
-              }
-              return (b > a || b != b) ? b : a;
-            });
-            break;
-          case ReduceType::min:
-            reduce_kernel<T, T, A>(x, out, axes_, highest<A>(), [](A a, A b) {
-              if constexpr (std::is_floating_point_v<A>) {
-                if (std::isnan(a)) return a;
-              }
-              return (b < a || b != b) ? b : a;
-            });
-            break;
-          default:
-            break;
-        }
-      } else {
-        // bool: sum and prod count in int32; max/min are any/all.
-        switch (type_) {
-          case ReduceType::sum:
-            reduce_kernel<bool, int32_t, int32_t>(x, out, axes_, 0, [](int32_t a, int32_t b) { return kernels::wrapping_add(a, b); });
-            break;
-          case ReduceType::prod:
-            reduce_kernel<bool, int32_t, int32_t>(x, out, axes_, 1, [](int32_t a, int32_t b) { return kernels::wrapping_mul(a, b); });
-            break;
-          case ReduceType::max:
-            reduce_kernel<bool, bool, bool>(x, out, axes_, false, [](bool a, bool b) { return a || b; });
-            break;
-          default:
-            reduce_kernel<bool, bool, bool>(x, out, axes_, true, [](bool a, bool b) { return a && b; });
-            break;
-        }
-      }
-    });
+    LOOM_DISPATCH_ALL(x.dtype(), T, run<T>(x, out));
   }
+  // The sum, prod, max and min kernels for storage type T (a template, so that `if constexpr` drops
+  // the branches T has no use for).
+  template <typename T>
+  void run(const array& x, array& out) {
+    if constexpr (is_complex_v<T>) {  // sum and prod only (supports_complex)
+      if (type_ == ReduceType::sum) reduce_kernel<T, T, T>(x, out, axes_, T(0), [](T a, T b) { return a + b; });
+      else reduce_kernel<T, T, T>(x, out, axes_, T(1), [](T a, T b) { return a * b; });
+    } else if constexpr (!std::is_same_v<T, bool>) {
+      using A = std::conditional_t<is_half_v<T>, float, T>;
+      // Sums and products of integers narrower than 32 bits are (u)int32 (MLX's rule).
+      using S = std::conditional_t<std::is_integral_v<T> && (sizeof(T) < 4),
+                                   std::conditional_t<std::is_signed_v<T>, int32_t, uint32_t>, T>;
+      using SA = std::conditional_t<is_half_v<T>, float, S>;
+      switch (type_) {
+        case ReduceType::sum:
+          reduce_kernel<T, S, SA>(x, out, axes_, SA(0), [](SA a, SA b) { return kernels::wrapping_add(a, b); });
+          break;
+        case ReduceType::prod:
+          reduce_kernel<T, S, SA>(x, out, axes_, SA(1), [](SA a, SA b) { return kernels::wrapping_mul(a, b); });
+          break;
+        case ReduceType::max:
+          reduce_kernel<T, T, A>(x, out, axes_, lowest<A>(), [](A a, A b) {
+            if constexpr (std::is_floating_point_v<A>) {
+              if (std::isnan(a)) return a;
+            }
+            return (b > a || b != b) ? b : a;
+          });
+          break;
+        case ReduceType::min:
+          reduce_kernel<T, T, A>(x, out, axes_, highest<A>(), [](A a, A b) {
+            if constexpr (std::is_floating_point_v<A>) {
+              if (std::isnan(a)) return a;
+            }
+            return (b < a || b != b) ? b : a;
+          });
+          break;
+        default:
+          break;
+      }
+    } else {
+      // bool: sum and prod count in int32; max/min are any/all.
+      switch (type_) {
+        case ReduceType::sum:
+          reduce_kernel<bool, int32_t, int32_t>(x, out, axes_, 0, [](int32_t a, int32_t b) { return kernels::wrapping_add(a, b); });
+          break;
+        case ReduceType::prod:
+          reduce_kernel<bool, int32_t, int32_t>(x, out, axes_, 1, [](int32_t a, int32_t b) { return kernels::wrapping_mul(a, b); });
+          break;
+        case ReduceType::max:
+          reduce_kernel<bool, bool, bool>(x, out, axes_, false, [](bool a, bool b) { return a || b; });
+          break;
+        default:
+          reduce_kernel<bool, bool, bool>(x, out, axes_, true, [](bool a, bool b) { return a && b; });
+          break;
+      }
+    }
+  }
+  bool supports_complex() const override { return type_ != ReduceType::max && type_ != ReduceType::min; }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
                          const std::vector<array>& outputs) override {
+    // Complex: c conj(d out / d x) (input_grad is linear in the cotangent and holomorphic in x).
+    if (is_complex(p[0].dtype())) return {conjugate(input_grad(p[0], outputs[0], conjugate(cot[0])))};
     return {input_grad(p[0], outputs[0], cot[0])};
   }
   std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t, const std::vector<int>&) override {
@@ -352,11 +362,10 @@ A scan_init(ScanType t) {
   switch (t) {
     case ScanType::sum: return A(0);
     case ScanType::prod: return A(1);
-    case ScanType::max: return lowest<A>();
-    case ScanType::min: return highest<A>();
-    case ScanType::logaddexp: return lowest<A>();  // -inf (only floating dtypes get here)
+    default:
+      if constexpr (is_complex_v<A>) return A(0);  // unreachable: complex scans are sums and products
+      else return t == ScanType::min ? highest<A>() : lowest<A>();  // logaddexp: -inf (floating only)
   }
-  return A(0);
 }
 
 // One step of a scan: the running value `a` combined with the next element `b`. On bool, sum and
@@ -457,16 +466,21 @@ void scan_rows(const array& x, array& out, int axis, bool reverse, bool inclusiv
 
 template <typename S, typename T>
 void scan_dispatch(ScanType t, const array& x, array& out, int axis, bool reverse, bool inclusive) {
-  switch (t) {
-    case ScanType::sum: scan_rows<S, T, ScanType::sum>(x, out, axis, reverse, inclusive); break;
-    case ScanType::prod: scan_rows<S, T, ScanType::prod>(x, out, axis, reverse, inclusive); break;
-    case ScanType::max: scan_rows<S, T, ScanType::max>(x, out, axis, reverse, inclusive); break;
-    case ScanType::min: scan_rows<S, T, ScanType::min>(x, out, axis, reverse, inclusive); break;
-    case ScanType::logaddexp:
-      if constexpr (std::is_floating_point_v<compute_t<T>>) {
-        scan_rows<S, T, ScanType::logaddexp>(x, out, axis, reverse, inclusive);
-      }
-      break;
+  if constexpr (is_complex_v<T>) {  // sums and products only (Scan::supports_complex)
+    if (t == ScanType::sum) scan_rows<S, T, ScanType::sum>(x, out, axis, reverse, inclusive);
+    else scan_rows<S, T, ScanType::prod>(x, out, axis, reverse, inclusive);
+  } else {
+    switch (t) {
+      case ScanType::sum: scan_rows<S, T, ScanType::sum>(x, out, axis, reverse, inclusive); break;
+      case ScanType::prod: scan_rows<S, T, ScanType::prod>(x, out, axis, reverse, inclusive); break;
+      case ScanType::max: scan_rows<S, T, ScanType::max>(x, out, axis, reverse, inclusive); break;
+      case ScanType::min: scan_rows<S, T, ScanType::min>(x, out, axis, reverse, inclusive); break;
+      case ScanType::logaddexp:
+        if constexpr (std::is_floating_point_v<compute_t<T>>) {
+          scan_rows<S, T, ScanType::logaddexp>(x, out, axis, reverse, inclusive);
+        }
+        break;
+    }
   }
 }
 
@@ -487,8 +501,16 @@ class Scan : public UnaryPrimitive {
       }
     });
   }
-  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
+  bool supports_complex() const override { return type_ == ScanType::sum || type_ == ScanType::prod; }
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
                          const std::vector<array>& outputs) override {
+    // Complex: c conj(J) = conj(J^T conj(c)) for these holomorphic scans.
+    if (is_complex(p[0].dtype())) return {conjugate(transpose_vjp(p, {conjugate(cot[0])}, outputs)[0])};
+    return transpose_vjp(p, cot, outputs);
+  }
+  // J^T c.
+  std::vector<array> transpose_vjp(const std::vector<array>& p, const std::vector<array>& cot,
+                                   const std::vector<array>& outputs) {
     const array& x = p[0];
     switch (type_) {
       case ScanType::sum:
@@ -645,7 +667,7 @@ class ArgReduce : public UnaryPrimitive {
     const int n = x.shape()[axis_];
     const int64_t xs = x.strides()[axis_];
     int32_t* y = kernels::ptr<int32_t>(out);
-    LOOM_DISPATCH_ALL(x.dtype(), T, {
+    LOOM_DISPATCH_REAL(x.dtype(), T, {
       using C = compute_t<T>;
       const T* x0 = kernels::ptr<T>(x);
       kernels::for_each_row<2>(kept, st, [&](const std::array<int64_t, 2>& o, int cnt, const std::array<int64_t, 2>& s) {
@@ -696,6 +718,9 @@ Dtype sum_dtype(Dtype d) {
 
 array reduce(const array& a, const std::vector<int>& axes_in, bool keepdims, ReduceType type) {
   const char* name = reduce_name(type);
+  if (is_complex(a.dtype()) && (type == ReduceType::max || type == ReduceType::min)) {
+    throw std::invalid_argument(msg("[", name, "] is not defined for complex64 arrays"));
+  }
   auto axes = detail::normalize_axes(axes_in, static_cast<int>(a.ndim()), name);
   if ((type == ReduceType::max || type == ReduceType::min)) {
     for (int ax : axes) {
@@ -753,9 +778,12 @@ array var_impl(const array& a, const std::vector<int>& axes, bool keepdims, int 
   const Dtype acc = accumulation_dtype(a.dtype());
   array x = astype(a, acc);
   array centered = subtract(x, mean(x, axes, true));
-  array s = sum(square(centered), axes, keepdims);
+  // Complex: the mean squared magnitude (float32), as numpy and MLX.
+  array s = is_complex(acc) ? sum(real(multiply(centered, conjugate(centered))), axes, keepdims)
+                            : sum(square(centered), axes, keepdims);
   double denom = double(n) - ddof;
-  return astype(multiply(s, array(denom > 0 ? 1.0 / denom : std::nan(""), acc)), result_dtype(a.dtype()));
+  return astype(multiply(s, array(denom > 0 ? 1.0 / denom : std::nan(""), s.dtype())),
+                is_complex(acc) ? float32 : result_dtype(a.dtype()));
 }
 }  // namespace
 
@@ -783,6 +811,7 @@ array stable_shift(const array& x, const std::vector<int>& axes, bool keep_posit
 
 array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims) {
   reduced_count(a, axes, "logsumexp");
+  detail::reject_complex(a.dtype(), "logsumexp");
   const Dtype d = result_dtype(a.dtype());
   array x = astype(a, accumulation_dtype(a.dtype()));
   if (x.size() == 0) return astype(log(sum(exp(x), axes, keepdims)), d);
@@ -810,6 +839,7 @@ namespace {
 // Over the last axis alone, the fused primitive; otherwise the composition.
 array softmax_impl(const array& a, const std::vector<int>& axes, bool take_log, const char* name) {
   reduced_count(a, axes, name);
+  detail::reject_complex(a.dtype(), name);
   const Dtype d = result_dtype(a.dtype());
   array x = astype(a, d);
   if (x.size() == 0) return x;

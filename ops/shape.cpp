@@ -69,6 +69,7 @@ bool view_strides(const array& x, const Shape& shape, Strides& out) {
 
 class Reshape : public UnaryPrimitive {
  public:
+  bool supports_complex() const override { return true; }
   explicit Reshape(Shape s) : shape_(std::move(s)) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array& x = in[0];
@@ -100,6 +101,7 @@ class Reshape : public UnaryPrimitive {
 
 class Broadcast : public UnaryPrimitive {
  public:
+  bool supports_complex() const override { return true; }
   explicit Broadcast(Shape s) : shape_(std::move(s)) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array& x = in[0];
@@ -133,6 +135,7 @@ class Broadcast : public UnaryPrimitive {
 
 class Transpose : public UnaryPrimitive {
  public:
+  bool supports_complex() const override { return true; }
   explicit Transpose(std::vector<int> axes) : axes_(std::move(axes)) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
     Strides st(axes_.size());
@@ -165,6 +168,7 @@ class Transpose : public UnaryPrimitive {
 
 class Slice : public UnaryPrimitive {
  public:
+  bool supports_complex() const override { return true; }
   Slice(Shape start, Shape stop, Shape strides)
       : start_(std::move(start)), stop_(std::move(stop)), strides_(std::move(strides)) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
@@ -233,6 +237,7 @@ class SliceUpdate : public UnaryPrimitive {
  public:
   SliceUpdate(Shape start, Shape stop, Shape strides, SliceMode mode = SliceMode::none)
       : start_(std::move(start)), stop_(std::move(stop)), strides_(std::move(strides)), mode_(mode) {}
+  bool supports_complex() const override { return mode_ == SliceMode::none || mode_ == SliceMode::add; }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array& src = in[0];
     const array& upd = in[1];
@@ -252,9 +257,9 @@ class SliceUpdate : public UnaryPrimitive {
         break;
       }
       case SliceMode::add: LOOM_DISPATCH_ALL(out.dtype(), T, slice_combine_kernel<T, SliceMode::add>(out, upd, st, offset)); break;
-      case SliceMode::prod: LOOM_DISPATCH_ALL(out.dtype(), T, slice_combine_kernel<T, SliceMode::prod>(out, upd, st, offset)); break;
-      case SliceMode::max: LOOM_DISPATCH_ALL(out.dtype(), T, slice_combine_kernel<T, SliceMode::max>(out, upd, st, offset)); break;
-      case SliceMode::min: LOOM_DISPATCH_ALL(out.dtype(), T, slice_combine_kernel<T, SliceMode::min>(out, upd, st, offset)); break;
+      case SliceMode::prod: LOOM_DISPATCH_REAL(out.dtype(), T, slice_combine_kernel<T, SliceMode::prod>(out, upd, st, offset)); break;
+      case SliceMode::max: LOOM_DISPATCH_REAL(out.dtype(), T, slice_combine_kernel<T, SliceMode::max>(out, upd, st, offset)); break;
+      case SliceMode::min: LOOM_DISPATCH_REAL(out.dtype(), T, slice_combine_kernel<T, SliceMode::min>(out, upd, st, offset)); break;
     }
   }
   // As MLX's SliceUpdate::vjp.
@@ -325,6 +330,7 @@ class SliceUpdate : public UnaryPrimitive {
 
 class Concatenate : public UnaryPrimitive {
  public:
+  bool supports_complex() const override { return true; }
   explicit Concatenate(int axis) : axis_(axis) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
     if (adjacent_views(in, out)) {  // the parts already lie in one buffer as the result would
@@ -402,6 +408,7 @@ class Concatenate : public UnaryPrimitive {
 // With `shapes`, the input is 1-D and part k is shown in shapes[k] (split_flat).
 class Split : public Primitive {
  public:
+  bool supports_complex() const override { return true; }
   Split(int axis, std::vector<int> starts, std::vector<Shape> shapes = {})
       : axis_(axis), starts_(std::move(starts)), shapes_(std::move(shapes)) {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
@@ -441,6 +448,7 @@ class Split : public Primitive {
 
 class Pad : public UnaryPrimitive {
  public:
+  bool supports_complex() const override { return true; }
   Pad(std::vector<int> axes, Shape low, Shape high) : axes_(std::move(axes)), low_(std::move(low)), high_(std::move(high)) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array& x = in[0];

@@ -196,7 +196,7 @@ template <SortKind kind>
 void run_sort(const array& in, array& out, int axis, int k) {
   out.alloc();
   if (out.size() == 0 || in.size() == 0) return;
-  LOOM_DISPATCH_ALL(in.dtype(), T, sort_kernel<T, kind>(in, out, axis, k));
+  LOOM_DISPATCH_REAL(in.dtype(), T, sort_kernel<T, kind>(in, out, axis, k));
 }
 
 class Sort : public UnaryPrimitive {
@@ -295,7 +295,7 @@ class SearchSorted : public UnaryPrimitive {
     std::array<Strides, 2> st{vals.strides(), out.strides()};
     kernels::collapse(shape, st);
     int32_t* y0 = kernels::ptr<int32_t>(out);
-    LOOM_DISPATCH_ALL(vals.dtype(), T, {
+    LOOM_DISPATCH_REAL(vals.dtype(), T, {
       using C = compute_t<T>;
       const T* s0 = kernels::ptr<T>(seq);
       const T* v0 = kernels::ptr<T>(vals);

@@ -11,6 +11,12 @@
 
 namespace loom::detail {
 
+/// For ops that compute in a real floating dtype (casting integers there): complex64 would lose its
+/// imaginary part in that cast, so it is an error naming `op`.
+inline void reject_complex(Dtype d, const char* op) {
+  if (is_complex(d)) throw std::invalid_argument(std::string("[") + op + "] is not defined for complex64 arrays");
+}
+
 /// Maps a possibly negative axis into [0, ndim); throws std::out_of_range naming `op` otherwise.
 inline int normalize_axis(int axis, int ndim, const char* op) {
   int ax = axis < 0 ? axis + ndim : axis;

@@ -21,6 +21,7 @@ std::string view_desc(const array& a, Dtype to) {
 // reinterpretation of bits has no derivative.
 class View : public UnaryPrimitive {
  public:
+  bool supports_complex() const override { return true; }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array& x = in[0];
     const int64_t ib = x.itemsize(), ob = out.itemsize();

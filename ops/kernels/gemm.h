@@ -1,5 +1,5 @@
 // The BLAS GEMM behind matmul / addmm, conv and attention (internal): C = alpha op(A) op(B) + beta C
-// on row-major float or double operands, op = transpose when ta / tb.
+// on row-major float, double or complex64 operands, op = transpose when ta / tb.
 #pragma once
 
 #include <cblas.h>
@@ -21,6 +21,8 @@ void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const
   const CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>) {
     cblas_sgemm(CblasRowMajor, opa, opb, int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
+  } else if constexpr (!std::is_same_v<T, double>) {  // complex64_t: std::complex<float>'s layout
+    cblas_cgemm(CblasRowMajor, opa, opb, int(M), int(N), int(K), &alpha, A, int(lda), B, int(ldb), &beta, C, int(ldc));
   } else {
     cblas_dgemm(CblasRowMajor, opa, opb, int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
   }

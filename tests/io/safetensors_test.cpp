@@ -388,7 +388,7 @@ TEST_F(Safetensors, RejectsMalformedHeaders) {
       {"{" + entry("a", "[4]", 0, 16) + "}", d8, "data_offsets [0, 16] are out of bounds of the 8-byte data buffer"},
       {"{" + entry("a", "[2]", 9223372036854775808ull, 9223372036854775816ull) + "}", d8, "are out of bounds"},
       {"{" + entry("a", "[3]", 0, 8) + "}", d8, "shape (3) of F32 needs 12 bytes but data_offsets [0, 8] span 8"},
-      {"{" + entry("a", "[1]", 0, 8, "F64") + "," + entry("b", "[2]", 4, 8, "C64") + "}", d8, "unsupported"},
+      {"{" + entry("a", "[1]", 0, 8, "F64") + "," + entry("b", "[2]", 4, 8, "C128") + "}", d8, "unsupported"},
       {"{" + entry("a", "[2]", 0, 8) + "," + entry("b", "[1]", 4, 8) + "}", d8,
        "tensor 'b' (data_offsets [4, 8]) overlaps tensor 'a' ([0, 8])"},
       {"{" + entry("a", "[1]", 0, 4) + "," + entry("b", "[1]", 4, 8) + "," + entry("c", "[1]", 4, 8) + "}",

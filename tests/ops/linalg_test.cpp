@@ -301,7 +301,7 @@ TEST(Matmul, Errors) {
   EXPECT_THROW_MSG(matmul(zeros({2, 2, 3}), zeros({2, 2})), std::invalid_argument,
                    "[matmul] inner dimensions differ: shapes (2,2,3) and (2,2)");
   EXPECT_THROW_MSG(matmul(zeros({2, 3}, int32), zeros({3, 2}, int32)), std::invalid_argument,
-                   "[matmul] needs floating-point arrays; got int32 and int32");
+                   "[matmul] needs floating-point or complex arrays; got int32 and int32");
   EXPECT_THROW_MSG(matmul(zeros({2, 3}, uint8), zeros({3, 2}, int64)), std::invalid_argument, "[matmul]");
   EXPECT_THROW_MSG(matmul(zeros({2, 3}, bool_), zeros({3, 2}, bool_)), std::invalid_argument, "bool");
 }
