@@ -3085,6 +3085,41 @@ def uref_view(xs, dts, p):
 
 numpy_uop("view", ugen_view, uref_view)
 
+# Chains of integer ops on unsigned registers: sizes of 256 and more run through elementwise fusion
+# (the runner compares with fusion on and off too), where each step's dtype must survive.
+UCHAIN_UNARY = ["negative", "square", "abs", "bitwise_invert", "sign"]
+UCHAIN_BINARY = ["add", "subtract", "multiply", "maximum", "minimum", "bitwise_and", "bitwise_or", "bitwise_xor",
+                 "floor_divide", "remainder", "right_shift"]
+
+
+def ugen_chain(g, big):
+    du = g.r.choice(UNSIGNED)
+    shape = g.shape() if g.r.random() < 0.4 else [g.r.choice([256, 300, 1000, 4097])]
+    k = g.r.randint(1, 3)
+    ins = [uinput(g, du if i == 0 or g.r.random() < 0.7 else g.r.choice(UNSIGNED + ["uint8", "int8", "int32", "int64"]),
+                  shape if i == 0 else g.broadcastable(shape)) for i in range(k)]
+    steps, nreg = [], k
+    for _ in range(g.r.randint(2, 8)):
+        if g.r.random() < 0.4:
+            steps.append([g.r.choice(UCHAIN_UNARY), g.r.randrange(nreg)])
+        else:
+            steps.append([g.r.choice(UCHAIN_BINARY), g.r.randrange(nreg), g.r.randrange(nreg)])
+        nreg += 1
+    return ins, {"steps": steps}
+
+
+def uref_chain(xs, dts, p):
+    regs = list(zip(xs, dts))
+    for step in p["steps"]:
+        args = [regs[i] for i in step[1:]]
+        ref = uref_unary(step[0]) if len(args) == 1 else uref_binary(step[0])
+        (t, d), = ref([a[0] for a in args], [a[1] for a in args], {})
+        regs.append((np.asarray(t), d))
+    return [regs[-1]]
+
+
+numpy_uop("chain", ugen_chain, uref_chain)
+
 
 def make_unsigned_case(g, cid, op_name=None):
     name = op_name or g.r.choice(sorted(UOPS))
