@@ -2492,7 +2492,9 @@ def gen_gather_qmm(g, big):
             if g.r.random() < 0.03 and cnt:
                 v[0] = count  # out of range now and then: both sides must reject
             ins.append(Input(g.r.choice(["int32", "int64", "uint8"]), sh, v))
-    return ins, {"group_size": gs, "bits": bits, "transpose": transpose, "lhs": lhs, "rhs": rhs}
+    # sorted_indices is a hint for MLX's GPU kernels: the result must not depend on it.
+    return ins, {"group_size": gs, "bits": bits, "transpose": transpose, "lhs": lhs, "rhs": rhs,
+                 "sorted": g.r.random() < 0.2}
 
 
 def gather_qmm_operands(ts, dts, p):
