@@ -63,8 +63,9 @@ def lst(v):
     return "{" + ", ".join(str(a) for a in v) + "}"
 
 
-for (op, xs, ws, st, pd, dl, opad, g, sx, sw) in CASES:
-    y = run(op, vals(xs, sx), vals(ws, sw), st, pd, dl, opad, g)
-    print('    {"%s", %s, %s, %s, %s, %s, %s, %d, %d, %d, %s,\n     {%s}},' % (
-        op, lst(xs), lst(ws), lst(st), lst(pd), lst(dl), lst(opad or []), g, sx, sw, lst(y.shape),
-        ", ".join(repr(float(a)) for a in y.flatten().tolist())))
+if __name__ == "__main__":  # transpose_grad2_ref.py imports the helpers
+    for (op, xs, ws, st, pd, dl, opad, g, sx, sw) in CASES:
+        y = run(op, vals(xs, sx), vals(ws, sw), st, pd, dl, opad, g)
+        print('    {"%s", %s, %s, %s, %s, %s, %s, %d, %d, %d, %s,\n     {%s}},' % (
+            op, lst(xs), lst(ws), lst(st), lst(pd), lst(dl), lst(opad or []), g, sx, sw, lst(y.shape),
+            ", ".join(repr(float(a)) for a in y.flatten().tolist())))

@@ -222,7 +222,7 @@ def view_index(base_shape, recipe):
 def enc_values(v, dt):
     if dt == "bool":
         return [bool(x) for x in np.asarray(v).reshape(-1)]
-    if dt in INTS:
+    if dt in INTS or dt in UNSIGNED:
         return [int(x) for x in np.asarray(v).reshape(-1)]
     out = []
     for x in np.asarray(v, dtype=np.float64).reshape(-1):
@@ -232,8 +232,8 @@ def enc_values(v, dt):
 
 
 def dec_values(data, dt):
-    if dt in INTS or dt in ("bool", "uint32"):
-        return np.array([int(x) for x in data], dtype=object if dt == "int64" else np.int64)
+    if dt in INTS or dt in ("bool", "uint16", "uint32", "uint64"):
+        return np.array([int(x) for x in data], dtype=object if dt in ("int64", "uint64") else np.int64)
     return np.array([float(x) if not isinstance(x, str) else float(x) for x in data], dtype=np.float64)
 
 
@@ -2460,6 +2460,77 @@ def ref_from_fp8(ts, dts, p):
 
 
 Op("quantized_matmul", gen_quantized_matmul, ref_quantized_matmul, scale=scale_quantized_matmul)
+
+
+# gather_qmm (MLX's semantics, ops.cpp and python/tests/test_quantized.py): output i is x's matrix
+# lhs_indices[i] times w's dequantized matrix rhs_indices[i] (indices into the flattened batch axes;
+# an absent one is arange over its operand's batch shape), over the broadcast shape of the indices.
+# The reference gathers x and dequantize(w) with the indices and multiplies in float64; its vjp and
+# jvp are x's (autograd through the gather adds the cotangents of repeated lhs indices).
+def gen_gather_qmm(g, big):
+    gs = g.r.choice([32, 64])
+    bits = g.r.choice([2, 3, 4, 5, 6, 8])
+    transpose = g.r.random() < 0.7
+    k = gs * g.r.choice([1, 2])
+    n = g.r.choice([1, 3, 8]) if transpose else gs
+    m = g.r.choice([1, 2, 5])
+    wb = [g.r.choice([1, 2, 3, 4]) for _ in range(g.r.choice([1, 1, 2]))]
+    xb = [g.r.choice([1, 2, 3]) for _ in range(g.r.choice([0, 1, 1, 2]))]
+    nx, nw = int(np.prod(xb, dtype=np.int64)), int(np.prod(wb, dtype=np.int64))
+    lhs, rhs = g.r.random() < 0.6, g.r.random() < 0.85
+    if not lhs and not rhs and g.r.random() < 0.8:
+        rhs = True  # neither: quantized_matmul of the stacks (MLX), now and then
+    # Index shapes: both broadcast to one shape (an absent index has its operand's batch shape).
+    ishape = list(xb) if not lhs else list(wb) if not rhs else [g.r.choice([1, 2, 3, 5]) for _ in range(g.r.randint(0, 2))]
+    ins = [make_input(g, g.r.choice(["float32", "float32", "float64"]), xb + [m, k], special=False),
+           make_input(g, "float32", wb + ([n, k] if transpose else [k, n]), special=False, view=False)]
+    for present, count in ((lhs, nx), (rhs, nw)):
+        if present:
+            sh = g.broadcastable(ishape) if g.r.random() < 0.4 else list(ishape)
+            cnt = int(np.prod(sh, dtype=np.int64))
+            v = g.np.integers(0, count, cnt)
+            if g.r.random() < 0.03 and cnt:
+                v[0] = count  # out of range now and then: both sides must reject
+            ins.append(Input(g.r.choice(["int32", "int64", "uint8"]), sh, v))
+    # sorted_indices is a hint for MLX's GPU kernels: the result must not depend on it.
+    return ins, {"group_size": gs, "bits": bits, "transpose": transpose, "lhs": lhs, "rhs": rhs,
+                 "sorted": g.r.random() < 0.2}
+
+
+def gather_qmm_operands(ts, dts, p):
+    """x's matrices, w's dequantized matrices (each (K, N)) and the two index arrays, broadcast."""
+    d = promote(dts[0], "float32")
+    x = cast(ts[0], dts[0], d)
+    out = np.float64 if d == "float64" else np.float32
+    w = np_affine_dequantized(ts[1].detach().numpy().astype(np.float32), p["group_size"], p["bits"], out)
+    w = torch.tensor(w.astype(np.float64))
+    w = w.reshape([-1] + list(w.shape[-2:]))
+    if p["transpose"]:
+        w = w.transpose(-1, -2)
+    xb, wb = list(x.shape[:-2]), list(ts[1].shape[:-2])
+    nx, nw = int(np.prod(xb, dtype=np.int64)), int(np.prod(wb, dtype=np.int64))
+    rest = iter(ts[2:])
+    li = next(rest).to(torch.int64) if p["lhs"] else torch.arange(nx).reshape(xb)
+    ri = next(rest).to(torch.int64) if p["rhs"] else torch.arange(nw).reshape(wb)
+    li, ri = torch.broadcast_tensors(li, ri)
+    if ((li < 0) | (li >= nx)).any() or ((ri < 0) | (ri >= nw)).any():
+        raise IndexError("gather_qmm index out of range")
+    return d, x.reshape([-1] + list(x.shape[-2:])), w, li, ri
+
+
+def ref_gather_qmm(ts, dts, p):
+    d, x, w, li, ri = gather_qmm_operands(ts, dts, p)
+    out = torch.matmul(x[li.reshape(-1)], w[ri.reshape(-1)])
+    return [(out.reshape(list(li.shape) + list(out.shape[-2:])), d)]
+
+
+def scale_gather_qmm(ts, dts, p):
+    d, x, w, li, ri = gather_qmm_operands(ts, dts, p)
+    out = torch.matmul(x.abs()[li.reshape(-1)], w.abs()[ri.reshape(-1)])
+    return out.reshape(list(li.shape) + list(out.shape[-2:]))
+
+
+Op("gather_qmm", gen_gather_qmm, ref_gather_qmm, scale=scale_gather_qmm)
 Op("dequantize", gen_dequantize, ref_dequantize, grad=False, rtol=0.0)
 Op("to_fp8", gen_to_fp8, ref_to_fp8, grad=False)
 Op("from_fp8", gen_from_fp8, ref_from_fp8, grad=False)
@@ -2567,6 +2638,535 @@ def ref_view(ts, dts, p):
 Op("view", gen_view, ref_view, grad=False)
 
 
+# ---- uint16 / uint32 / uint64: a numpy reference path ----
+# PyTorch 1.13 has no uint16/32/64, so cases with them are a family of their own, drawn in place of
+# an ordinary case with probability UNSIGNED_FRACTION (from a random stream of their own, so a
+# seed's other cases stay as they were). Two kinds of reference:
+#  - ops that only move values or compare them with each other (shape and indexing ops, sort, max,
+#    argmax, cummax, ...) run their ordinary PyTorch reference on int64 tensors holding the values
+#    shifted by an order-preserving offset (uint64: v - 2^63), and shift the results back;
+#  - arithmetic, comparisons of mixed dtypes, bitwise ops, shifts, sum / prod / mean, scans, where,
+#    clip and astype are computed with numpy, in the dtype MLX's promotion gives (below), which is not
+#    numpy's: uint64 with a signed integer is float32 in MLX (numpy: float64), uint32 with int32 is
+#    int64 (as numpy). Integer arithmetic wraps in that dtype, as in numpy and MLX.
+# No derivatives are compared for this family (integer results; the float ones are plain casts).
+UNSIGNED = ["uint16", "uint32", "uint64"]
+UNSIGNED_FRACTION = UNSIGNED_FRACTION_DEFAULT = 0.12
+UBITS = {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}
+SBITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
+ILIM.update({"uint16": (0, 2 ** 16 - 1), "uint32": (0, 2 ** 32 - 1), "uint64": (0, 2 ** 64 - 1)})
+NPD = {"bool": np.bool_, "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
+       "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "float16": np.float16,
+       "float32": np.float32, "float64": np.float64}
+# The dtypes drawn beside the unsigned ones (numpy has no bfloat16; the ordinary cases cover it).
+UOTHER = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"]
+
+
+def mlx_promote(a, b):
+    """MLX's promotion table (core/dtype.cpp): unsigned with unsigned (or bool) is the wider one;
+    uintN with intM is the signed integer of max(2N, M) bits, except uint64 with any signed integer,
+    which is float32; an integer with a float is the float."""
+    if a == b:
+        return a
+    if a not in UNSIGNED and b not in UNSIGNED:
+        return promote(a, b)
+    if a in FLOATS or b in FLOATS:
+        return a if a in FLOATS else b
+    if a == "bool" or b == "bool":
+        return b if a == "bool" else a
+    if a in UBITS and b in UBITS:
+        return a if UBITS[a] > UBITS[b] else b
+    u, s = (a, b) if a in UBITS else (b, a)
+    if UBITS[u] == 64:
+        return "float32"
+    return "int%d" % max(2 * UBITS[u], SBITS[s])
+
+
+def unsigned_case(case):
+    if case["op"] not in UOPS:
+        return False
+    return any(i.dt in UNSIGNED for i in case["_inputs"]) or case.get("params", {}).get("dtype") in UNSIGNED
+
+
+def uvalues(g, dt, n, lo=None, hi=None, special=True):
+    top = ILIM[dt][1]
+    if lo is not None:
+        v = [int(x) for x in g.np.integers(lo, hi + 1, n)]
+    else:
+        k = g.r.choice([3, 40, 40, 1000])  # small ranges make ties (sort, argmax)
+        v = [int(x) for x in g.np.integers(0, k + 1, n)]
+    if special and n and g.r.random() < 0.4:
+        half = 1 << (UBITS[dt] - 1)
+        for i in g.np.integers(0, n, max(1, n // 6)):
+            v[i] = g.r.choice([top, top - 1, 0, 1, half, half - 1, half + 1, top // 3, 1 << 31, (1 << 32) - 1,
+                               1 << 16]) & top
+    return np.array(v, dtype=object).astype(NPD[dt])
+
+
+def uinput(g, dt, shape, lo=None, hi=None, special=True, view=True):
+    if dt not in UNSIGNED:
+        return make_input(g, dt, shape, lo=lo, hi=hi, special=special, view=view)
+    base, recipe = g.view(shape) if view else (list(shape), None)
+    return Input(dt, shape, uvalues(g, dt, int(np.prod(base, dtype=np.int64)), lo, hi, special), recipe, base)
+
+
+def np_values(inp):
+    """The input's (viewed) values as numpy in its dtype (floats: float64 holding the dtype's values)."""
+    npd = np.float64 if inp.dt in FLOATS else NPD[inp.dt]
+    v = np.asarray(inp.values)
+    v = (v.astype(object) if v.dtype == object or inp.dt not in FLOATS else v).astype(npd)
+    base = v.reshape(inp.base_shape)
+    if inp.recipe:
+        idx = view_index(inp.base_shape, inp.recipe)
+        return base.reshape(-1)[idx.reshape(-1)].reshape(idx.shape)
+    return base
+
+
+def ucast(x, src, dst):
+    """numpy values of Loom dtype src converted as Loom converts them to dst (floats: float64 holding
+    dst's values; integers wrap; floats to integers saturate, NaN to 0: float_to_int_saturates)."""
+    if dst in FLOATS:
+        if src in FLOATS:
+            return round_to(x, dst)
+        if dst == "float64":
+            return x.astype(np.float64)
+        # Integers straight to the narrow float (through float64 could round twice).
+        with np.errstate(all="ignore"):  # beyond float16's range: inf, as Loom
+            return x.astype(np.float32 if dst == "float32" else np.float16).astype(np.float64)
+    if dst == "bool":
+        return x != 0
+    if src in FLOATS:
+        deviation("float_to_int_saturates")
+        lo, hi = ILIM[dst]
+        out = []
+        for f in x.reshape(-1):
+            f = float(f)
+            out.append(0 if f != f else hi if f >= hi else lo if f <= lo else int(math.trunc(f)))
+        return np.array(out, dtype=object).astype(NPD[dst]).reshape(x.shape)
+    return x.astype(NPD[dst])  # integer to integer: C's modular conversion, numpy's astype
+
+
+def compute_type(d):
+    """numpy type Loom computes dtype d in: float32 for float16 (rounded once at the end)."""
+    return np.float64 if d == "float64" else np.float32 if d in FLOATS else NPD[d]
+
+
+def in_type(fn, d, *xs):
+    """fn of xs computed in Loom's compute type for d; the result as float64 / d's numpy type. The
+    operands are made 1-d at least: numpy 1.24 promotes 0-d arrays by value, so np.where(b == 0, 1, b)
+    of a 0-d uint64 b would be float64 and round quotients and powers above 2^53."""
+    shape = np.broadcast(*xs).shape
+    with np.errstate(all="ignore"):
+        r = np.asarray(fn(*[np.atleast_1d(x.astype(compute_type(d))) for x in xs])).reshape(shape)
+    return round_to(r.astype(np.float64), d) if d in FLOATS else r.astype(NPD[d])
+
+
+UCOMPARE = {"equal": np.equal, "not_equal": np.not_equal, "less": np.less, "less_equal": np.less_equal,
+            "greater": np.greater, "greater_equal": np.greater_equal}
+UARITH = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
+          "maximum": np.maximum, "minimum": np.minimum, "power": None, "floor_divide": None, "remainder": None,
+          "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
+          "left_shift": np.left_shift, "right_shift": np.right_shift}
+
+
+def ushape(g, min_rank=0):
+    """A case's shape; now and then one above the parallel threshold (vectorized and threaded kernels)."""
+    return g.large_shape() if g.r.random() < 0.03 else g.shape(min_rank=min_rank)
+
+
+def ugen_binary(name):
+    def gen(g, big):
+        shape = ushape(g)
+        du = g.r.choice(UNSIGNED)
+        kinds = UNSIGNED + UOTHER
+        if name in ("bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"):
+            kinds = [k for k in kinds if k not in FLOATS]
+        do = du if g.r.random() < 0.5 else g.r.choice(kinds)
+        sa, sb = shape, g.broadcastable(shape)
+        lo = hi = None
+        if name == "power":
+            lo, hi = 0, 8  # small exponents: the integer loop's length is the exponent's bit count anyway
+        if "shift" in name:
+            lo, hi = (0, 70) if do in UNSIGNED + ["uint8", "bool"] else (-2, 70)  # past every width
+        a = uinput(g, du, sa)
+        b = uinput(g, do, sb, lo=lo, hi=hi, special=lo is None)
+        if g.r.random() < 0.5 and lo is None:
+            a, b = b, a
+        return [a, b], {}
+    return gen
+
+
+def uref_binary(name):
+    def ref(xs, dts, p):
+        a, b = xs
+        d = mlx_promote(dts[0], dts[1])
+        if name in UCOMPARE:
+            return [(in_type(UCOMPARE[name], d, ucast(a, dts[0], d), ucast(b, dts[1], d)).astype(bool), "bool")]
+        if name == "divide":
+            d = floating(d)
+        if "shift" in name and d == "bool":
+            d = "uint8"  # MLX shifts bools as uint8
+        if name.startswith("bitwise") or "shift" in name:
+            if d in FLOATS:
+                raise TypeError("bitwise ops take integers only (MLX); uint64 with a signed integer is float32")
+        if d == "bool" and name in ("subtract", "power", "floor_divide", "remainder"):
+            deviation("bool_arith")
+            raise TypeError("bool")
+        ca, cb = ucast(a, dts[0], d), ucast(b, dts[1], d)
+        if d == "bool":
+            return [((ca | cb) if name in ("add", "maximum", "bitwise_or") else (ca ^ cb) if name == "bitwise_xor"
+                     else (ca & cb), d)]
+        if name in ("floor_divide", "remainder"):
+            deviation("int_div_by_zero" if d not in FLOATS else "float_remainder")
+            fn = (_int_floor_divide if name == "floor_divide" else _int_remainder) if d not in FLOATS else (
+                np.floor_divide if name == "floor_divide" else np.remainder)
+            return [(in_type(fn, d, ca, cb), d)]
+        if name == "power" and d not in FLOATS:
+            return [(in_type(_int_power, d, ca, cb), d)]
+        return [(in_type(UARITH[name] or np.power, d, ca, cb), d)]
+    return ref
+
+
+UUNARY = {"abs": np.abs, "negative": np.negative, "sign": np.sign, "square": np.square,
+          "bitwise_invert": np.invert, "floor": lambda x: x, "ceil": lambda x: x, "round": lambda x: x,
+          "copy": lambda x: x, "stop_gradient": lambda x: x}
+UPRED = {"logical_not": lambda x: x == 0, "isnan": lambda x: np.zeros(x.shape, bool),
+         "isinf": lambda x: np.zeros(x.shape, bool), "isfinite": lambda x: np.ones(x.shape, bool)}
+UFLOAT = {"sqrt": np.sqrt, "exp": np.exp, "log": np.log}
+
+
+def ugen_unary(g, big):
+    return [uinput(g, g.r.choice(UNSIGNED), ushape(g))], {}
+
+
+def uref_unary(name):
+    def ref(xs, dts, p):
+        x, dt = xs[0], dts[0]
+        if name in UPRED:
+            return [(UPRED[name](x), "bool")]
+        if name in UFLOAT:
+            d = floating(dt)
+            with np.errstate(all="ignore"):
+                return [(round_to(UFLOAT[name](ucast(x, dt, d)), d), d)]
+        with np.errstate(all="ignore"):
+            return [(np.asarray(UUNARY[name](x)).astype(NPD[dt]), dt)]  # floor/ceil/round of an integer: itself
+    return ref
+
+
+def ugen_reduce(name):
+    def gen(g, big):
+        shape = ushape(g)
+        lo, hi = (0, 3) if name == "prod" and g.r.random() < 0.5 else (None, None)
+        return [uinput(g, g.r.choice(UNSIGNED), shape, lo=lo, hi=hi)], {
+            "axes": gen_axes(g, len(shape)), "keepdims": g.r.random() < 0.3}
+    return gen
+
+
+def usum_dtype(dt):
+    deviation("sum_dtype")  # MLX: unsigned integers up to 32 bits sum in uint32, uint64 in uint64
+    return "uint64" if dt == "uint64" else "uint32"
+
+
+def uref_reduce(name):
+    def ref(xs, dts, p):
+        x, dt = xs[0], dts[0]
+        axes = tuple(norm_axes(p["axes"], x.ndim))
+        keep = p.get("keepdims", False)
+        if name in ("all", "any"):
+            return [((np.all if name == "all" else np.any)(x != 0, axis=axes, keepdims=keep), "bool")]
+        if name == "mean":
+            n = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+            s = np.sum(ucast(x, dt, "float32"), axis=axes, keepdims=keep)
+            deviation("mean_of_empty")
+            with np.errstate(all="ignore"):
+                return [(round_to(s / n if n else s * math.nan, "float32"), "float32")]
+        od = usum_dtype(dt)
+        with np.errstate(all="ignore"):
+            y = x.astype(NPD[od])
+            r = (np.sum if name == "sum" else np.prod)(y, axis=axes, keepdims=keep, dtype=NPD[od]) if axes else y
+        return [(np.asarray(r).astype(NPD[od]), od)]
+    return ref
+
+
+def uscale_mean(xs, dts, p):
+    return None  # the values are magnitudes: |mean| is the error scale
+
+
+def ugen_scan(g, big):
+    shape = ushape(g, min_rank=1)
+    lo, hi = (0, 3) if g.r.random() < 0.5 else (None, None)
+    return [uinput(g, g.r.choice(UNSIGNED), shape, lo=lo, hi=hi)], {
+        "axis": g.r.randrange(-len(shape), len(shape)), "reverse": g.r.random() < 0.4, "inclusive": g.r.random() < 0.7}
+
+
+def uref_scan(name):
+    def ref(xs, dts, p):
+        x, dt = xs[0], dts[0]  # cumsum and cumprod of uint16/32/64 keep the dtype (MLX), wrapping
+        ax = p["axis"] % x.ndim
+        if p["reverse"]:
+            x = np.flip(x, ax)
+        n = x.shape[ax]
+        fn = np.cumsum if name == "cumsum" else np.cumprod
+        with np.errstate(all="ignore"):
+            if p["inclusive"]:
+                r = fn(x, axis=ax, dtype=NPD[dt])
+            else:
+                first = np.full_like(np.take(x, range(min(1, n)), axis=ax), 0 if name == "cumsum" else 1)
+                r = np.concatenate([first, fn(np.take(x, range(max(n - 1, 0)), axis=ax), axis=ax, dtype=NPD[dt])],
+                                   axis=ax)
+        if p["reverse"]:
+            r = np.flip(r, ax)
+        return [(r.astype(NPD[dt]), dt)]
+    return ref
+
+
+def ugen_where(g, big):
+    shape = g.shape()
+    shapes = [shape, g.broadcastable(shape), g.broadcastable(shape)]
+    g.r.shuffle(shapes)
+    du = g.r.choice(UNSIGNED)
+    do = du if g.r.random() < 0.5 else g.r.choice(UNSIGNED + UOTHER)
+    ins = [uinput(g, du, shapes[1]), uinput(g, do, shapes[2])]
+    g.r.shuffle(ins)
+    return [uinput(g, g.r.choice(["bool", "bool", g.r.choice(UNSIGNED)]), shapes[0])] + ins, {}
+
+
+def uref_where(xs, dts, p):
+    d = mlx_promote(dts[1], dts[2])
+    return [(np.where(xs[0] != 0, ucast(xs[1], dts[1], d), ucast(xs[2], dts[2], d)), d)]
+
+
+def ugen_clip(g, big):
+    shape = g.shape()
+    du = g.r.choice(UNSIGNED)
+    lo, hi = g.r.random() < 0.8, g.r.random() < 0.8
+    if not lo and not hi:
+        lo = True
+    ins = [uinput(g, du, shape)]
+    for present in (lo, hi):
+        if present:
+            ins.append(uinput(g, du if g.r.random() < 0.6 else g.r.choice(UNSIGNED + UOTHER[1:]),
+                              g.broadcastable(shape), special=g.r.random() < 0.3))
+    return ins, {"lo": lo, "hi": hi}
+
+
+def uref_clip(xs, dts, p):
+    out, d, i = xs[0], dts[0], 1
+    for key, pick in (("lo", np.less), ("hi", np.greater)):
+        if p[key]:  # as ref_clip: promote step by step; a NaN bound gives NaN
+            d2 = mlx_promote(d, dts[i])
+            b, o = ucast(xs[i], dts[i], d2), ucast(out, d, d2)
+            take = pick(o, b) | np.isnan(b) if d2 in FLOATS else pick(o, b)
+            out, d = np.where(take, b, o), d2
+            i += 1
+    return [(out, d)]
+
+
+def ugen_astype(g, big):
+    shape = ushape(g)
+    if g.r.random() < 0.5:
+        src, to = g.r.choice(UNSIGNED), g.r.choice(UNSIGNED + UOTHER)
+    else:
+        src, to = g.r.choice(UOTHER), g.r.choice(UNSIGNED)
+    inp = uinput(g, src, shape)
+    if src in FLOATS and g.r.random() < 0.5:  # out-of-range values saturate (float_to_int_saturates)
+        inp.values = round_to(g.np.standard_normal(len(inp.values)) * g.r.choice([10.0, 1e5, 1e10, 1e19]), src)
+    return [inp], {"dtype": to}
+
+
+def uref_astype(xs, dts, p):
+    return [(ucast(xs[0], dts[0], p["dtype"]), p["dtype"])]
+
+
+class UOp:
+    """An op of the unsigned family: its generator and a reference on the whole case."""
+    def __init__(self, name, gen, ref, scale=None):
+        self.name, self.gen, self.ref, self.scale = name, gen, ref, scale
+
+
+UOPS = {}
+
+
+def numpy_uop(name, gen, ref, scale=None):
+    UOPS[name] = UOp(name, gen, lambda case: ref([np_values(i) for i in case["_inputs"]],
+                                                  [i.dt for i in case["_inputs"]], case.get("params", {})), scale)
+
+
+for _n in list(UARITH) + list(UCOMPARE):
+    numpy_uop(_n, ugen_binary(_n), uref_binary(_n))
+for _n in list(UUNARY) + list(UPRED) + list(UFLOAT):
+    numpy_uop(_n, ugen_unary, uref_unary(_n))
+for _n in ["sum", "prod", "mean", "all", "any"]:
+    numpy_uop(_n, ugen_reduce(_n), uref_reduce(_n), scale="value" if _n == "mean" else None)
+for _n in ["cumsum", "cumprod"]:
+    numpy_uop(_n, ugen_scan, uref_scan(_n))
+numpy_uop("where", ugen_where, uref_where)
+numpy_uop("clip", ugen_clip, uref_clip)
+numpy_uop("astype", ugen_astype, uref_astype)
+
+# Ops that move or compare values: which inputs hold the data (the rest are indices or masks).
+UMOVED = {n: [0] for n in ["reshape", "transpose", "flatten", "swapaxes", "moveaxis", "squeeze", "expand_dims",
+                           "broadcast_to", "slice", "tile", "repeat", "split", "take", "take_along_axis", "gather",
+                           "as_strided", "full", "sort", "argsort", "topk", "max", "min", "argmax", "argmin",
+                           "cummax", "cummin"]}
+UMOVED.update({"slice_update": [0, 1], "pad": [0, 1], "put_along_axis": [0, 2], "masked_scatter": [0, 2],
+               "scatter": [0, -1], "concatenate": None, "stack": None,  # None: every input
+               "scatter_max": [0, -1], "scatter_min": [0, -1], "slice_update_max": [0, 1], "slice_update_min": [0, 1]})
+# Ops that add or multiply values: their references run on the values' two's complement int64 bits
+# (uint64 above 2^63 negative), whose wrapping sums and products are the unsigned ones modulo 2^64,
+# then keep the dtype's low bits (uint16 / uint32 wrap as MLX's kernels do).
+UWRAPPED = {"scatter_add": [0, -1], "scatter_prod": [0, -1], "slice_update_add": [0, 1], "slice_update_prod": [0, 1],
+            "scatter_add_axis": [0, 2], "scatter_add_take": [0, 2]}
+# Every unsigned value v is held as v - 2^63: the int64 limits (the identities of exclusive cummax /
+# cummin) then map back to 0 and the largest value of each unsigned dtype.
+UOFFSET = 1 << 63
+
+
+def ugen_moved(name):
+    def gen(g, big):
+        ins, p = OPS[name].gen(g, False)
+        du = g.r.choice(UNSIGNED)
+        where = UMOVED.get(name, UWRAPPED.get(name))
+        pos = where if where is not None else range(len(ins))
+        for k in pos:
+            i = ins[k]
+            ins[k] = Input(du, i.shape, uvalues(g, du, len(i.values)), i.recipe, i.base_shape)
+        return ins, p
+    return gen
+
+
+def uref_moved(name):
+    def ref(case):
+        """The op's PyTorch reference on int64 values v - offset (order-preserving), shifted back."""
+        du = next(i.dt for i in case["_inputs"] if i.dt in UNSIGNED)
+        off, top = UOFFSET, ILIM[du][1]
+        bits = lambda v: int(v) - off if name not in UWRAPPED else int(v) - (1 << 64) if int(v) >= off else int(v)  # noqa: E731
+        ins = [Input("int64", i.shape, np.array([bits(v) for v in np.asarray(i.values).reshape(-1)],
+                                                  dtype=object), i.recipe, i.base_shape)
+               if i.dt in UNSIGNED else i for i in case["_inputs"]]
+        _, _, _, outs = reference(dict(case, _inputs=ins), OPS[name], False)
+        res = []
+        for t, d in outs:
+            v = to_np(t, d)
+            if d == "int64":
+                v = np.array([(int(x) + (off if name not in UWRAPPED else 0)) & top for x in v],
+                             dtype=object).astype(NPD[du])
+                d = du
+            res.append((v.reshape(tuple(t.shape)), d))
+        return res
+    return ref
+
+
+for _n in list(UMOVED) + list(UWRAPPED):
+    UOPS[_n] = UOp(_n, ugen_moved(_n), uref_moved(_n))
+
+
+def ugen_view(g, big):
+    dt, to = g.r.choice(UNSIGNED), g.r.choice(UNSIGNED + UOTHER)
+    if g.r.random() < 0.5:
+        dt, to = to, dt
+    ratio = max(np.dtype(NPD[dt]).itemsize, np.dtype(NPD[to]).itemsize)
+    shape = g.shape(min_rank=1)
+    shape[-1] = ratio * g.r.choice([0, 1, 1, 2, 3])
+    inp = uinput(g, dt, shape)
+    if dt in FLOATS:  # a NaN's bits depend on how each side made it (as gen_view)
+        inp.values = np.where(np.isnan(inp.values), 0.0, inp.values)
+    return [inp], {"dtype": to}
+
+
+def uref_view(xs, dts, p):
+    to = p["dtype"]
+    x = np.ascontiguousarray(xs[0].astype(NPD[dts[0]]))
+    if x.ndim == 0:
+        raise ValueError("view of a 0-d array")
+    if to == "bool":
+        return [(x.view(np.uint8) != 0, to)]  # Loom stores a viewed bool as 0 / 1 (ops/view.h)
+    y = x.view(NPD[to])
+    return [(y.astype(np.float64) if to in FLOATS else y, to)]
+
+
+numpy_uop("view", ugen_view, uref_view)
+
+# Chains of integer ops on unsigned registers: sizes of 256 and more run through elementwise fusion
+# (the runner compares with fusion on and off too), where each step's dtype must survive.
+UCHAIN_UNARY = ["negative", "square", "abs", "bitwise_invert", "sign"]
+UCHAIN_BINARY = ["add", "subtract", "multiply", "maximum", "minimum", "bitwise_and", "bitwise_or", "bitwise_xor",
+                 "floor_divide", "remainder", "right_shift"]
+
+
+def ugen_chain(g, big):
+    du = g.r.choice(UNSIGNED)
+    shape = g.shape() if g.r.random() < 0.4 else [g.r.choice([256, 300, 1000, 4097])]
+    k = g.r.randint(1, 3)
+    ins = [uinput(g, du if i == 0 or g.r.random() < 0.7 else g.r.choice(UNSIGNED + ["uint8", "int8", "int32", "int64"]),
+                  shape if i == 0 else g.broadcastable(shape)) for i in range(k)]
+    steps, nreg = [], k
+    for _ in range(g.r.randint(2, 8)):
+        if g.r.random() < 0.4:
+            steps.append([g.r.choice(UCHAIN_UNARY), g.r.randrange(nreg)])
+        else:
+            steps.append([g.r.choice(UCHAIN_BINARY), g.r.randrange(nreg), g.r.randrange(nreg)])
+        nreg += 1
+    return ins, {"steps": steps}
+
+
+def uref_chain(xs, dts, p):
+    regs = list(zip(xs, dts))
+    for step in p["steps"]:
+        args = [regs[i] for i in step[1:]]
+        ref = uref_unary(step[0]) if len(args) == 1 else uref_binary(step[0])
+        (t, d), = ref([a[0] for a in args], [a[1] for a in args], {})
+        regs.append((np.asarray(t), d))
+    return [regs[-1]]
+
+
+numpy_uop("chain", ugen_chain, uref_chain)
+
+
+def make_unsigned_case(g, cid, op_name=None):
+    name = op_name or g.r.choice(sorted(UOPS))
+    inputs, params = UOPS[name].gen(g, False)
+    return {"id": cid, "op": name, "_inputs": inputs, "params": params}
+
+
+def check_unsigned(case, res):
+    """check() for the unsigned family: numpy / shifted-int64 references, no derivatives."""
+    op = UOPS[case["op"]]
+    try:
+        outs = op.ref(case)
+    except Exception as e:  # the reference rejects the input
+        if "error" in res:
+            return []
+        return ["reference rejects (%s: %s) but Loom returned %s" % (type(e).__name__, e, summarize(res))]
+    if "error" in res:
+        return ["Loom throws: %s" % res["error"]]
+    problems = []
+    for variant, r in [("", res)] + ([("[fusion off] ", res["nofuse"])] if "nofuse" in res else []):
+        if "error" in r:
+            problems.append(variant + "Loom throws: %s" % r["error"])
+            continue
+        if len(r["outputs"]) != len(outs):
+            problems.append(variant + "%d outputs, expected %d" % (len(r["outputs"]), len(outs)))
+            continue
+        for k, ((w, d), o) in enumerate(zip(outs, r["outputs"])):
+            name = variant + ("output %d" % k if len(outs) > 1 else "value")
+            w = np.asarray(w)
+            if o["dtype"] != d:
+                problems.append("%s: dtype %s, expected %s" % (name, o["dtype"], d))
+                continue
+            if list(o["shape"]) != list(w.shape):
+                problems.append("%s: shape %s, expected %s" % (name, o["shape"], list(w.shape)))
+                continue
+            want = w.reshape(-1).astype(np.float64 if d in FLOATS else object)
+            if d == "bool":
+                want = want.astype(bool).astype(np.int64)
+            scale = np.abs(want) if op.scale == "value" else None
+            msg = compare(dec_values(o["data"], d), want, d, 1.0, scale)
+            if msg:
+                problems.append("%s: %s" % (name, msg))
+    return problems
+
+
 # ---- reference evaluation ----
 def base_tensor(inp, grad):
     v = inp.values
@@ -2669,6 +3269,8 @@ def compare(got, want, dt, rtol, scale=None, nan_may_be_inf=False, bound=None, n
 
 def check(case, res):
     """Disagreements of one result with the reference: a list of strings (empty when they agree)."""
+    if unsigned_case(case):
+        return check_unsigned(case, res)
     op = OPS[case["op"]]
     params = case.get("params", {})
     problems = []
@@ -2999,6 +3601,10 @@ def make_case(g, cid, op_name=None):
             case["jvp"] = [{"dtype": i.dt, "shape": list(i.base_shape),
                             "data": enc_values(round_to(side.standard_normal(len(i.values)), i.dt), i.dt)}
                            if i.dt in FLOATS else None for i in inputs]
+    # The unsigned family (above) replaces the case now and then, drawn from a stream of its own.
+    us = np.random.default_rng([g.seed, cid, 3])
+    if us.random() < UNSIGNED_FRACTION and (op_name is None or op_name in UOPS):
+        return make_unsigned_case(Gen(int(us.integers(1 << 62))), cid, op_name)
     return case
 
 
@@ -3127,6 +3733,8 @@ def main():
     ap.add_argument("--timeout", type=int, default=60, help="seconds per batch before it counts as a hang")
     ap.add_argument("--dump", default=None, help="write the generated cases (JSON lines) here")
     ap.add_argument("--regressions", default=os.path.join(HERE, "regressions.jsonl"))
+    ap.add_argument("--unsigned-fraction", type=float, default=UNSIGNED_FRACTION_DEFAULT,
+                    help="share of cases drawn from the uint16/32/64 family (1: only those)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every case's result")
     a = ap.parse_args()
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 31)
@@ -3134,6 +3742,7 @@ def main():
         print("diff: seed %d, %d cases, runner %s, fusion %s" % (seed, a.cases, a.runner, a.fusion))
         sys.stdout.flush()
 
+    globals()["UNSIGNED_FRACTION"] = a.unsigned_fraction
     g = Gen(seed)
     cases = []
     for cid in range(a.cases):
@@ -3199,7 +3808,8 @@ def main():
             print("    " + p)
         if isinstance(cid, int):
             print("    replay: /usr/bin/python3 %s --runner %s --seed %d --cases %d --replay %d" % (
-                os.path.relpath(__file__), a.runner, seed, a.cases, cid) + (" --op " + a.op if a.op else ""))
+                os.path.relpath(__file__), a.runner, seed, a.cases, cid) + (" --op " + a.op if a.op else "") +
+                  (" --unsigned-fraction %g" % a.unsigned_fraction if a.unsigned_fraction != UNSIGNED_FRACTION_DEFAULT else ""))
         else:
             print("    replay: grep '\"%s\"' %s | %s" % (c["name"], os.path.relpath(a.regressions), a.runner))
 

@@ -136,8 +136,6 @@ NOT_COVERED = {
     "all_gather": "collectives (see all_sum)",
     "send": "collectives (see all_sum)",
     "recv": "collectives (see all_sum)",
-    "GatherQMM": "gather_qmm (MLX) has no PyTorch counterpart; tests/ops/quantized_test.cpp checks it against "
-                 "quantized_matmul per index pair and its gradients by finite differences",
     "NoDerivative": "a test's own primitive",
     "OwnBuffer": "a test's own primitive",
     "IgnoresDonor": "a test's own primitive",

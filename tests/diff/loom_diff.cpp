@@ -31,6 +31,7 @@ namespace {
 
 Dtype dtype_from(const std::string& s) {
   static const std::map<std::string, Dtype> m = {{"bool", bool_},       {"uint8", uint8},       {"int8", int8},
+                                                 {"uint16", uint16},    {"uint32", uint32},     {"uint64", uint64},
                                                  {"int16", int16},      {"int32", int32},
                                                  {"int64", int64},      {"float16", float16},   {"bfloat16", bfloat16},
                                                  {"float32", float32},  {"float64", float64}};
@@ -63,6 +64,11 @@ array make_array(const json& j) {
   const Dtype dt = dtype_from(j.at("dtype"));
   const Shape shape = shape_from(j.at("shape"));
   const json& d = j.at("data");
+  if (dt == uint64) {  // values up to 2^64 - 1 do not fit int64
+    std::vector<uint64_t> v;
+    for (const auto& x : d) v.push_back(x.get<uint64_t>());
+    return array(v.data(), shape, dt);
+  }
   if (is_integral(dt) || dt == bool_) {
     std::vector<int64_t> v;
     for (const auto& x : d) v.push_back(x.is_boolean() ? int64_t(x.get<bool>()) : x.get<int64_t>());
@@ -93,6 +99,8 @@ json encode(array a) {
   json data = json::array();
   if (a.dtype() == int64) {
     for (int64_t x : a.to_vector<int64_t>()) data.push_back(x);
+  } else if (a.dtype() == uint64) {
+    for (uint64_t x : a.to_vector<uint64_t>()) data.push_back(x);
   } else if (is_integral(a.dtype()) || a.dtype() == bool_) {
     for (double x : a.to_vector<double>()) data.push_back(static_cast<int64_t>(x));
   } else {
@@ -339,6 +347,18 @@ const std::map<std::string, Op>& ops() {
       const int gs = p["group_size"].get<int>(), bits = p["bits"].get<int>();
       auto q = quantize(x[1], gs, bits);
       return quantized_matmul(x[0], q[0], q[1], q[2], p.value("transpose", true), gs, bits);
+    });
+    // gather_qmm: x's matrices lhs_indices[i] times w's (quantized here, as above) rhs_indices[i];
+    // "lhs" / "rhs" say which of the inputs after w are the index arrays.
+    t["gather_qmm"] = one([](const Args& x, const json& p) {
+      const int gs = p["group_size"].get<int>(), bits = p["bits"].get<int>();
+      auto q = quantize(x[1], gs, bits);
+      size_t next = 2;
+      std::optional<array> lhs, rhs;
+      if (p.value("lhs", false)) lhs = x.at(next++);
+      if (p.value("rhs", false)) rhs = x.at(next++);
+      return gather_qmm(x[0], q[0], q[1], q[2], lhs, rhs, p.value("transpose", true), gs, bits, "affine",
+                        p.value("sorted", false));
     });
     t["dequantize"] = one([](const Args& x, const json& p) {
       const int gs = p["group_size"].get<int>(), bits = p["bits"].get<int>();
