@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -63,6 +64,20 @@ class ArrayDataset : public Dataset {
 
  private:
   array x_, y_;
+};
+
+/// The samples [begin, end) of another dataset (a train / held-out split): sample i is base's
+/// begin + i. Throws std::invalid_argument unless 0 <= begin <= end <= base->size(), and
+/// std::out_of_range from get() for an index outside [0, size()).
+class Subset : public Dataset {
+ public:
+  Subset(std::shared_ptr<const Dataset> base, int64_t begin, int64_t end);
+  int64_t size() const override { return end_ - begin_; }
+  Batch get(const std::vector<int64_t>& indices) const override;
+
+ private:
+  std::shared_ptr<const Dataset> base_;
+  int64_t begin_, end_;
 };
 
 /// Byte-level language-model samples from text files, memory-mapped and read as one concatenated

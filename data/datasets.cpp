@@ -89,6 +89,27 @@ ArrayDataset::ArrayDataset(const array& x, const array& y) : x_(x), y_(y) {
 
 int64_t ArrayDataset::size() const { return x_.shape(0); }
 
+Subset::Subset(std::shared_ptr<const Dataset> base, int64_t begin, int64_t end)
+    : base_(std::move(base)), begin_(begin), end_(end) {
+  if (!base_) throw std::invalid_argument("[Subset] needs a dataset, got none");
+  if (begin < 0 || begin > end || end > base_->size()) {
+    throw std::invalid_argument("[Subset] the range [" + std::to_string(begin) + ", " + std::to_string(end) +
+                                ") is not within a dataset of " + std::to_string(base_->size()) + " samples");
+  }
+}
+
+Batch Subset::get(const std::vector<int64_t>& indices) const {
+  std::vector<int64_t> shifted(indices);
+  for (auto& i : shifted) {
+    if (i < 0 || i >= size()) {
+      throw std::out_of_range("[Subset] index " + std::to_string(i) + " is out of range for " +
+                              std::to_string(size()) + " samples");
+    }
+    i += begin_;
+  }
+  return base_->get(shifted);
+}
+
 Batch ArrayDataset::get(const std::vector<int64_t>& indices) const {
   return {gather_rows(x_, indices, "ArrayDataset::get"), gather_rows(y_, indices, "ArrayDataset::get")};
 }

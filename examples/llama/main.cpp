@@ -129,23 +129,6 @@ struct Llama : nn::Module {
   }
 };
 
-// The samples [begin, end) of another dataset: the train / held-out split of the text.
-class Subset : public data::Dataset {
- public:
-  Subset(std::shared_ptr<const data::Dataset> base, int64_t begin, int64_t end)
-      : base_(std::move(base)), begin_(begin), end_(end) {}
-  int64_t size() const override { return end_ - begin_; }
-  data::Batch get(const std::vector<int64_t>& indices) const override {
-    std::vector<int64_t> shifted(indices);
-    for (auto& i : shifted) i += begin_;
-    return base_->get(shifted);
-  }
-
- private:
-  std::shared_ptr<const data::Dataset> base_;
-  int64_t begin_, end_;
-};
-
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -212,7 +195,7 @@ int main(int argc, char** argv) {
 
   auto text = std::make_shared<data::TextDataset>(data::fortune_files(dir), context);
   const int64_t windows = text->size(), held_out = std::max<int64_t>(1, windows / 10);
-  data::DataLoader loader(Subset(text, 0, windows - held_out), batch,
+  data::DataLoader loader(data::Subset(text, 0, windows - held_out), batch,
                           data::LoaderOptions{true, seed, data::Remainder::drop}, world);
 
   Llama model(dims, heads, num_layers, hidden);
@@ -283,7 +266,7 @@ int main(int argc, char** argv) {
   // Held-out loss on the first val_windows windows of the last 10%: each rank scores a slice of them
   // and one all_sum combines the sums.
   model.eval();
-  Subset val(text, windows - held_out, windows);
+  data::Subset val(text, windows - held_out, windows);
   const int64_t nval = std::min<int64_t>(val_windows, held_out);
   const int64_t vb = nval * world.rank() / world.size(), ve = nval * (world.rank() + 1) / world.size();
   array total = zeros({});

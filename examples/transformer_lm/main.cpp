@@ -51,23 +51,6 @@ struct LM : nn::Module {
   }
 };
 
-// The samples [begin, end) of another dataset: the train / held-out split of the text.
-class Subset : public data::Dataset {
- public:
-  Subset(std::shared_ptr<const data::Dataset> base, int64_t begin, int64_t end)
-      : base_(std::move(base)), begin_(begin), end_(end) {}
-  int64_t size() const override { return end_ - begin_; }
-  data::Batch get(const std::vector<int64_t>& indices) const override {
-    std::vector<int64_t> shifted(indices);
-    for (auto& i : shifted) i += begin_;
-    return base_->get(shifted);
-  }
-
- private:
-  std::shared_ptr<const data::Dataset> base_;
-  int64_t begin_, end_;
-};
-
 std::string generate(LM& model, const std::string& prompt, int bytes, double temperature) {
   std::string text = prompt;
   for (int i = 0; i < bytes; ++i) {
@@ -122,7 +105,7 @@ int main(int argc, char** argv) {
 
   auto text = std::make_shared<data::TextDataset>(data::fortune_files(dir), context);
   const int64_t windows = text->size(), held_out = std::max<int64_t>(1, windows / 10);
-  data::DataLoader loader(Subset(text, 0, windows - held_out), batch, data::LoaderOptions{true, seed, data::Remainder::drop},
+  data::DataLoader loader(data::Subset(text, 0, windows - held_out), batch, data::LoaderOptions{true, seed, data::Remainder::drop},
                         world);
   if (lead) {
     std::printf("fortunes: %lld bytes, %lld windows of %d (%lld held out); %d rank(s) x %d thread(s), batch %d\n",
@@ -162,7 +145,7 @@ int main(int argc, char** argv) {
   // Held-out loss on the first val_windows windows of the last 10%: each rank scores a slice of
   // them and one all_sum combines the sums.
   model.eval();
-  Subset val(text, windows - held_out, windows);
+  data::Subset val(text, windows - held_out, windows);
   const int64_t nval = std::min<int64_t>(val_windows, held_out);
   const int64_t vb = nval * world.rank() / world.size(), ve = nval * (world.rank() + 1) / world.size();
   array total = zeros({});

@@ -366,6 +366,25 @@ TEST(ArrayDataset, RowsOfStridedArraysAndErrors) {
   EXPECT_THROW_MSG(data::ArrayDataset(array(1.0f), array({1})), std::invalid_argument, "same first dimension");
 }
 
+TEST(Subset, ShiftsIndicesIntoItsRangeAndChecksThem) {
+  auto base = std::make_shared<data::ArrayDataset>(indices_dataset(10));
+  data::Subset held_out(base, 7, 10);
+  EXPECT_EQ(held_out.size(), 3);
+  auto [x, y] = held_out.get({2, 0});
+  expect_array(y, {2}, {90, 70});
+  data::Subset empty(base, 4, 4);
+  EXPECT_EQ(empty.size(), 0);
+  EXPECT_THROW_MSG(held_out.get({3}), std::out_of_range, "[Subset] index 3 is out of range for 3 samples");
+  EXPECT_THROW_MSG(held_out.get({-1}), std::out_of_range, "index -1");
+  EXPECT_THROW_MSG(data::Subset(base, 5, 11), std::invalid_argument, "[5, 11) is not within a dataset of 10 samples");
+  EXPECT_THROW_MSG(data::Subset(base, 6, 5), std::invalid_argument, "[6, 5)");
+  EXPECT_THROW_MSG(data::Subset(nullptr, 0, 0), std::invalid_argument, "needs a dataset");
+  // A loader over the train part sees only its samples.
+  data::DataLoader loader(data::Subset(base, 0, 7), 7, data::LoaderOptions{false, 0, data::Remainder::drop});
+  auto batch = loader.batch(0);
+  expect_array(batch.second, {7}, {0, 10, 20, 30, 40, 50, 60});
+}
+
 TEST_F(Data, LoaderOverIdxAndText) {
   // uint8 images [6, 2] with row i = (i, 100 + i) and labels i, read through a 2-rank shard.
   std::string img;
