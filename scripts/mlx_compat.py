@@ -266,8 +266,8 @@ def error_key(line):
         (r"template argument deduction/substitution failed", "template deduction failed"),
         (r"'([^']+)' is private within this context", "private: {0}"),
         (r"'([^']+)' has not been declared", "{0}"),
-        (r"too many arguments to function '([^'(]+)", "too many arguments: {0}"),
-        (r"too few arguments to function '([^'(]+)", "too few arguments: {0}"),
+        (r"too many arguments to function '(?:[^'(]*[ :])?(\w+)\(", "too many arguments: {0}(...)"),
+        (r"too few arguments to function '(?:[^'(]*[ :])?(\w+)\(", "too few arguments: {0}(...)"),
         (r"conversion from '([^']+)' to non-scalar type '([^']+)' requested", "conversion {0} -> {1}"),
         (r"could not convert '.*' from '([^']+)' to '([^']+)'", "conversion {0} -> {1}"),
         (r"cannot convert '([^']+)' to '([^']+)'", "conversion {0} -> {1}"),
@@ -375,8 +375,11 @@ class Builder:
                 except subprocess.TimeoutExpired as e:
                     res["status"] = "timeout"
                     res["output"] = "timed out after %ss" % self.args.timeout
+        # A compiler killed for want of memory (a busy machine) says nothing about the case: not cached.
+        transient = any("Killed signal" in e["text"] or "internal compiler error" in e["text"] for e in res["errors"])
         with self.lock:
-            self.cache[key] = res
+            if not transient:
+                self.cache[key] = res
         return dict(res, cached=False)
 
     def save(self):
