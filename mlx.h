@@ -5,6 +5,12 @@
 
 #include "loom/loom.h"
 
+// Standard headers MLX's mlx.h brings in (through its scheduler): programs written for MLX use
+// std::thread, std::mutex and std::promise without including them.
+#include <future>
+#include <mutex>
+#include <thread>
+
 namespace mlx {
 namespace core = ::loom;
 }  // namespace mlx

@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -113,6 +114,11 @@ Allocator& the_allocator() {
 namespace allocator {
 Buffer malloc(size_t size) { return the_allocator().malloc(size); }
 void free(Buffer buf) { the_allocator().free(buf); }
+size_t Allocator::size(Buffer buf) const { return buf.ptr ? size_class(buf.size) : 0; }
+Allocator& allocator() {
+  static Allocator a;
+  return a;
+}
 }  // namespace allocator
 
 size_t get_active_memory() {
@@ -159,6 +165,11 @@ size_t set_cache_limit(size_t limit) {
   a.cache_limit = limit;
   a.release_cache_locked(limit ? limit : a.cached);
   return old;
+}
+
+size_t set_wired_limit(size_t limit) {
+  static std::atomic<size_t> wired{0};
+  return wired.exchange(limit);
 }
 
 }  // namespace loom

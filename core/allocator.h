@@ -18,6 +18,7 @@ namespace allocator {
 struct Buffer {
   void* ptr = nullptr;
   size_t size = 0;  // bytes requested (the block may be larger)
+  void* raw_ptr() const { return ptr; }  // MLX's name for the pointer
 };
 
 /// Returns a 64-byte aligned block from the cache or the system. Throws out_of_memory when the system
@@ -25,6 +26,16 @@ struct Buffer {
 Buffer malloc(size_t size);
 /// Returns a block to the cache.
 void free(Buffer buf);
+
+/// MLX's handle on the allocator (`allocator::allocator().size(buf)`): the same cache as malloc/free.
+class Allocator {
+ public:
+  Buffer malloc(size_t size) { return allocator::malloc(size); }
+  void free(Buffer buf) { allocator::free(buf); }
+  /// Bytes of the block behind `buf`: its size class, at least what was asked for.
+  size_t size(Buffer buf) const;
+};
+Allocator& allocator();
 
 }  // namespace allocator
 
@@ -42,5 +53,8 @@ size_t set_memory_limit(size_t limit);
 size_t get_memory_limit();
 /// Caps the cache alone; returns the previous cap.
 size_t set_cache_limit(size_t limit);
+/// MLX's wired (kept-resident) limit, for Metal. On a CPU it only records the value and returns the
+/// previous one (0 at start): it pins no memory.
+size_t set_wired_limit(size_t limit);
 
 }  // namespace loom

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <initializer_list>
+#include <iterator>
 #include <memory>
 #include <ostream>
 #include <stdexcept>
@@ -65,6 +66,19 @@ class array {
   template <typename T>
   array(const T* data, const Shape& shape, Dtype dtype);
 
+  // ---- MLX's spellings of the constructors above ----
+  /// MLX's iterator constructor: reads `shape`'s element count of values from `data` (any input
+  /// iterator; it must reach that many, as in MLX: an iterator has no end to check), converting them
+  /// to `dtype`. A negative dimension throws.
+  template <typename It, typename = typename std::iterator_traits<It>::iterator_category,
+            typename V = typename std::iterator_traits<It>::value_type>
+  array(It data, Shape shape, Dtype dtype = dtype_of<V>) : array(static_cast<const V*>(gather_values<V>(data, shape).get()), shape, dtype) {}
+  /// As MLX: an empty list, `array({})`, is an empty float32 array (the template cannot deduce a type).
+  array(std::initializer_list<float> data) : array(data.begin(), Shape{static_cast<int>(data.size())}, float32) {}
+  /// As MLX: `array({}, dtype)` is an empty array of `dtype`.
+  array(std::initializer_list<int> data, Dtype dtype)
+      : array(data.begin(), Shape{static_cast<int>(data.size())}, dtype) {}
+
   /// Takes ownership of a buffer holding a row-major array of `shape` and `dtype`.
   array(allocator::Buffer buffer, Shape shape, Dtype dtype, void (*deleter)(allocator::Buffer) = allocator::free);
 
@@ -116,6 +130,8 @@ class array {
 
   /// False while the array is being computed in the background (async_eval): never waits.
   bool is_evaluated() const { return desc_->evaluated.load(std::memory_order_acquire); }
+  /// MLX's name for is_evaluated(): the data can be read without waiting.
+  bool is_available() const { return is_evaluated(); }
   bool has_primitive() const {
     wait_if_pending();
     return desc_->node != nullptr;
@@ -234,6 +250,13 @@ class array {
   explicit array(std::shared_ptr<ArrayDesc> d) : desc_(std::move(d)) {}
   template <typename T>
   static const T* check_count(const T* data, size_t n, const Shape& shape);
+  template <typename V, typename It>
+  static std::unique_ptr<V[]> gather_values(It it, const Shape& shape) {
+    const size_t n = shape_size(shape);  // throws on a negative dimension
+    std::unique_ptr<V[]> v(new V[n]);
+    for (size_t i = 0; i < n; ++i, ++it) v[i] = *it;
+    return v;
+  }
   void check_data_access(size_t elem_size) const;
   // Everything a stream's thread writes while computing the array is read through this.
   void wait_if_pending() const {

@@ -423,4 +423,26 @@ array outer(const array& a, const array& b);
 /// Sum product over the last axes of a and b.
 array inner(const array& a, const array& b);
 
+// ---- MLX names found missing by scripts/mlx_compat.py (ops/compat.cpp) ----
+/// `a` laid out row-major (or column-major, when allowed and `a` already is): `a`'s own buffer when it
+/// already is and is not much larger than `a` (MLX's rule), a copy otherwise. The gradient is the identity.
+array contiguous(const array& a, bool allow_col_major = false);
+/// Splits axis `axis` into `shape` (one entry may be -1): the inverse of flatten.
+array unflatten(const array& a, int axis, Shape shape);
+/// {floor_divide(a, b), remainder(a, b)}.
+std::vector<array> divmod(const array& a, const array& b);
+/// arange with unit step in `dtype`.
+array arange(double start, double stop, Dtype dtype);
+/// linspace with numpy's `endpoint`: false leaves out `stop` ([start, stop) in `num` equal steps).
+array linspace(double start, double stop, int num, bool endpoint, Dtype dtype = float32);
+/// An array of a's shape filled with the scalar `val`, in `dtype` or a's dtype.
+template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
+array full_like(const array& a, T val, Dtype dtype) {
+  return full_like(a, array(val, dtype), dtype);
+}
+template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
+array full_like(const array& a, T val) {
+  return full_like(a, array(val, a.dtype()));
+}
+
 }  // namespace loom

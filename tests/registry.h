@@ -127,6 +127,7 @@ inline std::vector<Entry> registry() {
       none("Arange", "no array inputs: a constant"),
       checked("AsType", {{kCover, "CoverageGrad.CreationAndCopies", "astype"}}),
       checked("Copy", {{kCover, "CoverageGrad.CreationAndCopies", "copy"}}),
+      checked("Contiguous", {{kCover, "CoverageGrad.CreationAndCopies", "contiguous"}}),
       none("StopGradient",
            "zero derivative by definition, so finite differences disagree on purpose (Grad.StopGradientBlocks)"),
       // ---- reductions and scans (ops/reduce.cpp) ----

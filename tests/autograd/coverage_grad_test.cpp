@@ -126,6 +126,8 @@ TEST(CoverageGrad, CreationAndCopies) {
   array x = uniform({3, 2}, 0.5, 1.5, 15);
   check([](const std::vector<array>& p) { return copy(p[0]) * p[0]; }, {x}, "copy");
   check([](const std::vector<array>& p) { return copy(transpose(p[0])); }, {x}, "copy of a view");
+  check([](const std::vector<array>& p) { return contiguous(transpose(p[0])); }, {x}, "contiguous of a view (a copy)");
+  check([](const std::vector<array>& p) { return contiguous(p[0], true) * p[0]; }, {x}, "contiguous sharing its input");
   // Through float32 and back: a quadratic, so central differences are exact up to float32 rounding.
   check([](const std::vector<array>& p) { return astype(astype(p[0], float32), float64) * p[0]; }, {x},
         "astype", 1e-2, 1e-4, 1e-5);

@@ -331,7 +331,7 @@ UNARY_FLOAT = {
 }
 UNARY_NUMERIC = {"negative": torch.neg, "square": torch.square, "floor": torch.floor, "ceil": torch.ceil,
                  "round": torch.round}
-UNARY_ANY = {"abs": torch.abs, "sign": lambda t: torch.where(torch.isnan(t), t, torch.sign(t)) if t.is_floating_point() and deviation("sign_nan") else torch.sign(t), "copy": lambda t: t.clone(), "stop_gradient": lambda t: t.detach()}
+UNARY_ANY = {"abs": torch.abs, "sign": lambda t: torch.where(torch.isnan(t), t, torch.sign(t)) if t.is_floating_point() and deviation("sign_nan") else torch.sign(t), "copy": lambda t: t.clone(), "contiguous": lambda t: t.contiguous(), "stop_gradient": lambda t: t.detach()}
 PREDICATES = {"logical_not": torch.logical_not, "isnan": torch.isnan, "isinf": torch.isinf,
               "isfinite": torch.isfinite}
 

@@ -135,7 +135,7 @@ const std::map<std::string, Op>& ops() {
     UNARY(negative) UNARY(abs) UNARY(sign) UNARY(square) UNARY(sqrt) UNARY(rsqrt) UNARY(reciprocal) UNARY(exp)
     UNARY(expm1) UNARY(log) UNARY(log1p) UNARY(log2) UNARY(log10) UNARY(sin) UNARY(cos) UNARY(tan) UNARY(tanh)
     UNARY(sigmoid) UNARY(erf) UNARY(erfinv) UNARY(floor) UNARY(ceil) UNARY(round) UNARY(logical_not)
-    UNARY(isnan) UNARY(isinf) UNARY(isfinite) UNARY(copy) UNARY(stop_gradient) UNARY(arcsin) UNARY(arccos)
+    UNARY(isnan) UNARY(isinf) UNARY(isfinite) UNARY(copy) UNARY(contiguous) UNARY(stop_gradient) UNARY(arcsin) UNARY(arccos)
     UNARY(arctan) UNARY(sinh) UNARY(cosh) UNARY(arcsinh) UNARY(arccosh) UNARY(arctanh) UNARY(bitwise_invert)
 #undef UNARY
 #define BINARY(N) t[#N] = one([](const Args& x, const json&) { return N(x[0], x[1]); });
