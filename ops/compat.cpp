@@ -18,6 +18,7 @@ namespace {
 class Contiguous : public UnaryPrimitive {
  public:
   explicit Contiguous(bool allow_col_major) : allow_col_major_(allow_col_major) {}
+  bool supports_complex() const override { return true; }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array& x = in[0];
     constexpr size_t kExtraBytes = 16384;  // MLX's slack before a shared buffer counts as too large

@@ -523,9 +523,10 @@ struct LogAddExpOp {
     if (hi == std::numeric_limits<T>::infinity() || lo == -std::numeric_limits<T>::infinity()) return hi;
     return hi + std::log1p(std::exp(lo - hi));
   }
-  // d/da = exp(a - y): the share of exp(a) in the sum.
-  static array grad(int arg, const array& a, const array& b, const array& y, const array& v) {
-    return multiply(v, exp(subtract(arg == 0 ? a : b, y)));
+  // d/da = exp(a - y), the share of exp(a) in the sum, = sigmoid(a - b): written so because
+  // exp(a - y) is exp(inf - inf) = NaN at a = inf where the share is 1 (MLX's and PyTorch's answer).
+  static array grad(int arg, const array& a, const array& b, const array&, const array& v) {
+    return multiply(v, sigmoid(arg == 0 ? subtract(a, b) : subtract(b, a)));
   }
 };
 

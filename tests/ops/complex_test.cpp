@@ -212,6 +212,7 @@ TEST(Complex, ReductionsAndMatmulMatchNumpy) {
 TEST(Complex, ShapeAndIndexingOpsCarryValues) {
   array m = array(std::vector<C>{C(1, 1), C(2, -1), C(0, 0.5f), C(3, 0)}, {2, 2});
   expect_complex(flatten(transpose(m)), {{1, 1}, {0, 0.5}, {2, -1}, {3, 0}});
+  expect_complex(flatten(contiguous(transpose(m))), {{1, 1}, {0, 0.5}, {2, -1}, {3, 0}});
   expect_complex(reshape(slice(m, {0, 1}, {2, 2}), {2}), {{2, -1}, {3, 0}});
   expect_complex(concatenate({reshape(m, {4}), carr({C(9, 9)})}), {{1, 1}, {2, -1}, {0, 0.5}, {3, 0}, {9, 9}});
   expect_complex(take(reshape(m, {4}), array({3, 0})), {{3, 0}, {1, 1}});

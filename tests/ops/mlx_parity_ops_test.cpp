@@ -39,6 +39,11 @@ TEST(MlxParity, LogAddExpIsStableAtTheExtremes) {
       {array(std::vector<double>{0.0, 3.0}, {2}, float64), array(std::vector<double>{0.0, 1.0}, {2}, float64)});
   expect_array(g[0], {2}, {0.5, 0.8807970779778823}, 1e-12);
   expect_array(g[1], {2}, {0.5, 0.11920292202211755}, 1e-12);
+  // At an infinite input the share is 1 (torch.logaddexp's backward and MLX's test); -inf gets 0.
+  auto gi = grad([](const std::vector<array>& p) { return sum(logaddexp(p[0], p[1])); }, std::vector<int>{0, 1})(
+      {array(std::vector<double>{kInf, -kInf, 2.0}, {3}, float32), array(std::vector<double>{2.0, 1.0, -kInf}, {3}, float32)});
+  expect_array(gi[0], {3}, {1, 0, 1});
+  expect_array(gi[1], {3}, {0, 1, 0});
   EXPECT_THROW_MSG(logaddexp(ones({2, 3}), ones({4})), std::invalid_argument, "[logaddexp] shapes (2,3) and (4)");
 }
 
