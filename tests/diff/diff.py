@@ -2252,6 +2252,19 @@ CHAIN_UNARY = ["negative", "abs", "square", "sqrt", "exp", "log1p", "sin", "cos"
 CHAIN_BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum"]
 
 
+def chain_steps(g, k, p_unary, unary_ops, binary_ops):
+    """2-8 random steps over k input registers, each a unary (probability p_unary) or binary op of
+    earlier registers; returns the steps and the register count."""
+    steps, nreg = [], k
+    for _ in range(g.r.randint(2, 8)):
+        if g.r.random() < p_unary:
+            steps.append([g.r.choice(unary_ops), g.r.randrange(nreg)])
+        else:
+            steps.append([g.r.choice(binary_ops), g.r.randrange(nreg), g.r.randrange(nreg)])
+        nreg += 1
+    return steps, nreg
+
+
 def gen_chain(g, big):
     dt = g.r.choice(FLOATS + FLOATS + ["int32"])
     shape = g.large_shape() if big else (g.shape() if g.r.random() < 0.5 else [g.r.choice([256, 300, 1000, 4097])])
@@ -2259,13 +2272,7 @@ def gen_chain(g, big):
     ins = [make_input(g, dt if i == 0 or g.r.random() < 0.8 else g.r.choice(FLOATS),
                       shape if i == 0 else g.broadcastable(shape), special=g.r.random() < 0.3, lo=-2.0, hi=2.0)
            for i in range(k)]
-    steps, nreg = [], k
-    for _ in range(g.r.randint(2, 8)):
-        if g.r.random() < 0.5:
-            steps.append([g.r.choice(CHAIN_UNARY), g.r.randrange(nreg)])
-        else:
-            steps.append([g.r.choice(CHAIN_BINARY), g.r.randrange(nreg), g.r.randrange(nreg)])
-        nreg += 1
+    steps, nreg = chain_steps(g, k, 0.5, CHAIN_UNARY, CHAIN_BINARY)
     steps[-1] = steps[-1][:1] + [nreg - 2 if nreg - 2 >= k else 0] + steps[-1][2:]
     return ins, {"steps": steps}
 
@@ -3100,13 +3107,7 @@ def ugen_chain(g, big):
     k = g.r.randint(1, 3)
     ins = [uinput(g, du if i == 0 or g.r.random() < 0.7 else g.r.choice(UNSIGNED + ["uint8", "int8", "int32", "int64"]),
                   shape if i == 0 else g.broadcastable(shape)) for i in range(k)]
-    steps, nreg = [], k
-    for _ in range(g.r.randint(2, 8)):
-        if g.r.random() < 0.4:
-            steps.append([g.r.choice(UCHAIN_UNARY), g.r.randrange(nreg)])
-        else:
-            steps.append([g.r.choice(UCHAIN_BINARY), g.r.randrange(nreg), g.r.randrange(nreg)])
-        nreg += 1
+    steps, _ = chain_steps(g, k, 0.4, UCHAIN_UNARY, UCHAIN_BINARY)
     return ins, {"steps": steps}
 
 
