@@ -41,9 +41,18 @@ launcher=$!
 sleep 4
 ip netns exec "$h2" ip link set "$v2" down
 down=$(date +%s)
+# This run's ranks: processes named like the example whose command line holds this run's out-dir
+# (not every mnist on the machine: other tests may be training one at the same time).
+ranks_alive() {
+  local p
+  for p in $(pgrep -x "$(basename "$mnist")"); do
+    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "$dir/down" && return 0
+  done
+  return 1
+}
 ended=""
 while [ $(( $(date +%s) - down )) -lt 30 ]; do
-  if ! pgrep -x "$(basename "$mnist")" >/dev/null; then ended=$(( $(date +%s) - down )); break; fi
+  if ! ranks_alive; then ended=$(( $(date +%s) - down )); break; fi
   sleep 0.5
 done
 if [ -z "$ended" ]; then
