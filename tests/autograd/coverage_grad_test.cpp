@@ -141,16 +141,16 @@ TEST(CoverageGrad, ReductionsOnViews) {
     std::string k = keep ? " keepdims" : "";
     check([keep](const std::vector<array>& p) { return sum(transpose(p[0], {2, 0, 1}), {-1, 0}, keep); }, {x},
           "sum of a transpose" + k);
-    check([keep](const std::vector<array>& p) { return prod(slice(p[0], {2, 0, 0}, {-4, 4, 2}, {-1, 2, 1}), {-2}, keep); },
+    check([keep](const std::vector<array>& p) { return prod(slice(p[0], {2, 0, 0}, {-4, 4, 2}, {-1, 2, 1}), -2, keep); },
           {x}, "prod of a strided slice" + k);
     check([keep](const std::vector<array>& p) { return max(transpose(p[0]), keep); }, {x}, "max of everything" + k);
     check([keep](const std::vector<array>& p) { return min(p[0], {-3, -1}, keep); }, {x}, "min, negative axes" + k);
     // A broadcast input: the gradient sums over the broadcast axis too.
-    check([keep](const std::vector<array>& p) { return sum(broadcast_to(p[0], {3, 5, 4}), {1}, keep); },
+    check([keep](const std::vector<array>& p) { return sum(broadcast_to(p[0], {3, 5, 4}), 1, keep); },
           {uniform({3, 1, 4}, -1, 1, 17)}, "sum of a broadcast" + k);
     check([keep](const std::vector<array>& p) { return max(broadcast_to(p[0], {2, 3}), 1, keep); },
           {uniform({3}, -1, 1, 18)}, "max of a broadcast (ties along the axis)" + k);
-    check([keep](const std::vector<array>& p) { return prod(p[0], {0}, keep); }, {uniform({1, 3}, 0.5, 1.5, 19)},
+    check([keep](const std::vector<array>& p) { return prod(p[0], 0, keep); }, {uniform({1, 3}, 0.5, 1.5, 19)},
           "prod over a size-1 axis" + k);
   }
   for (bool rev : {false, true}) {
@@ -159,7 +159,7 @@ TEST(CoverageGrad, ReductionsOnViews) {
             "cumsum of a transpose");
     }
   }
-  check([](const std::vector<array>& p) { return sum(p[0], {1}); }, {uniform({2, 0, 3}, -1, 1, 20)},
+  check([](const std::vector<array>& p) { return sum(p[0], 1); }, {uniform({2, 0, 3}, -1, 1, 20)},
         "sum over an empty axis");
 }
 
