@@ -71,6 +71,7 @@ MPI_Datatype mpi_type(Dtype d) {
     case Dtype::Val::bfloat16: return MPI_UINT16_T;
     case Dtype::Val::float32: return MPI_FLOAT;
     case Dtype::Val::float64: return MPI_DOUBLE;
+    case Dtype::Val::complex64: return MPI_C_FLOAT_COMPLEX;  // (all_sum and friends refuse complex64 when built)
   }
   return MPI_BYTE;
 }
