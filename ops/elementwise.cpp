@@ -797,11 +797,9 @@ struct ConjugateOp {
   static array grad(const array&, const array&, const array& v) { return conjugate(v); }
 };
 
-}  // namespace
-
-namespace detail {
 array complex_abs(const array& a) { return array(a.shape(), float32, std::make_shared<ComplexToReal<ComplexAbsOp>>(), {a}); }
-}  // namespace detail
+
+}  // namespace
 
 array real(const array& a) {
   if (!is_complex(a.dtype())) return a;
@@ -820,7 +818,7 @@ array conj(const array& a) { return conjugate(a); }
 // ---- public unary ops ----
 array negative(const array& a) { return make_unary<NegativeOp>(a, "negative"); }
 array abs(const array& a) {
-  if (is_complex(a.dtype())) return detail::complex_abs(a);
+  if (is_complex(a.dtype())) return complex_abs(a);
   return make_unary<AbsOp>(a, "abs");
 }
 array sign(const array& a) { return make_unary<SignOp>(a, "sign"); }
