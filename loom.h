@@ -6,6 +6,7 @@
 #include "loom/core/array.h"
 #include "loom/core/dtype.h"
 #include "loom/core/eval.h"
+#include "loom/core/graph_utils.h"
 #include "loom/core/isa.h"
 #include "loom/core/threads.h"
 #include "loom/ops/ops.h"

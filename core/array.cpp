@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <sstream>
 
 #include "loom/core/eval.h"
@@ -97,10 +98,19 @@ array::ArrayDesc::ArrayDesc(Shape s, Dtype d, const char* who) : shape(std::move
   }
 }
 
-array::array(allocator::Buffer buffer, Shape shape, Dtype dtype, void (*deleter)(allocator::Buffer))
+array::array(allocator::Buffer buffer, Shape shape, Dtype dtype, Deleter deleter)
     : desc_(std::make_shared<ArrayDesc>(std::move(shape), dtype)) {
-  set_data(buffer, deleter);
+  desc_->data = std::make_shared<Data>(buffer, std::move(deleter));
+  desc_->data_ptr = buffer.ptr;
+  desc_->data_size = size();
+  desc_->flags = row_major_flags(desc_->shape);
   desc_->evaluated = true;
+}
+
+array::array(void* data, Shape shape, Dtype dtype, const std::function<void(void*)>& deleter)
+    : array(allocator::malloc(shape_size(shape) * dtype.size), shape, dtype) {
+  if (nbytes() > 0) std::memcpy(desc_->data_ptr, data, nbytes());
+  if (deleter) deleter(data);
 }
 
 namespace detail {

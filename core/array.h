@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <iterator>
 #include <memory>
@@ -25,6 +26,8 @@ using Strides = SmallVector<int64_t, 6>;
 
 class Primitive;
 class array;
+/// What releases a buffer handed to array(Buffer, ...) (MLX's name).
+using Deleter = std::function<void(allocator::Buffer)>;
 
 namespace detail {
 struct Node;
@@ -80,7 +83,10 @@ class array {
       : array(data.begin(), Shape{static_cast<int>(data.size())}, dtype) {}
 
   /// Takes ownership of a buffer holding a row-major array of `shape` and `dtype`.
-  array(allocator::Buffer buffer, Shape shape, Dtype dtype, void (*deleter)(allocator::Buffer) = allocator::free);
+  array(allocator::Buffer buffer, Shape shape, Dtype dtype, Deleter deleter = allocator::free);
+  /// An array holding a copy of the `shape` x `dtype` elements at `data`; `deleter(data)` is called
+  /// once they are copied (MLX's CPU behaviour for this constructor).
+  array(void* data, Shape shape, Dtype dtype, const std::function<void(void*)>& deleter);
 
   /// A node of the graph: the output of `primitive` applied to `inputs`.
   array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive, std::vector<array> inputs);
@@ -145,6 +151,12 @@ class array {
   const std::shared_ptr<detail::Event>& event() const { return desc_->event; }
   void set_event(std::shared_ptr<detail::Event> e) { desc_->event = std::move(e); }
 
+  /// Iterating an array gives its slices along the first axis, each without that axis (MLX's
+  /// ArrayIterator): `for (array row : m)`. Throws std::invalid_argument for a 0-d array.
+  class ArrayIterator;
+  ArrayIterator begin() const;
+  ArrayIterator end() const;
+
   // ---- graph (for transforms and kernels) ----
   Primitive& primitive() const;
   std::shared_ptr<Primitive> primitive_ptr() const;
@@ -169,9 +181,14 @@ class array {
   // ---- buffers (for kernels) ----
   struct Data {
     allocator::Buffer buffer;
-    void (*deleter)(allocator::Buffer);
+    void (*deleter)(allocator::Buffer) = nullptr;  // the kernels' buffers: no std::function to call
+    Deleter custom;                                 // a caller's deleter (array(Buffer, ..., deleter))
     Data(allocator::Buffer b, void (*d)(allocator::Buffer)) : buffer(b), deleter(d) {}
-    ~Data() { deleter(buffer); }
+    Data(allocator::Buffer b, Deleter d) : buffer(b), custom(std::move(d)) {}
+    ~Data() {
+      if (custom) custom(buffer);
+      else deleter(buffer);
+    }
     Data(const Data&) = delete;
     Data& operator=(const Data&) = delete;
   };
@@ -265,6 +282,33 @@ class array {
   void wait_slow() const;
   static size_t shape_size(const Shape& shape);
   friend struct detail::Node;
+};
+
+// (Its operator*, begin and end are defined in ops/compat.cpp: a slice is an op.)
+class array::ArrayIterator {
+ public:
+  using iterator_category = std::forward_iterator_tag;
+  using difference_type = std::ptrdiff_t;
+  using value_type = array;
+  using pointer = void;
+  using reference = array;
+  ArrayIterator(array a, int index) : a_(std::move(a)), index_(index) {}
+  array operator*() const;
+  ArrayIterator& operator++() {
+    ++index_;
+    return *this;
+  }
+  ArrayIterator operator++(int) {
+    ArrayIterator old = *this;
+    ++index_;
+    return old;
+  }
+  bool operator==(const ArrayIterator& o) const { return a_.id() == o.a_.id() && index_ == o.index_; }
+  bool operator!=(const ArrayIterator& o) const { return !(*this == o); }
+
+ private:
+  array a_;
+  int index_;
 };
 
 namespace detail {

@@ -1,5 +1,10 @@
 #include "loom/core/dtype.h"
 
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
 namespace loom {
 
 uint16_t float16_t::from_float(float f) {
@@ -132,6 +137,44 @@ bool issubdtype(Dtype a, Dtype::Category b) {
 }
 
 bool issubdtype(Dtype::Category, Dtype) { return false; }
+
+Dtype::Kind kindof(Dtype t) {
+  if (t == bool_) return Dtype::Kind::b;
+  if (t == bfloat16) return Dtype::Kind::V;
+  if (is_complex(t)) return Dtype::Kind::c;
+  if (is_floating_point(t)) return Dtype::Kind::f;
+  return is_signed_integer(t) ? Dtype::Kind::i : Dtype::Kind::u;
+}
+
+finfo::finfo(Dtype d) : dtype(d == complex64 ? float32 : d) {
+  // IEEE binary16 and bfloat16 (8 exponent bits, 7 fraction bits) have no std::numeric_limits.
+  if (dtype == float16) {
+    bits = 16, max = 65504.0, eps = std::ldexp(1.0, -10), smallest_normal = std::ldexp(1.0, -14);
+  } else if (dtype == bfloat16) {
+    bits = 16, max = std::ldexp(255.0, 120), eps = std::ldexp(1.0, -7), smallest_normal = std::ldexp(1.0, -126);
+  } else if (dtype == float32) {
+    bits = 32, max = std::numeric_limits<float>::max(), eps = std::numeric_limits<float>::epsilon(),
+    smallest_normal = std::numeric_limits<float>::min();
+  } else if (dtype == float64) {
+    bits = 64, max = std::numeric_limits<double>::max(), eps = std::numeric_limits<double>::epsilon(),
+    smallest_normal = std::numeric_limits<double>::min();
+  } else {
+    throw std::invalid_argument("[finfo] " + to_string(d) + " is not a floating or complex dtype");
+  }
+  min = -max;
+}
+
+iinfo::iinfo(Dtype d) : dtype(d) {
+  if (!is_integral(d)) throw std::invalid_argument("[iinfo] " + to_string(d) + " is not an integer dtype");
+  if (is_signed_integer(d)) {
+    const int b = 8 * d.size;
+    min = b == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t(1) << (b - 1));
+    max = b == 64 ? uint64_t(std::numeric_limits<int64_t>::max()) : (uint64_t(1) << (b - 1)) - 1;
+  } else {
+    min = 0;
+    max = d.size == 8 ? std::numeric_limits<uint64_t>::max() : (uint64_t(1) << (8 * d.size)) - 1;
+  }
+}
 
 std::string to_string(Dtype t) {
   switch (t.val) {

@@ -110,6 +110,8 @@ struct Dtype {
   };
   /// numpy's categories, as MLX names them (`issubdtype`).
   enum class Category { complexfloating, floating, inexact, signedinteger, unsignedinteger, integer, number, generic };
+  /// numpy's kind codes, as MLX has them: bfloat16, which numpy lacks, is V.
+  enum class Kind { b, u, i, f, c, V };
   Val val;
   uint8_t size;  // bytes per element
   constexpr bool operator==(const Dtype& o) const { return val == o.val; }
@@ -159,6 +161,41 @@ bool issubdtype(Dtype a, Dtype b);
 bool issubdtype(Dtype a, Dtype::Category b);
 bool issubdtype(Dtype::Category a, Dtype b);
 bool issubdtype(Dtype::Category a, Dtype::Category b);
+
+/// The categories as values, as MLX spells them: issubdtype(t, floating).
+inline constexpr Dtype::Category complexfloating = Dtype::Category::complexfloating;
+inline constexpr Dtype::Category floating = Dtype::Category::floating;
+inline constexpr Dtype::Category inexact = Dtype::Category::inexact;
+inline constexpr Dtype::Category signedinteger = Dtype::Category::signedinteger;
+inline constexpr Dtype::Category unsignedinteger = Dtype::Category::unsignedinteger;
+inline constexpr Dtype::Category integer = Dtype::Category::integer;
+inline constexpr Dtype::Category number = Dtype::Category::number;
+inline constexpr Dtype::Category generic = Dtype::Category::generic;
+
+/// numpy's kind of `t` (b, u, i, f, c; V for bfloat16).
+Dtype::Kind kindof(Dtype t);
+
+/// The limits of a floating dtype, as numpy's and MLX's finfo: min is the lowest finite value,
+/// smallest_normal the least positive normal one. complex64 reports its float32 parts (dtype
+/// float32). Throws std::invalid_argument for the other dtypes.
+struct finfo {
+  explicit finfo(Dtype dtype);
+  Dtype dtype;
+  int bits;
+  double min;
+  double max;
+  double eps;
+  double smallest_normal;
+};
+
+/// The range of an integer dtype, as numpy's and MLX's iinfo. Throws std::invalid_argument for the
+/// other dtypes (bool included).
+struct iinfo {
+  explicit iinfo(Dtype dtype);
+  Dtype dtype;
+  int64_t min;
+  uint64_t max;
+};
 
 /// "float32", "int64", ... (numpy's names).
 std::string to_string(Dtype t);

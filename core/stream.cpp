@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace loom {
 
@@ -111,6 +112,18 @@ Worker* find_worker(int stream, bool create) {
 
 }  // namespace
 
+namespace {
+// The indices of the ThreadLocalStreams, and each thread's own stream for those it used.
+std::mutex thread_local_mu;
+std::unordered_set<int> thread_local_indices;
+thread_local std::unordered_map<int, Stream> own_streams;
+
+bool is_thread_local(int index) {
+  std::lock_guard<std::mutex> lock(thread_local_mu);
+  return thread_local_indices.count(index) > 0;
+}
+}  // namespace
+
 const Device& default_device() { return cpu_device(); }
 void set_default_device(const Device& d) { check_cpu(d, "set_default_device"); }
 bool is_available(const Device& d) { return d.type == Device::cpu && d.index == 0; }
@@ -121,14 +134,6 @@ Stream default_stream(Device d) {
   return Stream(default_index, d);
 }
 
-void set_default_stream(Stream s) {
-  check_cpu(s.device, "set_default_stream");
-  if (s.index < 0 || s.index >= stream_count.load()) {
-    throw std::invalid_argument("[set_default_stream] no stream " + std::to_string(s.index) + " (" +
-                                std::to_string(stream_count.load()) + " streams exist)");
-  }
-  default_index = s.index;
-}
 
 Stream new_stream(Device d) {
   check_cpu(d, "new_stream");
@@ -145,11 +150,46 @@ void synchronize() { synchronize(default_stream(default_device())); }
 
 void synchronize(Stream s) {
   check_cpu(s.device, "synchronize");
+  if (is_thread_local(s.index)) s = stream_from_thread_local_stream(ThreadLocalStream(s.index, s.device));
   if (!find_worker(s.index, false)) return;  // nothing was ever queued there
   auto done = std::make_shared<detail::Event>();
   detail::enqueue(s.index, done, [] {});
   done->wait();
 }
+
+
+ThreadLocalStream new_thread_local_stream(Device d) {
+  check_cpu(d, "new_thread_local_stream");
+  ThreadLocalStream s(stream_count.fetch_add(1), d);
+  std::lock_guard<std::mutex> lock(thread_local_mu);
+  thread_local_indices.insert(s.index);
+  return s;
+}
+
+Stream stream_from_thread_local_stream(ThreadLocalStream s) {
+  if (!is_thread_local(s.index)) {
+    throw std::invalid_argument("[stream_from_thread_local_stream] stream " + std::to_string(s.index) +
+                                " is not a ThreadLocalStream");
+  }
+  auto it = own_streams.find(s.index);
+  if (it == own_streams.end()) it = own_streams.emplace(s.index, new_stream(s.device)).first;
+  return it->second;
+}
+
+Stream new_thread_unsafe_stream(Device d) { return new_stream(d); }
+
+void synchronize(ThreadLocalStream s) { synchronize(stream_from_thread_local_stream(s)); }
+
+void clear_streams() {
+  for (auto& [index, s] : own_streams) synchronize(s);
+  own_streams.clear();
+}
+
+namespace scheduler {
+void enqueue(const Stream& s, std::function<void()> task) {
+  detail::enqueue(to_stream(s).index, std::make_shared<detail::Event>(), std::move(task));
+}
+}  // namespace scheduler
 
 Stream to_stream(StreamOrDevice s) {
   if (auto* st = std::get_if<Stream>(&s)) {
@@ -157,11 +197,21 @@ Stream to_stream(StreamOrDevice s) {
     if (st->index < 0 || st->index >= stream_count.load()) {
       throw std::invalid_argument("[to_stream] no stream " + std::to_string(st->index));
     }
+    if (is_thread_local(st->index)) return stream_from_thread_local_stream(ThreadLocalStream(st->index, st->device));
     return *st;
   }
   if (auto* d = std::get_if<Device>(&s)) return default_stream(*d);
   if (auto* t = std::get_if<Device::DeviceType>(&s)) return default_stream(Device(*t));
   return default_stream(default_device());
+}
+
+void set_default_stream(Stream s) {
+  check_cpu(s.device, "set_default_stream");
+  if (s.index < 0 || s.index >= stream_count.load()) {
+    throw std::invalid_argument("[set_default_stream] no stream " + std::to_string(s.index) + " (" +
+                                std::to_string(stream_count.load()) + " streams exist)");
+  }
+  default_index = to_stream(s).index;  // a ThreadLocalStream: this thread's own
 }
 
 StreamContext::StreamContext(StreamOrDevice s) : previous_(default_stream(default_device())) {

@@ -7,6 +7,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <tuple>
 #include <variant>
@@ -56,11 +57,33 @@ void set_default_stream(Stream s);
 Stream new_stream(Device d);
 /// Every stream made so far.
 std::vector<Stream> get_streams();
+
+/// MLX's stream that is a different stream on each thread: a thread that names it (as an op's
+/// argument, to set_default_stream or synchronize) uses its own stream, made the first time.
+struct ThreadLocalStream : Stream {
+  using Stream::Stream;
+};
+ThreadLocalStream new_thread_local_stream(Device d);
+/// The calling thread's own stream of `s`.
+Stream stream_from_thread_local_stream(ThreadLocalStream s);
+/// MLX's stream for use from any thread: every Loom stream can be, so this is new_stream.
+Stream new_thread_unsafe_stream(Device d);
+/// Waits for the calling thread's work queued so far on its own streams of every ThreadLocalStream,
+/// then forgets them: the thread's next use of a ThreadLocalStream makes a new stream.
+void clear_streams();
 /// Waits until everything queued on the calling thread's default stream has run.
 void synchronize();
 /// Waits until everything queued on `s` so far has run. Rethrows nothing: errors surface where the
 /// arrays that failed are read (or evaluated again).
 void synchronize(Stream s);
+/// Waits for the calling thread's own stream of `s`.
+void synchronize(ThreadLocalStream s);
+
+namespace scheduler {
+/// Runs `task` on stream `s`'s thread after everything queued there before it (MLX's
+/// scheduler::enqueue); returns at once. An exception the task throws is dropped.
+void enqueue(const Stream& s, std::function<void()> task);
+}  // namespace scheduler
 
 /// The trailing argument of MLX's ops: nothing (the default stream), a stream, or a device (its
 /// default stream).
@@ -78,6 +101,19 @@ class StreamContext {
 
  private:
   Stream previous_;
+};
+
+/// What every op does with its trailing `StreamOrDevice s`: a StreamContext for the op's scope, so
+/// that every node the op records (a composite op records several) belongs to `s`. The default `{}`
+/// costs one test: the nodes go to the calling thread's default stream, as before.
+class OnStream {
+ public:
+  explicit OnStream(const StreamOrDevice& s) {
+    if (s.index() != 0) ctx_.emplace(s);
+  }
+
+ private:
+  std::optional<StreamContext> ctx_;
 };
 
 namespace detail {

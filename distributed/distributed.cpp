@@ -87,7 +87,7 @@ array all_reduce_flat(const std::vector<array>& xs, ReduceKind k, const std::opt
     }
     total += static_cast<int64_t>(xs[i].size());
   }
-  if (k == ReduceKind::mean && !is_floating_point(xs[0].dtype())) {
+  if (k == ReduceKind::mean && !is_inexact(xs[0].dtype())) {
     throw std::invalid_argument(msg("[", op, "] needs floating-point arrays, got ", to_string(xs[0].dtype()),
                                     " (use all_sum_flat and divide)"));
   }
@@ -106,24 +106,37 @@ array all_reduce_flat(const std::vector<array>& xs, ReduceKind k, const std::opt
 
 }  // namespace detail
 
-array all_sum(const array& x, std::optional<Group> group) { return detail::all_reduce(x, ReduceKind::sum, group); }
-array all_max(const array& x, std::optional<Group> group) { return detail::all_reduce(x, ReduceKind::max, group); }
-array all_mean(const array& x, std::optional<Group> group) {
-  if (!is_floating_point(x.dtype())) {
+array all_sum(const array& x, std::optional<Group> group, StreamOrDevice s) {
+  OnStream on(s);
+  return detail::all_reduce(x, ReduceKind::sum, group);
+}
+array all_max(const array& x, std::optional<Group> group, StreamOrDevice s) {
+  OnStream on(s);
+  return detail::all_reduce(x, ReduceKind::max, group);
+}
+array all_mean(const array& x, std::optional<Group> group, StreamOrDevice s) {
+  OnStream on(s);
+  if (!is_inexact(x.dtype())) {
     throw std::invalid_argument(msg("[all_mean] needs a floating-point array, got ", to_string(x.dtype()),
                                     " (use all_sum and divide)"));
   }
   return detail::all_reduce(x, ReduceKind::mean, group);
 }
-array all_min(const array& x, std::optional<Group> group) { return detail::all_reduce(x, ReduceKind::min, group); }
-array all_sum_flat(const std::vector<array>& xs, std::optional<Group> group) {
+array all_min(const array& x, std::optional<Group> group, StreamOrDevice s) {
+  OnStream on(s);
+  return detail::all_reduce(x, ReduceKind::min, group);
+}
+array all_sum_flat(const std::vector<array>& xs, std::optional<Group> group, StreamOrDevice s) {
+  OnStream on(s);
   return detail::all_reduce_flat(xs, ReduceKind::sum, group);
 }
-array all_mean_flat(const std::vector<array>& xs, std::optional<Group> group) {
+array all_mean_flat(const std::vector<array>& xs, std::optional<Group> group, StreamOrDevice s) {
+  OnStream on(s);
   return detail::all_reduce_flat(xs, ReduceKind::mean, group);
 }
 
-array all_gather(const array& x, std::optional<Group> group) {
+array all_gather(const array& x, std::optional<Group> group, StreamOrDevice s) {
+  OnStream on(s);
   Group g = resolve(group);
   if (x.ndim() == 0) {
     throw std::invalid_argument("[all_gather] needs an array of at least 1 dimension (it concatenates along axis 0)");
@@ -132,7 +145,8 @@ array all_gather(const array& x, std::optional<Group> group) {
   return detail::all_gather_node(x, g);
 }
 
-array send(const array& x, int dst, std::optional<Group> group) {
+array send(const array& x, int dst, std::optional<Group> group, StreamOrDevice s) {
+  OnStream on(s);
   Group g = resolve(group);
   if (dst < 0 || dst >= g.size()) {
     throw std::invalid_argument(msg("[send] destination rank ", dst, " is outside the group of size ", g.size()));
@@ -141,7 +155,8 @@ array send(const array& x, int dst, std::optional<Group> group) {
   return detail::send_node(x, dst, g);
 }
 
-array recv(const Shape& shape, Dtype dtype, int src, std::optional<Group> group) {
+array recv(const Shape& shape, Dtype dtype, int src, std::optional<Group> group, StreamOrDevice s) {
+  OnStream on(s);
   Group g = resolve(group);
   if (src < 0 || src >= g.size()) {
     throw std::invalid_argument(msg("[recv] source rank ", src, " is outside the group of size ", g.size()));
@@ -153,7 +168,8 @@ array recv(const Shape& shape, Dtype dtype, int src, std::optional<Group> group)
   return detail::recv_node(shape, dtype, src, g);
 }
 
-array recv_like(const array& x, int src, std::optional<Group> group) {
+array recv_like(const array& x, int src, std::optional<Group> group, StreamOrDevice s) {
+  OnStream on(s);
   return recv(x.shape(), x.dtype(), src, group);
 }
 

@@ -52,24 +52,24 @@ void set_peer_timeout(double seconds);
 void set_collective_timeout(double seconds);
 
 /// Sum of `x` over every process of the group (every process gets the result).
-array all_sum(const array& x, std::optional<Group> group = std::nullopt);
+array all_sum(const array& x, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
 /// Mean of floating-point `x` over every process of the group: the sum, divided by the group size by
 /// the collective itself (no separate node; the division runs where the communication does).
-array all_mean(const array& x, std::optional<Group> group = std::nullopt);
+array all_mean(const array& x, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
 /// all_sum / all_mean of many arrays of one dtype with one collective: the result is the
 /// concatenation of their flattenings (a 1-D bucket, as nn::average_gradients uses). A producer of
 /// `xs` that nothing else reads writes straight into the result's buffer, and a mean is divided
 /// piece by piece as it is sent, so neither the concatenation nor the division costs a pass of its own.
-array all_sum_flat(const std::vector<array>& xs, std::optional<Group> group = std::nullopt);
-array all_mean_flat(const std::vector<array>& xs, std::optional<Group> group = std::nullopt);
-array all_max(const array& x, std::optional<Group> group = std::nullopt);
-array all_min(const array& x, std::optional<Group> group = std::nullopt);
+array all_sum_flat(const std::vector<array>& xs, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
+array all_mean_flat(const std::vector<array>& xs, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
+array all_max(const array& x, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
+array all_min(const array& x, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
 /// The arrays of every process concatenated along axis 0, in rank order.
-array all_gather(const array& x, std::optional<Group> group = std::nullopt);
+array all_gather(const array& x, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
 /// Sends `x` to `dst`; the result (x itself) must be evaluated for the send to happen.
-array send(const array& x, int dst, std::optional<Group> group = std::nullopt);
+array send(const array& x, int dst, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
 /// Receives an array of `shape` and `dtype` from `src`.
-array recv(const Shape& shape, Dtype dtype, int src, std::optional<Group> group = std::nullopt);
-array recv_like(const array& x, int src, std::optional<Group> group = std::nullopt);
+array recv(const Shape& shape, Dtype dtype, int src, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
+array recv_like(const array& x, int src, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
 
 }  // namespace loom::distributed

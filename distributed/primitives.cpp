@@ -132,6 +132,7 @@ class AllReduce : public Communication {
   AllReduce(ReduceKind k, Group g, uint64_t layout)
       : Communication(static_cast<int>(k), std::move(g), layout), op_(k), flat_(true) {}
   const char* name() const override { return reduce_name(op_); }
+  bool supports_complex() const override { return true; }
   Run prepare(const std::vector<array>& in, array& out) override {
     std::vector<Part> parts;
     out.alloc();  // a single input's own buffer when nothing else reads it (donors)
@@ -227,6 +228,12 @@ class AllReduce : public Communication {
 
   // Elements [off, off + count) of out, divided by the group size.
   void divide(array& out, size_t off, size_t count) const {
+    if (out.dtype() == complex64) {
+      complex64_t* y = static_cast<complex64_t*>(out.raw_data()) + off;
+      const float inv = 1.0f / static_cast<float>(group_.size());
+      for (size_t i = 0; i < count; ++i) y[i] = complex64_t(y[i].real() * inv, y[i].imag() * inv);
+      return;
+    }
     LOOM_DISPATCH_FLOAT(out.dtype(), T, {
       T* y = static_cast<T*>(out.raw_data()) + off;
       const compute_t<T> inv = compute_t<T>(1) / group_.size();
@@ -242,6 +249,7 @@ class AllGather : public Communication {
  public:
   explicit AllGather(Group g) : Communication(kGatherKind, std::move(g)) {}
   const char* name() const override { return "all_gather"; }
+  bool supports_complex() const override { return true; }
   Run prepare(const std::vector<array>& in, array& out) override {
     out.alloc();
     array x = kernels::row_contiguous(in[0]);
@@ -277,6 +285,7 @@ class Send : public Communication {
   }
   void check_agreement(const array& x) override { send_signature(impl(), dst_, kind_, x); }
   const char* name() const override { return "send"; }
+  bool supports_complex() const override { return true; }
   bool is_differentiable() const override { return false; }
 
  private:
@@ -295,6 +304,7 @@ class Recv : public Communication {
   }
   void check_agreement(const array& expected) override { check_signature_from(impl(), src_, kind_, expected); }
   const char* name() const override { return "recv"; }
+  bool supports_complex() const override { return true; }
   bool is_differentiable() const override { return false; }
 
  private:

@@ -431,7 +431,8 @@ class ScaledDotProductAttention : public Custom {
 }  // namespace
 
 array scaled_dot_product_attention(const array& queries, const array& keys, const array& values, double scale,
-                                   const std::optional<array>& mask) {
+                                   const std::optional<array>& mask, StreamOrDevice s) {
+  OnStream on(s);
   const char* op = "scaled_dot_product_attention";
   const size_t nd = queries.ndim();
   auto shapes = [&] {

@@ -236,7 +236,9 @@ void check_class_indices(const array& targets, int num_classes, const Shape& log
   }
 }
 
-array softmax_cross_entropy(const array& logits, const array& targets, int axis, double label_smoothing) {
+array softmax_cross_entropy(const array& logits, const array& targets, int axis, double label_smoothing,
+                            StreamOrDevice s) {
+  OnStream on(s);
   const char* op = "softmax_cross_entropy";
   if (logits.ndim() == 0) {
     throw std::invalid_argument(msg("[", op, "] logits must have at least one axis (the classes); got a 0-d array"));

@@ -16,8 +16,8 @@ namespace loom::fast {
 /// backward reads the forward's output, not its input). Integer inputs give float32; half types
 /// compute in float32 and return their own dtype. loom::softmax computes the same values with a
 /// plain primitive whose gradient is written with ops (as MLX's).
-array softmax(const array& x);
-array log_softmax(const array& x);
+array softmax(const array& x, StreamOrDevice s = {});
+array log_softmax(const array& x, StreamOrDevice s = {});
 
 /// Per-row softmax cross entropy against class indices, in one pass over each row:
 ///     out[r] = logsumexp(logits[r, :]) - (1 - label_smoothing) * logits[r, targets[r]]
@@ -35,7 +35,8 @@ array log_softmax(const array& x);
 /// Its gradient with respect to the logits is (softmax(logits) - (1 - ls) * onehot(targets) - ls / C)
 /// times the cotangent, again one pass per row; that backward primitive has its own vjp and jvp
 /// (written with ops), so higher-order derivatives work.
-array softmax_cross_entropy(const array& logits, const array& targets, int axis = -1, double label_smoothing = 0.0);
+array softmax_cross_entropy(const array& logits, const array& targets, int axis = -1, double label_smoothing = 0.0,
+                            StreamOrDevice s = {});
 
 /// Throws std::out_of_range starting "[op]" if `targets` is evaluated and holds a class index outside
 /// [0, num_classes) (as softmax_cross_entropy does at once for evaluated targets); does nothing for
@@ -57,12 +58,12 @@ void check_class_indices(const array& targets, int num_classes, const Shape& log
 /// Derivatives of every order are those of the composition (the backward is one fused kernel; its
 /// own derivatives, and the mask's gradient, go through the composition).
 array scaled_dot_product_attention(const array& queries, const array& keys, const array& values, double scale,
-                                   const std::optional<array>& mask = std::nullopt);
+                                   const std::optional<array>& mask = std::nullopt, StreamOrDevice s = {});
 
 /// The exact GELU x * Phi(x) = x (1 + erf(x / sqrt(2))) / 2 elementwise, in one pass, and its
 /// gradient g * (Phi(x) + x phi(x)) in one pass (computed from the forward's output). Integer inputs
 /// give float32; half types compute in float32. nn::gelu is this op.
-array gelu(const array& x);
+array gelu(const array& x, StreamOrDevice s = {});
 
 /// Layer normalization over the last axis, as MLX's fast::layer_norm:
 ///     (x - mean) / sqrt(var + eps) * weight + bias
@@ -71,7 +72,7 @@ array gelu(const array& x);
 /// integer inputs compute in float32, the result has the promoted dtype (float32 for integers).
 /// Derivatives of the gradient go through the composition.
 array layer_norm(const array& x, const std::optional<array>& weight, const std::optional<array>& bias,
-                 double eps = 1e-5);
+                 double eps = 1e-5, StreamOrDevice s = {});
 
 /// RMS normalization over the last axis, as MLX's fast::rms_norm:
 ///     x / sqrt(mean(x^2) + eps) * weight
@@ -79,7 +80,7 @@ array layer_norm(const array& x, const std::optional<array>& weight, const std::
 /// backward recomputes the row statistic); float16 / bfloat16 and integer inputs compute in float32,
 /// the result has the promoted dtype (float32 for integers). Derivatives of the gradient go through
 /// the composition.
-array rms_norm(const array& x, const std::optional<array>& weight, double eps = 1e-5);
+array rms_norm(const array& x, const std::optional<array>& weight, double eps = 1e-5, StreamOrDevice s = {});
 
 /// Hyper-parameters of one Adam/AdamW step.
 struct AdamStep {

@@ -103,7 +103,8 @@ class Gelu : public Custom {
 
 }  // namespace
 
-array gelu(const array& x) {
+array gelu(const array& x, StreamOrDevice s) {
+  OnStream on(s);
   detail::reject_complex(x.dtype(), "gelu");
   array xf = is_floating_point(x.dtype()) ? x : astype(x, float32);
   return array(xf.shape(), xf.dtype(), std::make_shared<Gelu>(), {xf});

@@ -159,7 +159,9 @@ class LayerNorm : public Custom {
 
 }  // namespace
 
-array layer_norm(const array& x, const std::optional<array>& weight, const std::optional<array>& bias, double eps) {
+array layer_norm(const array& x, const std::optional<array>& weight, const std::optional<array>& bias, double eps,
+                 StreamOrDevice s) {
+  OnStream on(s);
   const char* op = "layer_norm";
   if (x.ndim() == 0) throw std::invalid_argument(msg("[", op, "] needs an array with at least one axis, got a 0-d array"));
   const int n = x.shape(-1);

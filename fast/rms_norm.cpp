@@ -138,7 +138,8 @@ class RMSNorm : public Custom {
 
 }  // namespace
 
-array rms_norm(const array& x, const std::optional<array>& weight, double eps) {
+array rms_norm(const array& x, const std::optional<array>& weight, double eps, StreamOrDevice s) {
+  OnStream on(s);
   const char* op = "rms_norm";
   if (x.ndim() == 0) throw std::invalid_argument(msg("[", op, "] needs an array with at least one axis, got a 0-d array"));
   const int n = x.shape(-1);

@@ -73,7 +73,7 @@ array softmax_impl(const array& a, bool take_log) {
 
 }  // namespace
 
-array softmax(const array& x) { return softmax_impl(x, false); }
-array log_softmax(const array& x) { return softmax_impl(x, true); }
+array softmax(const array& x, StreamOrDevice s) { OnStream on(s); return softmax_impl(x, false); }
+array log_softmax(const array& x, StreamOrDevice s) { OnStream on(s); return softmax_impl(x, true); }
 
 }  // namespace loom::fast

@@ -30,10 +30,10 @@ void save(std::ostream& os, const array& a);
 /// Loads a .npy file (format versions 1.0, 2.0 and 3.0; C or Fortran order; little- or big-endian
 /// data; descr |b1 |u1 <i4 <i8 <f2 <f4 <f8). The file must hold exactly the header and the data.
 /// The result is evaluated; a Fortran-order file gives a column-major view (no extra copy).
-array load(const std::string& path);
+array load(const std::string& path, StreamOrDevice s = {});
 /// Reads one .npy array from `is` and leaves the stream just after its data, so several arrays
 /// written one after another to a stream can be read back in turn.
-array load(std::istream& is);
+array load(std::istream& is, StreamOrDevice s = {});
 
 // ---- safetensors ----
 

@@ -475,12 +475,14 @@ void save(const std::string& path, const array& a) {
   sink.commit();
 }
 
-array load(std::istream& is) {
+array load(std::istream& is, StreamOrDevice s) {
+  OnStream on(s);
   Reader r(is, "load", "<stream>");
   return read_npy(r, false);
 }
 
-array load(const std::string& path) {
+array load(const std::string& path, StreamOrDevice s) {
+  OnStream on(s);
   io::detail::InputFile f(path, "load");
   Reader r(f.stream(), "load", path);
   return read_npy(r, true);

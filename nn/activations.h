@@ -14,8 +14,11 @@ namespace loom::nn {
 // so unqualified calls stay unambiguous).
 using loom::log_softmax;
 using loom::sigmoid;
-using loom::softmax;
 using loom::tanh;
+/// mlx.nn's softmax: along `axis`, the last by default (loom::softmax without an axis, as MLX's op,
+/// takes every axis). With both namespaces open, an unqualified softmax(x) is ambiguous: say which.
+inline array softmax(const array& x, int axis = -1) { return loom::softmax(x, axis); }
+inline array softmax(const array& x, const std::vector<int>& axes) { return loom::softmax(x, axes); }
 
 /// max(x, 0).
 array relu(const array& x);

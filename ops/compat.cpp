@@ -1,6 +1,8 @@
 // Ops MLX's C++ API has that Loom lacked (found by scripts/mlx_compat.py): `contiguous`, a primitive,
 // and small compositions of existing ops under MLX's names and argument orders.
 #include <cmath>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "loom/core/copy.h"
@@ -48,11 +50,13 @@ class Contiguous : public UnaryPrimitive {
 
 }  // namespace
 
-array contiguous(const array& a, bool allow_col_major) {
+array contiguous(const array& a, bool allow_col_major, StreamOrDevice s) {
+  OnStream on(s);
   return array(a.shape(), a.dtype(), std::make_shared<Contiguous>(allow_col_major), {a});
 }
 
-array unflatten(const array& a, int axis, Shape shape) {
+array unflatten(const array& a, int axis, Shape shape, StreamOrDevice s) {
+  OnStream on(s);
   if (shape.empty()) throw std::invalid_argument("[unflatten] the shape to unflatten to is empty");
   const int nd = static_cast<int>(a.ndim());
   const int ax = detail::normalize_axis(axis, nd, "unflatten");
@@ -82,14 +86,50 @@ array unflatten(const array& a, int axis, Shape shape) {
   return reshape(a, out);
 }
 
-std::vector<array> divmod(const array& a, const array& b) { return {floor_divide(a, b), remainder(a, b)}; }
+std::vector<array> divmod(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
+  return {floor_divide(a, b), remainder(a, b)};
+}
 
-array arange(double start, double stop, Dtype dtype) { return arange(start, stop, 1.0, dtype); }
+array arange(double start, double stop, Dtype dtype, StreamOrDevice s) {
+  OnStream on(s);
+  return arange(start, stop, 1.0, dtype);
+}
 
-array linspace(double start, double stop, int num, bool endpoint, Dtype dtype) {
+array linspace(double start, double stop, int num, bool endpoint, Dtype dtype, StreamOrDevice s) {
+  OnStream on(s);
   if (endpoint || num <= 0) return linspace(start, stop, num, dtype);
   // [start, stop): num values spaced (stop - start) / num apart, as numpy's endpoint=False.
   return linspace(start, start + (stop - start) * (num - 1) / num, num, dtype);
+}
+
+Dtype result_type(const std::vector<array>& arrays) {
+  Dtype t = bool_;
+  for (const array& a : arrays) t = promote_types(t, a.dtype());
+  return t;
+}
+
+int normalize_axis_index(int axis, int ndim, const std::string& msg_prefix) {
+  if (axis < -ndim || axis >= ndim) {
+    throw std::invalid_argument(msg_prefix + "axis " + std::to_string(axis) + " is out of range for " +
+                                std::to_string(ndim) + " dimensions");
+  }
+  return axis < 0 ? axis + ndim : axis;
+}
+
+array array::ArrayIterator::operator*() const {
+  Shape start(a_.ndim(), 0), stop = a_.shape();
+  start[0] = index_;
+  stop[0] = index_ + 1;
+  return squeeze(slice(a_, std::move(start), std::move(stop)), 0);
+}
+array::ArrayIterator array::begin() const {
+  if (ndim() == 0) throw std::invalid_argument("[array::begin] a 0-d array has no first axis to iterate over");
+  return ArrayIterator(*this, 0);
+}
+array::ArrayIterator array::end() const {
+  if (ndim() == 0) throw std::invalid_argument("[array::end] a 0-d array has no first axis to iterate over");
+  return ArrayIterator(*this, shape()[0]);
 }
 
 }  // namespace loom

@@ -32,7 +32,8 @@ std::vector<int> normalized_axes(const std::vector<int>& axes, int ndim, const c
 
 // ---- flip, roll ----
 
-array flip(const array& a, const std::vector<int>& axes) {
+array flip(const array& a, const std::vector<int>& axes, StreamOrDevice s) {
+  OnStream on(s);
   const int nd = static_cast<int>(a.ndim());
   const std::vector<int> ax = normalized_axes(axes, nd, "flip");
   Shape start(nd, 0), stop = a.shape(), step(nd, 1);
@@ -45,15 +46,17 @@ array flip(const array& a, const std::vector<int>& axes) {
   return ax.empty() ? a : slice(a, start, stop, step);
 }
 
-array flip(const array& a, int axis) { return flip(a, std::vector<int>{axis}); }
+array flip(const array& a, int axis, StreamOrDevice s) { OnStream on(s); return flip(a, std::vector<int>{axis}); }
 
-array flip(const array& a) {
+array flip(const array& a, StreamOrDevice s) {
+  OnStream on(s);
   std::vector<int> all(a.ndim());
   std::iota(all.begin(), all.end(), 0);
   return flip(a, all);
 }
 
-array roll(const array& a, const Shape& shift, const std::vector<int>& axes) {
+array roll(const array& a, const Shape& shift, const std::vector<int>& axes, StreamOrDevice stream) {
+  OnStream on(stream);
   if (shift.size() != axes.size()) {
     throw std::invalid_argument(detail::msg("[roll] needs one shift per axis, got ", shift.size(), " shifts for ",
                                             axes.size(), " axes"));
@@ -72,25 +75,32 @@ array roll(const array& a, const Shape& shift, const std::vector<int>& axes) {
   return out;
 }
 
-array roll(const array& a, int shift, const std::vector<int>& axes) {
+array roll(const array& a, int shift, const std::vector<int>& axes, StreamOrDevice s) {
+  OnStream on(s);
   return roll(a, Shape(axes.size(), shift), axes);
 }
 
-array roll(const array& a, int shift, int axis) { return roll(a, Shape{shift}, std::vector<int>{axis}); }
+array roll(const array& a, int shift, int axis, StreamOrDevice s) {
+  OnStream on(s);
+  return roll(a, Shape{shift}, std::vector<int>{axis});
+}
 
-array roll(const array& a, const Shape& shift, int axis) {
+array roll(const array& a, const Shape& shift, int axis, StreamOrDevice stream) {
+  OnStream on(stream);
   int64_t total = 0;
   for (int s : shift) total += s;
   const int64_t n = a.ndim() == 0 ? 1 : a.shape(detail::normalize_axis(axis, static_cast<int>(a.ndim()), "roll"));
   return roll(a, Shape{static_cast<int>(n == 0 ? 0 : total % n)}, std::vector<int>{axis});
 }
 
-array roll(const array& a, int shift) {
+array roll(const array& a, int shift, StreamOrDevice s) {
+  OnStream on(s);
   // Over the flattened array, as numpy without an axis.
   return reshape(roll(reshape(a, {static_cast<int>(a.size())}), shift, 0), a.shape());
 }
 
-array roll(const array& a, const Shape& shift) {
+array roll(const array& a, const Shape& shift, StreamOrDevice stream) {
+  OnStream on(stream);
   int64_t total = 0;
   for (int s : shift) total += s;
   const int64_t n = a.size();
@@ -99,14 +109,15 @@ array roll(const array& a, const Shape& shift) {
 
 // ---- triangles ----
 
-array tri(int n, int m, int k, Dtype dtype) {
+array tri(int n, int m, int k, Dtype dtype, StreamOrDevice s) {
+  OnStream on(s);
   if (n < 0 || m < 0) throw std::invalid_argument(detail::msg("[tri] needs n, m >= 0, got ", n, " and ", m));
   // Row i keeps columns j <= i + k.
   array rows = reshape(arange(0, n), {n, 1}), cols = reshape(arange(0, m), {1, m});
   return astype(greater_equal(rows + k, cols), dtype);
 }
 
-array tri(int n, Dtype dtype) { return tri(n, n, 0, dtype); }
+array tri(int n, Dtype dtype, StreamOrDevice s) { OnStream on(s); return tri(n, n, 0, dtype); }
 
 namespace {
 array triangle(const array& x, int k, bool lower, const char* op) {
@@ -120,12 +131,13 @@ array triangle(const array& x, int k, bool lower, const char* op) {
 }
 }  // namespace
 
-array tril(const array& x, int k) { return triangle(x, k, true, "tril"); }
-array triu(const array& x, int k) { return triangle(x, k, false, "triu"); }
+array tril(const array& x, int k, StreamOrDevice s) { OnStream on(s); return triangle(x, k, true, "tril"); }
+array triu(const array& x, int k, StreamOrDevice s) { OnStream on(s); return triangle(x, k, false, "triu"); }
 
 // ---- diagonals ----
 
-array diagonal(const array& a, int offset, int axis1, int axis2) {
+array diagonal(const array& a, int offset, int axis1, int axis2, StreamOrDevice s) {
+  OnStream on(s);
   const int nd = static_cast<int>(a.ndim());
   if (nd < 2) {
     throw std::invalid_argument(detail::msg("[diagonal] needs an array of at least 2 dimensions, got shape ",
@@ -160,7 +172,8 @@ array diagonal(const array& a, int offset, int axis1, int axis2) {
   return take(flat, idx, -1);
 }
 
-array diag(const array& a, int k) {
+array diag(const array& a, int k, StreamOrDevice s) {
+  OnStream on(s);
   if (a.ndim() == 2) return diagonal(a, k, 0, 1);
   if (a.ndim() != 1) {
     throw std::invalid_argument(detail::msg("[diag] needs a 1-d or 2-d array, got shape ", detail::shape_str(a.shape())));
@@ -169,55 +182,69 @@ array diag(const array& a, int k) {
   const int len = a.shape(0), n = len + std::abs(k);
   array padded = pad(a, std::vector<int>{0}, Shape{0}, Shape{std::abs(k)});
   array rows = reshape(arange(0, n), {n, 1}), cols = reshape(arange(0, n), {1, n});
-  array on = equal(rows + k, cols);
+  array on_k = equal(rows + k, cols);
   // Row i holds a[i] when k >= 0; column j holds a[j] when k < 0.
   array values = k >= 0 ? reshape(padded, {n, 1}) : reshape(padded, {1, n});
-  return where(on, values, zeros({}, a.dtype()));
+  return where(on_k, values, zeros({}, a.dtype()));
 }
 
-array trace(const array& a, int offset, int axis1, int axis2, Dtype dtype) {
+array trace(const array& a, int offset, int axis1, int axis2, Dtype dtype, StreamOrDevice s) {
+  OnStream on(s);
   return sum(astype(diagonal(a, offset, axis1, axis2), dtype), -1);
 }
 
-array trace(const array& a, int offset, int axis1, int axis2) {
+array trace(const array& a, int offset, int axis1, int axis2, StreamOrDevice s) {
+  OnStream on(s);
   return sum(diagonal(a, offset, axis1, axis2), -1);
 }
 
-array trace(const array& a) { return trace(a, 0, 0, 1); }
+array trace(const array& a, StreamOrDevice s) { OnStream on(s); return trace(a, 0, 0, 1); }
 
 // ---- creation and shape helpers ----
 
-array full_like(const array& a, const array& vals, Dtype dtype) { return full(a.shape(), vals, dtype); }
-array full_like(const array& a, const array& vals) { return full(a.shape(), vals, a.dtype()); }
+array full_like(const array& a, const array& vals, Dtype dtype, StreamOrDevice s) {
+  OnStream on(s);
+  return full(a.shape(), vals, dtype);
+}
+array full_like(const array& a, const array& vals, StreamOrDevice s) {
+  OnStream on(s);
+  return full(a.shape(), vals, a.dtype());
+}
 
-array atleast_1d(const array& a) { return a.ndim() >= 1 ? a : reshape(a, {1}); }
-array atleast_2d(const array& a) {
+array atleast_1d(const array& a, StreamOrDevice s) { OnStream on(s); return a.ndim() >= 1 ? a : reshape(a, {1}); }
+array atleast_2d(const array& a, StreamOrDevice s) {
+  OnStream on(s);
   if (a.ndim() >= 2) return a;
   return a.ndim() == 0 ? reshape(a, {1, 1}) : reshape(a, {1, a.shape(0)});
 }
-array atleast_3d(const array& a) {
+array atleast_3d(const array& a, StreamOrDevice s) {
+  OnStream on(s);
   if (a.ndim() >= 3) return a;
   if (a.ndim() == 0) return reshape(a, {1, 1, 1});
   if (a.ndim() == 1) return reshape(a, {1, a.shape(0), 1});
   return reshape(a, {a.shape(0), a.shape(1), 1});
 }
-std::vector<array> atleast_1d(const std::vector<array>& a) {
+std::vector<array> atleast_1d(const std::vector<array>& a, StreamOrDevice s) {
+  OnStream on(s);
   std::vector<array> out;
   for (const auto& x : a) out.push_back(atleast_1d(x));
   return out;
 }
-std::vector<array> atleast_2d(const std::vector<array>& a) {
+std::vector<array> atleast_2d(const std::vector<array>& a, StreamOrDevice s) {
+  OnStream on(s);
   std::vector<array> out;
   for (const auto& x : a) out.push_back(atleast_2d(x));
   return out;
 }
-std::vector<array> atleast_3d(const std::vector<array>& a) {
+std::vector<array> atleast_3d(const std::vector<array>& a, StreamOrDevice s) {
+  OnStream on(s);
   std::vector<array> out;
   for (const auto& x : a) out.push_back(atleast_3d(x));
   return out;
 }
 
-std::vector<array> unstack(const array& a, int axis) {
+std::vector<array> unstack(const array& a, int axis, StreamOrDevice s) {
+  OnStream on(s);
   if (a.ndim() == 0) throw std::invalid_argument("[unstack] cannot unstack a 0-d array");
   const int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "unstack");
   std::vector<array> out;
@@ -226,7 +253,9 @@ std::vector<array> unstack(const array& a, int axis) {
   return out;
 }
 
-std::vector<array> meshgrid(const std::vector<array>& arrays, bool sparse, const std::string& indexing) {
+std::vector<array> meshgrid(const std::vector<array>& arrays, bool sparse, const std::string& indexing,
+                            StreamOrDevice s) {
+  OnStream on(s);
   if (indexing != "xy" && indexing != "ij") {
     throw std::invalid_argument("[meshgrid] indexing must be \"xy\" or \"ij\", got \"" + indexing + "\"");
   }
@@ -245,7 +274,8 @@ std::vector<array> meshgrid(const std::vector<array>& arrays, bool sparse, const
 
 // ---- products ----
 
-array kron(const array& a, const array& b) {
+array kron(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
   // Both to the same rank, then a's axes interleaved with b's: out[(i, j)...] = a[i...] * b[j...].
   const int nd = static_cast<int>(std::max(a.ndim(), b.ndim()));
   Shape sa(nd - a.ndim(), 1), sb(nd - b.ndim(), 1);
@@ -262,7 +292,9 @@ array kron(const array& a, const array& b) {
   return reshape(multiply(reshape(a, ia), reshape(b, ib)), out);
 }
 
-array tensordot(const array& a, const array& b, const std::vector<int>& axes_a, const std::vector<int>& axes_b) {
+array tensordot(const array& a, const array& b, const std::vector<int>& axes_a, const std::vector<int>& axes_b,
+                StreamOrDevice s) {
+  OnStream on(s);
   if (axes_a.size() != axes_b.size()) {
     throw std::invalid_argument(detail::msg("[tensordot] needs as many axes of a as of b, got ", axes_a.size(),
                                             " and ", axes_b.size()));
@@ -304,7 +336,8 @@ array tensordot(const array& a, const array& b, const std::vector<int>& axes_a, 
   return reshape(matmul(am, bm), out);
 }
 
-array tensordot(const array& a, const array& b, int axis) {
+array tensordot(const array& a, const array& b, int axis, StreamOrDevice s) {
+  OnStream on(s);
   if (axis < 0 || axis > static_cast<int>(std::min(a.ndim(), b.ndim()))) {
     throw std::invalid_argument(detail::msg("[tensordot] axis must be in [0, min(a.ndim, b.ndim)] = [0, ",
                                             std::min(a.ndim(), b.ndim()), "], got ", axis));
@@ -317,6 +350,6 @@ array tensordot(const array& a, const array& b, int axis) {
   return tensordot(a, b, aa, bb);
 }
 
-array positive(const array& a) { return a; }
+array positive(const array& a, StreamOrDevice s) { OnStream on(s); return a; }
 
 }  // namespace loom

@@ -655,18 +655,22 @@ array conv_impl(const char* op, const array& input, const array& weight, const s
 
 array conv_general(const array& input, const array& weight, std::vector<int> stride, std::vector<int> padding_lo,
                    std::vector<int> padding_hi, std::vector<int> kernel_dilation, std::vector<int> input_dilation,
-                   int groups, bool flip) {
+                   int groups, bool flip, StreamOrDevice s) {
+  OnStream on(s);
   if (padding_hi.empty()) padding_hi = padding_lo;
   return conv_impl("conv_general", input, weight, stride, padding_lo, padding_hi, kernel_dilation, input_dilation,
                    groups, flip, 0);
 }
 
-array conv1d(const array& input, const array& weight, int stride, int padding, int dilation, int groups) {
+array conv1d(const array& input, const array& weight, int stride, int padding, int dilation, int groups,
+             StreamOrDevice s) {
+  OnStream on(s);
   return conv_impl("conv1d", input, weight, {stride}, {padding}, {padding}, {dilation}, {1}, groups, false, 1);
 }
 
 array conv2d(const array& input, const array& weight, const std::pair<int, int>& stride,
-             const std::pair<int, int>& padding, const std::pair<int, int>& dilation, int groups) {
+             const std::pair<int, int>& padding, const std::pair<int, int>& dilation, int groups, StreamOrDevice s) {
+  OnStream on(s);
   return conv_impl("conv2d", input, weight, {stride.first, stride.second}, {padding.first, padding.second},
                    {padding.first, padding.second}, {dilation.first, dilation.second}, {1, 1}, groups, false, 2);
 }
@@ -742,27 +746,32 @@ array conv_transpose_impl(const char* op, const array& input, const array& weigh
 }  // namespace
 
 array conv3d(const array& input, const array& weight, const std::tuple<int, int, int>& stride,
-             const std::tuple<int, int, int>& padding, const std::tuple<int, int, int>& dilation, int groups) {
+             const std::tuple<int, int, int>& padding, const std::tuple<int, int, int>& dilation, int groups,
+             StreamOrDevice s) {
+  OnStream on(s);
   return conv_impl("conv3d", input, weight, triple(stride), triple(padding), triple(padding), triple(dilation),
                    {1, 1, 1}, groups, false, 3);
 }
 
 array conv_transpose1d(const array& input, const array& weight, int stride, int padding, int dilation,
-                       int output_padding, int groups) {
+                       int output_padding, int groups, StreamOrDevice s) {
+  OnStream on(s);
   return conv_transpose_impl("conv_transpose1d", input, weight, {stride}, {padding}, {dilation}, {output_padding},
                              groups);
 }
 
 array conv_transpose2d(const array& input, const array& weight, const std::pair<int, int>& stride,
                        const std::pair<int, int>& padding, const std::pair<int, int>& dilation,
-                       const std::pair<int, int>& output_padding, int groups) {
+                       const std::pair<int, int>& output_padding, int groups, StreamOrDevice s) {
+  OnStream on(s);
   return conv_transpose_impl("conv_transpose2d", input, weight, pair2(stride), pair2(padding), pair2(dilation),
                              pair2(output_padding), groups);
 }
 
 array conv_transpose3d(const array& input, const array& weight, const std::tuple<int, int, int>& stride,
                        const std::tuple<int, int, int>& padding, const std::tuple<int, int, int>& dilation,
-                       const std::tuple<int, int, int>& output_padding, int groups) {
+                       const std::tuple<int, int, int>& output_padding, int groups, StreamOrDevice s) {
+  OnStream on(s);
   return conv_transpose_impl("conv_transpose3d", input, weight, triple(stride), triple(padding), triple(dilation),
                              triple(output_padding), groups);
 }

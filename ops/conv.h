@@ -29,22 +29,22 @@ namespace loom {
 array conv_general(const array& input, const array& weight, std::vector<int> stride = {},
                    std::vector<int> padding_lo = {}, std::vector<int> padding_hi = {},
                    std::vector<int> kernel_dilation = {}, std::vector<int> input_dilation = {}, int groups = 1,
-                   bool flip = false);
+                   bool flip = false, StreamOrDevice s = {});
 
 /// input (N, L, C_in), weight (C_out, K, C_in / groups) -> (N, L_out, C_out); padding on both sides.
 array conv1d(const array& input, const array& weight, int stride = 1, int padding = 0, int dilation = 1,
-             int groups = 1);
+             int groups = 1, StreamOrDevice s = {});
 
 /// input (N, H, W, C_in), weight (C_out, KH, KW, C_in / groups) -> (N, H_out, W_out, C_out).
 array conv2d(const array& input, const array& weight, const std::pair<int, int>& stride = {1, 1},
              const std::pair<int, int>& padding = {0, 0}, const std::pair<int, int>& dilation = {1, 1},
-             int groups = 1);
+             int groups = 1, StreamOrDevice s = {});
 
 /// input (N, D, H, W, C_in), weight (C_out, KD, KH, KW, C_in / groups) -> (N, D_out, H_out, W_out, C_out).
 /// groups > 1 is allowed (MLX's conv_general rejects groups with 3 spatial dimensions).
 array conv3d(const array& input, const array& weight, const std::tuple<int, int, int>& stride = {1, 1, 1},
              const std::tuple<int, int, int>& padding = {0, 0, 0}, const std::tuple<int, int, int>& dilation = {1, 1, 1},
-             int groups = 1);
+             int groups = 1, StreamOrDevice s = {});
 
 // Transposed convolutions (MLX's; the adjoint of the convolution with respect to its input). The
 // weight is laid out as a convolution's, (C_out, kernel..., C_in / groups), with C_in the channels of
@@ -55,14 +55,15 @@ array conv3d(const array& input, const array& weight, const std::tuple<int, int,
 // and a non-empty output. A padding beyond dilation * (K - 1) crops the output as in PyTorch.
 // groups > 1 works for every number of spatial dimensions (MLX: 1-d and 2-d only), as in conv3d.
 array conv_transpose1d(const array& input, const array& weight, int stride = 1, int padding = 0, int dilation = 1,
-                       int output_padding = 0, int groups = 1);
+                       int output_padding = 0, int groups = 1, StreamOrDevice s = {});
 array conv_transpose2d(const array& input, const array& weight, const std::pair<int, int>& stride = {1, 1},
                        const std::pair<int, int>& padding = {0, 0}, const std::pair<int, int>& dilation = {1, 1},
-                       const std::pair<int, int>& output_padding = {0, 0}, int groups = 1);
+                       const std::pair<int, int>& output_padding = {0, 0}, int groups = 1, StreamOrDevice s = {});
 array conv_transpose3d(const array& input, const array& weight, const std::tuple<int, int, int>& stride = {1, 1, 1},
                        const std::tuple<int, int, int>& padding = {0, 0, 0},
                        const std::tuple<int, int, int>& dilation = {1, 1, 1},
-                       const std::tuple<int, int, int>& output_padding = {0, 0, 0}, int groups = 1);
+                       const std::tuple<int, int, int>& output_padding = {0, 0, 0}, int groups = 1,
+                       StreamOrDevice s = {});
 
 // ---- pooling (channels-last, floating point) ----
 // The window of output position o along a spatial axis covers input positions o * stride - padding
@@ -75,20 +76,22 @@ array conv_transpose3d(const array& input, const array& weight, const std::tuple
 /// Pools over the `input.ndim() - 2` spatial axes of (N, S_1..S_D, C). `stride` empty means
 /// stride = kernel_size, `padding` empty means 0; a one-element list applies to every axis.
 array max_pool(const array& input, const std::vector<int>& kernel_size, const std::vector<int>& stride = {},
-               const std::vector<int>& padding = {});
+               const std::vector<int>& padding = {}, StreamOrDevice s = {});
 array avg_pool(const array& input, const std::vector<int>& kernel_size, const std::vector<int>& stride = {},
-               const std::vector<int>& padding = {});
+               const std::vector<int>& padding = {}, StreamOrDevice s = {});
 
 /// input (N, L, C) -> (N, L_out, C); stride defaults to kernel_size.
-array max_pool1d(const array& input, int kernel_size, std::optional<int> stride = std::nullopt, int padding = 0);
-array avg_pool1d(const array& input, int kernel_size, std::optional<int> stride = std::nullopt, int padding = 0);
+array max_pool1d(const array& input, int kernel_size, std::optional<int> stride = std::nullopt, int padding = 0,
+                 StreamOrDevice s = {});
+array avg_pool1d(const array& input, int kernel_size, std::optional<int> stride = std::nullopt, int padding = 0,
+                 StreamOrDevice s = {});
 
 /// input (N, H, W, C) -> (N, H_out, W_out, C); stride defaults to kernel_size.
-array max_pool2d(const array& input, const std::pair<int, int>& kernel_size);
+array max_pool2d(const array& input, const std::pair<int, int>& kernel_size, StreamOrDevice s = {});
 array max_pool2d(const array& input, const std::pair<int, int>& kernel_size, const std::pair<int, int>& stride,
-                 const std::pair<int, int>& padding = {0, 0});
-array avg_pool2d(const array& input, const std::pair<int, int>& kernel_size);
+                 const std::pair<int, int>& padding = {0, 0}, StreamOrDevice s = {});
+array avg_pool2d(const array& input, const std::pair<int, int>& kernel_size, StreamOrDevice s = {});
 array avg_pool2d(const array& input, const std::pair<int, int>& kernel_size, const std::pair<int, int>& stride,
-                 const std::pair<int, int>& padding = {0, 0});
+                 const std::pair<int, int>& padding = {0, 0}, StreamOrDevice s = {});
 
 }  // namespace loom

@@ -433,34 +433,42 @@ array pool_impl(const char* op, PoolRole role, const array& x, const std::vector
 }  // namespace
 
 array max_pool(const array& input, const std::vector<int>& kernel_size, const std::vector<int>& stride,
-               const std::vector<int>& padding) {
+               const std::vector<int>& padding, StreamOrDevice s) {
+  OnStream on(s);
   return pool_impl("max_pool", PoolRole::max, input, kernel_size, stride, padding, 0);
 }
 array avg_pool(const array& input, const std::vector<int>& kernel_size, const std::vector<int>& stride,
-               const std::vector<int>& padding) {
+               const std::vector<int>& padding, StreamOrDevice s) {
+  OnStream on(s);
   return pool_impl("avg_pool", PoolRole::avg, input, kernel_size, stride, padding, 0);
 }
 
-array max_pool1d(const array& input, int kernel_size, std::optional<int> stride, int padding) {
+array max_pool1d(const array& input, int kernel_size, std::optional<int> stride, int padding, StreamOrDevice s) {
+  OnStream on(s);
   return pool_impl("max_pool1d", PoolRole::max, input, {kernel_size}, {stride.value_or(kernel_size)}, {padding}, 1);
 }
-array avg_pool1d(const array& input, int kernel_size, std::optional<int> stride, int padding) {
+array avg_pool1d(const array& input, int kernel_size, std::optional<int> stride, int padding, StreamOrDevice s) {
+  OnStream on(s);
   return pool_impl("avg_pool1d", PoolRole::avg, input, {kernel_size}, {stride.value_or(kernel_size)}, {padding}, 1);
 }
 
-array max_pool2d(const array& input, const std::pair<int, int>& kernel_size) {
+array max_pool2d(const array& input, const std::pair<int, int>& kernel_size, StreamOrDevice s) {
+  OnStream on(s);
   return max_pool2d(input, kernel_size, kernel_size);
 }
 array max_pool2d(const array& input, const std::pair<int, int>& kernel_size, const std::pair<int, int>& stride,
-                 const std::pair<int, int>& padding) {
+                 const std::pair<int, int>& padding, StreamOrDevice s) {
+  OnStream on(s);
   return pool_impl("max_pool2d", PoolRole::max, input, {kernel_size.first, kernel_size.second},
                    {stride.first, stride.second}, {padding.first, padding.second}, 2);
 }
-array avg_pool2d(const array& input, const std::pair<int, int>& kernel_size) {
+array avg_pool2d(const array& input, const std::pair<int, int>& kernel_size, StreamOrDevice s) {
+  OnStream on(s);
   return avg_pool2d(input, kernel_size, kernel_size);
 }
 array avg_pool2d(const array& input, const std::pair<int, int>& kernel_size, const std::pair<int, int>& stride,
-                 const std::pair<int, int>& padding) {
+                 const std::pair<int, int>& padding, StreamOrDevice s) {
+  OnStream on(s);
   return pool_impl("avg_pool2d", PoolRole::avg, input, {kernel_size.first, kernel_size.second},
                    {stride.first, stride.second}, {padding.first, padding.second}, 2);
 }

@@ -121,7 +121,8 @@ void check_shape(const Shape& shape, const char* op) {
 
 }  // namespace
 
-array full(const Shape& shape, const array& value, Dtype dtype) {
+array full(const Shape& shape, const array& value, Dtype dtype, StreamOrDevice s) {
+  OnStream on(s);
   check_shape(shape, "full");
   if (value.size() != 1) {
     array v = astype(value, dtype);
@@ -140,13 +141,25 @@ array full(const Shape& shape, const array& value, Dtype dtype) {
   array v = value.ndim() == 0 ? value : reshape(value, {});
   return array(shape, dtype, std::make_shared<Full>(shape, dtype), {v});
 }
-array full(const Shape& shape, const array& value) { return full(shape, value, value.dtype()); }
-array zeros(const Shape& shape, Dtype dtype) { return full(shape, array(0, dtype), dtype); }
-array ones(const Shape& shape, Dtype dtype) { return full(shape, array(1, dtype), dtype); }
-array zeros_like(const array& a) { return zeros(a.shape(), a.dtype()); }
-array ones_like(const array& a) { return ones(a.shape(), a.dtype()); }
+array full(const Shape& shape, const array& value, StreamOrDevice s) {
+  OnStream on(s);
+  return full(shape, value, value.dtype());
+}
+array zeros(const Shape& shape, Dtype dtype, StreamOrDevice s) {
+  OnStream on(s);
+  return full(shape, array(0, dtype), dtype);
+}
+array ones(const Shape& shape, Dtype dtype, StreamOrDevice s) {
+  OnStream on(s);
+  return full(shape, array(1, dtype), dtype);
+}
+array zeros_like(const array& a, StreamOrDevice s) { OnStream on(s); return zeros(a.shape(), a.dtype()); }
+array ones_like(const array& a, StreamOrDevice s) { OnStream on(s); return ones(a.shape(), a.dtype()); }
+array zeros_like(const array& a, Dtype dtype, StreamOrDevice s) { OnStream on(s); return zeros(a.shape(), dtype); }
+array ones_like(const array& a, Dtype dtype, StreamOrDevice s) { OnStream on(s); return ones(a.shape(), dtype); }
 
-array arange(double start, double stop, double step, Dtype dtype) {
+array arange(double start, double stop, double step, Dtype dtype, StreamOrDevice s) {
+  OnStream on(s);
   if (step == 0 || std::isnan(start) || std::isnan(stop) || std::isnan(step)) {
     throw std::invalid_argument(detail::msg("[arange] needs a finite, non-zero step; got start ", start, ", stop ",
                                             stop, ", step ", step));
@@ -157,11 +170,15 @@ array arange(double start, double stop, double step, Dtype dtype) {
   int count = n > 0 ? static_cast<int>(n) : 0;
   return array({count}, dtype, std::make_shared<Arange>(start, step), {});
 }
-array arange(double stop, Dtype dtype) { return arange(0.0, stop, 1.0, dtype); }
-array arange(int start, int stop, int step) { return arange(double(start), double(stop), double(step), int32); }
-array arange(int stop) { return arange(0, stop, 1); }
+array arange(double stop, Dtype dtype, StreamOrDevice s) { OnStream on(s); return arange(0.0, stop, 1.0, dtype); }
+array arange(int start, int stop, int step, StreamOrDevice s) {
+  OnStream on(s);
+  return arange(double(start), double(stop), double(step), int32);
+}
+array arange(int stop, StreamOrDevice s) { OnStream on(s); return arange(0, stop, 1); }
 
-array linspace(double start, double stop, int num, Dtype dtype) {
+array linspace(double start, double stop, int num, Dtype dtype, StreamOrDevice s) {
+  OnStream on(s);
   if (num < 0) throw std::invalid_argument(detail::msg("[linspace] num must be >= 0, got ", num));
   if (num == 1) return full({1}, array(start, float64), dtype);
   double step = num > 1 ? (stop - start) / (num - 1) : 0.0;
@@ -172,21 +189,28 @@ array linspace(double start, double stop, int num, Dtype dtype) {
   return astype(v, dtype);
 }
 
-array eye(int n, int m, int k, Dtype dtype) {
+array eye(int n, int m, int k, Dtype dtype, StreamOrDevice s) {
+  OnStream on(s);
   if (n < 0 || m < 0) throw std::invalid_argument(detail::msg("[eye] n and m must be >= 0, got ", n, ", ", m));
   array rows = reshape(arange(0, n), {n, 1});
   array cols = reshape(arange(0, m), {1, m});
   return astype(equal(add(rows, array(k)), cols), dtype);
 }
-array eye(int n, Dtype dtype) { return eye(n, n, 0, dtype); }
-array identity(int n, Dtype dtype) { return eye(n, n, 0, dtype); }
+array identity(int n, Dtype dtype, StreamOrDevice s) { OnStream on(s); return eye(n, n, 0, dtype); }
 
-array astype(const array& a, Dtype dtype) {
+array astype(const array& a, Dtype dtype, StreamOrDevice s) {
+  OnStream on(s);
   if (a.dtype() == dtype) return a;
   return array(a.shape(), dtype, std::make_shared<AsType>(dtype), {a});
 }
-array copy(const array& a) { return array(a.shape(), a.dtype(), std::make_shared<Copy>(), {a}); }
-array stop_gradient(const array& a) { return array(a.shape(), a.dtype(), std::make_shared<StopGradient>(), {a}); }
+array copy(const array& a, StreamOrDevice s) {
+  OnStream on(s);
+  return array(a.shape(), a.dtype(), std::make_shared<Copy>(), {a});
+}
+array stop_gradient(const array& a, StreamOrDevice s) {
+  OnStream on(s);
+  return array(a.shape(), a.dtype(), std::make_shared<StopGradient>(), {a});
+}
 
 // ---- window functions (numpy's definitions, computed in double and rounded once to float32) ----
 namespace {
@@ -201,18 +225,22 @@ array window(int M, F f) {
 constexpr double kPi = 3.14159265358979323846;
 }  // namespace
 
-array hanning(int M) {
+array hanning(int M, StreamOrDevice s) {
+  OnStream on(s);
   return window(M, [](double n, double m) { return 0.5 - 0.5 * std::cos(2.0 * kPi * n / m); });
 }
-array hamming(int M) {
+array hamming(int M, StreamOrDevice s) {
+  OnStream on(s);
   return window(M, [](double n, double m) { return 0.54 - 0.46 * std::cos(2.0 * kPi * n / m); });
 }
-array blackman(int M) {
+array blackman(int M, StreamOrDevice s) {
+  OnStream on(s);
   return window(M, [](double n, double m) {
     return 0.42 - 0.5 * std::cos(2.0 * kPi * n / m) + 0.08 * std::cos(4.0 * kPi * n / m);
   });
 }
-array bartlett(int M) {
+array bartlett(int M, StreamOrDevice s) {
+  OnStream on(s);
   // numpy: with k = 2n - (M - 1), 1 + k/(M - 1) for k <= 0 and 1 - k/(M - 1) after.
   return window(M, [](double n, double m) {
     const double k = 2.0 * n - m;

@@ -294,11 +294,13 @@ struct CeilOp {
   }
   static array grad(const array&, const array&, const array& v) { return zeros_grad(v); }
 };
-struct RoundOp {
+struct RoundOp {  // half to even (the default rounding mode); complex64: each part, as numpy and MLX
   static constexpr const char* name = "Round";
+  static constexpr bool complex = true;
   static constexpr K kind = K::numeric;
   template <class T> T operator()(T x) const {
-    if constexpr (std::is_floating_point_v<T>) return std::nearbyint(x);
+    if constexpr (is_complex_v<T>) return T(std::complex<float>(std::nearbyint(x.real()), std::nearbyint(x.imag())));
+    else if constexpr (std::is_floating_point_v<T>) return std::nearbyint(x);
     else return x;
   }
   static array grad(const array&, const array&, const array& v) { return zeros_grad(v); }
@@ -801,88 +803,109 @@ array complex_abs(const array& a) { return array(a.shape(), float32, std::make_s
 
 }  // namespace
 
-array real(const array& a) {
+array real(const array& a, StreamOrDevice s) {
+  OnStream on(s);
   if (!is_complex(a.dtype())) return a;
   return array(a.shape(), float32, std::make_shared<ComplexToReal<RealOp>>(), {a});
 }
-array imag(const array& a) {
+array imag(const array& a, StreamOrDevice s) {
+  OnStream on(s);
   if (!is_complex(a.dtype())) return zeros_like(a);
   return array(a.shape(), float32, std::make_shared<ComplexToReal<ImagOp>>(), {a});
 }
-array conjugate(const array& a) {
+array conjugate(const array& a, StreamOrDevice s) {
+  OnStream on(s);
   if (!is_complex(a.dtype())) return a;
   return make_unary<ConjugateOp>(a, "conjugate");
 }
-array conj(const array& a) { return conjugate(a); }
+array conj(const array& a, StreamOrDevice s) { OnStream on(s); return conjugate(a); }
 
 // ---- public unary ops ----
-array negative(const array& a) { return make_unary<NegativeOp>(a, "negative"); }
-array abs(const array& a) {
+array negative(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<NegativeOp>(a, "negative"); }
+array abs(const array& a, StreamOrDevice s) {
+  OnStream on(s);
   if (is_complex(a.dtype())) return complex_abs(a);
   return make_unary<AbsOp>(a, "abs");
 }
-array sign(const array& a) { return make_unary<SignOp>(a, "sign"); }
-array square(const array& a) { return make_unary<SquareOp>(a, "square"); }
-array sqrt(const array& a) { return make_unary<SqrtOp>(a, "sqrt"); }
-array rsqrt(const array& a) { return make_unary<RsqrtOp>(a, "rsqrt"); }
-array reciprocal(const array& a) { return make_unary<ReciprocalOp>(a, "reciprocal"); }
-array exp(const array& a) { return make_unary<ExpOp>(a, "exp"); }
-array expm1(const array& a) { return make_unary<Expm1Op>(a, "expm1"); }
-array log(const array& a) { return make_unary<LogOp>(a, "log"); }
-array log1p(const array& a) { return make_unary<Log1pOp>(a, "log1p"); }
-array log2(const array& a) { return make_unary<Log2Op>(a, "log2"); }
-array log10(const array& a) { return make_unary<Log10Op>(a, "log10"); }
-array sin(const array& a) { return make_unary<SinOp>(a, "sin"); }
-array cos(const array& a) { return make_unary<CosOp>(a, "cos"); }
-array tan(const array& a) { return make_unary<TanOp>(a, "tan"); }
-array tanh(const array& a) { return make_unary<TanhOp>(a, "tanh"); }
-array arcsin(const array& a) { return make_unary<ArcSinOp>(a, "arcsin"); }
-array arccos(const array& a) { return make_unary<ArcCosOp>(a, "arccos"); }
-array arctan(const array& a) { return make_unary<ArcTanOp>(a, "arctan"); }
-array sinh(const array& a) { return make_unary<SinhOp>(a, "sinh"); }
-array cosh(const array& a) { return make_unary<CoshOp>(a, "cosh"); }
-array arcsinh(const array& a) { return make_unary<ArcSinhOp>(a, "arcsinh"); }
-array arccosh(const array& a) { return make_unary<ArcCoshOp>(a, "arccosh"); }
-array arctanh(const array& a) { return make_unary<ArcTanhOp>(a, "arctanh"); }
-array sigmoid(const array& a) { return make_unary<SigmoidOp>(a, "sigmoid"); }
-array erf(const array& a) { return make_unary<ErfOp>(a, "erf"); }
-array erfinv(const array& a) { return make_unary<ErfinvOp>(a, "erfinv"); }
-array floor(const array& a) { return make_unary<FloorOp>(a, "floor"); }
-array ceil(const array& a) { return make_unary<CeilOp>(a, "ceil"); }
-array round(const array& a) { return make_unary<RoundOp>(a, "round"); }
-array logical_not(const array& a) { return make_unary<LogicalNotOp>(a, "logical_not"); }
-array isnan(const array& a) { return make_unary<IsNanOp>(a, "isnan"); }
-array isinf(const array& a) { return make_unary<IsInfOp>(a, "isinf"); }
-array isfinite(const array& a) { return make_unary<IsFiniteOp>(a, "isfinite"); }
+array sign(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<SignOp>(a, "sign"); }
+array square(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<SquareOp>(a, "square"); }
+array sqrt(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<SqrtOp>(a, "sqrt"); }
+array rsqrt(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<RsqrtOp>(a, "rsqrt"); }
+array reciprocal(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<ReciprocalOp>(a, "reciprocal"); }
+array exp(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<ExpOp>(a, "exp"); }
+array expm1(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<Expm1Op>(a, "expm1"); }
+array log(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<LogOp>(a, "log"); }
+array log1p(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<Log1pOp>(a, "log1p"); }
+array log2(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<Log2Op>(a, "log2"); }
+array log10(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<Log10Op>(a, "log10"); }
+array sin(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<SinOp>(a, "sin"); }
+array cos(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<CosOp>(a, "cos"); }
+array tan(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<TanOp>(a, "tan"); }
+array tanh(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<TanhOp>(a, "tanh"); }
+array arcsin(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<ArcSinOp>(a, "arcsin"); }
+array arccos(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<ArcCosOp>(a, "arccos"); }
+array arctan(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<ArcTanOp>(a, "arctan"); }
+array sinh(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<SinhOp>(a, "sinh"); }
+array cosh(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<CoshOp>(a, "cosh"); }
+array arcsinh(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<ArcSinhOp>(a, "arcsinh"); }
+array arccosh(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<ArcCoshOp>(a, "arccosh"); }
+array arctanh(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<ArcTanhOp>(a, "arctanh"); }
+array sigmoid(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<SigmoidOp>(a, "sigmoid"); }
+array erf(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<ErfOp>(a, "erf"); }
+array erfinv(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<ErfinvOp>(a, "erfinv"); }
+array floor(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<FloorOp>(a, "floor"); }
+array ceil(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<CeilOp>(a, "ceil"); }
+array round(const array& a, int decimals, StreamOrDevice s) {
+  OnStream on(s);
+  if (decimals == 0) return make_unary<RoundOp>(a, "round");
+  const Dtype d = is_inexact(a.dtype()) ? a.dtype() : float32;
+  const float scale = std::pow(10.0f, static_cast<float>(decimals));
+  array r = make_unary<RoundOp>(multiply(a, array(scale, d)), "round");
+  return astype(multiply(r, array(1.0f / scale, d)), a.dtype());
+}
+array logical_not(const array& a, StreamOrDevice s) {
+  OnStream on(s);
+  return make_unary<LogicalNotOp>(a, "logical_not");
+}
+array isnan(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<IsNanOp>(a, "isnan"); }
+array isinf(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<IsInfOp>(a, "isinf"); }
+array isfinite(const array& a, StreamOrDevice s) { OnStream on(s); return make_unary<IsFiniteOp>(a, "isfinite"); }
 
-array trunc(const array& a) {
+array trunc(const array& a, StreamOrDevice s) {
+  OnStream on(s);
   if (is_complex(a.dtype())) throw std::invalid_argument("[trunc] is not defined for complex64 arrays");
   if (!is_floating_point(a.dtype())) return a;
   return where(less(a, array(0, a.dtype())), ceil(a), floor(a));
 }
 
-array degrees(const array& a) {
+array degrees(const array& a, StreamOrDevice s) {
+  OnStream on(s);
   const Dtype d = input_dtype(K::floating, a.dtype(), "degrees");
   return multiply(astype(a, d), array(180.0 / M_PI, d));
 }
 
-array radians(const array& a) {
+array radians(const array& a, StreamOrDevice s) {
+  OnStream on(s);
   const Dtype d = input_dtype(K::floating, a.dtype(), "radians");
   return multiply(astype(a, d), array(M_PI / 180.0, d));
 }
 
 // A complex element is +inf or -inf only as (±inf, 0), as in MLX.
-array isposinf(const array& a) {
+array isposinf(const array& a, StreamOrDevice s) {
+  OnStream on(s);
   if (!is_inexact(a.dtype())) return full(a.shape(), false, bool_);
   return equal(a, array(std::numeric_limits<double>::infinity(), a.dtype()));
 }
 
-array isneginf(const array& a) {
+array isneginf(const array& a, StreamOrDevice s) {
+  OnStream on(s);
   if (!is_inexact(a.dtype())) return full(a.shape(), false, bool_);
   return equal(a, array(-std::numeric_limits<double>::infinity(), a.dtype()));
 }
 
-array nan_to_num(const array& a, float nan, std::optional<float> posinf, std::optional<float> neginf) {
+array nan_to_num(const array& a, float nan, std::optional<float> posinf, std::optional<float> neginf,
+                 StreamOrDevice s) {
+  OnStream on(s);
   const Dtype d = a.dtype();
   if (is_complex(d)) {  // each part on its own, as numpy (MLX replaces whole elements)
     const array re = nan_to_num(real(a), nan, posinf, neginf), im = nan_to_num(imag(a), nan, posinf, neginf);
@@ -900,34 +923,76 @@ array nan_to_num(const array& a, float nan, std::optional<float> posinf, std::op
 }
 
 // ---- public binary ops ----
-array add(const array& a, const array& b) { return make_binary<AddOp>(a, b, "add"); }
-array subtract(const array& a, const array& b) { return make_binary<SubtractOp>(a, b, "subtract"); }
-array multiply(const array& a, const array& b) { return make_binary<MultiplyOp>(a, b, "multiply"); }
-array divide(const array& a, const array& b) { return make_binary<DivideOp>(a, b, "divide"); }
-array floor_divide(const array& a, const array& b) { return make_binary<FloorDivideOp>(a, b, "floor_divide"); }
-array remainder(const array& a, const array& b) { return make_binary<RemainderOp>(a, b, "remainder"); }
-array power(const array& a, const array& b) { return make_binary<PowerOp>(a, b, "power"); }
-array maximum(const array& a, const array& b) { return make_binary<MaximumOp>(a, b, "maximum"); }
-array minimum(const array& a, const array& b) { return make_binary<MinimumOp>(a, b, "minimum"); }
-array arctan2(const array& a, const array& b) { return make_binary<ArcTan2Op>(a, b, "arctan2"); }
-array logaddexp(const array& a, const array& b) { return make_binary<LogAddExpOp>(a, b, "logaddexp"); }
+array add(const array& a, const array& b, StreamOrDevice s) { OnStream on(s); return make_binary<AddOp>(a, b, "add"); }
+array subtract(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
+  return make_binary<SubtractOp>(a, b, "subtract");
+}
+array multiply(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
+  return make_binary<MultiplyOp>(a, b, "multiply");
+}
+array divide(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
+  return make_binary<DivideOp>(a, b, "divide");
+}
+array floor_divide(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
+  return make_binary<FloorDivideOp>(a, b, "floor_divide");
+}
+array remainder(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
+  return make_binary<RemainderOp>(a, b, "remainder");
+}
+array power(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
+  return make_binary<PowerOp>(a, b, "power");
+}
+array maximum(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
+  return make_binary<MaximumOp>(a, b, "maximum");
+}
+array minimum(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
+  return make_binary<MinimumOp>(a, b, "minimum");
+}
+array arctan2(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
+  return make_binary<ArcTan2Op>(a, b, "arctan2");
+}
+array logaddexp(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
+  return make_binary<LogAddExpOp>(a, b, "logaddexp");
+}
 
 // ---- bitwise ----
-array bitwise_and(const array& a, const array& b) { return make_binary<BitwiseAndOp>(a, b, "bitwise_and"); }
-array bitwise_or(const array& a, const array& b) { return make_binary<BitwiseOrOp>(a, b, "bitwise_or"); }
-array bitwise_xor(const array& a, const array& b) { return make_binary<BitwiseXorOp>(a, b, "bitwise_xor"); }
+array bitwise_and(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
+  return make_binary<BitwiseAndOp>(a, b, "bitwise_and");
+}
+array bitwise_or(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
+  return make_binary<BitwiseOrOp>(a, b, "bitwise_or");
+}
+array bitwise_xor(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
+  return make_binary<BitwiseXorOp>(a, b, "bitwise_xor");
+}
 
 // Shifts of bool operands run in uint8 (MLX: true << true is 2).
-array left_shift(const array& a, const array& b) {
+array left_shift(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
   const bool both_bool = a.dtype() == bool_ && b.dtype() == bool_;
   return make_binary<LeftShiftOp>(both_bool ? astype(a, uint8) : a, b, "left_shift");
 }
-array right_shift(const array& a, const array& b) {
+array right_shift(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
   const bool both_bool = a.dtype() == bool_ && b.dtype() == bool_;
   return make_binary<RightShiftOp>(both_bool ? astype(a, uint8) : a, b, "right_shift");
 }
 
-array bitwise_invert(const array& a) {
+array bitwise_invert(const array& a, StreamOrDevice s) {
+  OnStream on(s);
   if (is_inexact(a.dtype())) {
     throw std::invalid_argument(detail::msg("[bitwise_invert] needs integer or bool arrays, got ", a.dtype()));
   }
@@ -936,7 +1001,8 @@ array bitwise_invert(const array& a) {
 }
 
 // ---- whole-array comparisons ----
-array isclose(const array& a, const array& b, double rtol, double atol, bool equal_nan) {
+array isclose(const array& a, const array& b, double rtol, double atol, bool equal_nan, StreamOrDevice s) {
+  OnStream on(s);
   broadcast_for({&a, &b}, "isclose");
   // MLX's formula and dtypes: the tolerances are float32 scalars.
   array out = less_equal(abs(subtract(a, b)), add(array(float(atol)), multiply(array(float(rtol)), abs(b))));
@@ -950,11 +1016,13 @@ array isclose(const array& a, const array& b, double rtol, double atol, bool equ
   return out;
 }
 
-array allclose(const array& a, const array& b, double rtol, double atol, bool equal_nan) {
+array allclose(const array& a, const array& b, double rtol, double atol, bool equal_nan, StreamOrDevice s) {
+  OnStream on(s);
   return all(isclose(a, b, rtol, atol, equal_nan));
 }
 
-array array_equal(const array& a, const array& b, bool equal_nan) {
+array array_equal(const array& a, const array& b, bool equal_nan, StreamOrDevice s) {
+  OnStream on(s);
   if (a.shape() != b.shape()) return array(false);
   const Dtype d = promote_types(a.dtype(), b.dtype());
   const array x = astype(a, d), y = astype(b, d);
@@ -962,14 +1030,38 @@ array array_equal(const array& a, const array& b, bool equal_nan) {
   if (equal_nan && is_inexact(d)) same = logical_or(same, logical_and(isnan(x), isnan(y)));
   return all(same);
 }
-array equal(const array& a, const array& b) { return make_binary<EqualOp>(a, b, "equal"); }
-array not_equal(const array& a, const array& b) { return make_binary<NotEqualOp>(a, b, "not_equal"); }
-array less(const array& a, const array& b) { return make_binary<LessOp>(a, b, "less"); }
-array less_equal(const array& a, const array& b) { return make_binary<LessEqualOp>(a, b, "less_equal"); }
-array greater(const array& a, const array& b) { return make_binary<GreaterOp>(a, b, "greater"); }
-array greater_equal(const array& a, const array& b) { return make_binary<GreaterEqualOp>(a, b, "greater_equal"); }
-array logical_and(const array& a, const array& b) { return make_binary<LogicalAndOp>(a, b, "logical_and"); }
-array logical_or(const array& a, const array& b) { return make_binary<LogicalOrOp>(a, b, "logical_or"); }
+array equal(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
+  return make_binary<EqualOp>(a, b, "equal");
+}
+array not_equal(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
+  return make_binary<NotEqualOp>(a, b, "not_equal");
+}
+array less(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
+  return make_binary<LessOp>(a, b, "less");
+}
+array less_equal(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
+  return make_binary<LessEqualOp>(a, b, "less_equal");
+}
+array greater(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
+  return make_binary<GreaterOp>(a, b, "greater");
+}
+array greater_equal(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
+  return make_binary<GreaterEqualOp>(a, b, "greater_equal");
+}
+array logical_and(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
+  return make_binary<LogicalAndOp>(a, b, "logical_and");
+}
+array logical_or(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
+  return make_binary<LogicalOrOp>(a, b, "logical_or");
+}
 
 // ---- where and clip ----
 namespace {
@@ -1043,7 +1135,8 @@ class Select : public UnaryPrimitive {
 };
 }  // namespace
 
-array where(const array& cond, const array& x, const array& y) {
+array where(const array& cond, const array& x, const array& y, StreamOrDevice s) {
+  OnStream on(s);
   Dtype d = promote_types(x.dtype(), y.dtype());
   Shape shape = broadcast_for({&cond, &x, &y}, "where");
   array c = cond.dtype() == bool_ ? cond : astype(cond, bool_);
@@ -1055,7 +1148,8 @@ array where(const array& cond, const array& x, const array& y) {
   return array(std::move(shape), d, std::make_shared<Select>(), {c, a, b});
 }
 
-array clip(const array& a, const std::optional<array>& lo, const std::optional<array>& hi) {
+array clip(const array& a, const std::optional<array>& lo, const std::optional<array>& hi, StreamOrDevice s) {
+  OnStream on(s);
   if (!lo && !hi) throw std::invalid_argument("[clip] needs at least one of lo and hi");
   std::vector<const array*> operands{&a};
   if (lo) operands.push_back(&*lo);

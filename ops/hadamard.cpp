@@ -150,7 +150,8 @@ class Hadamard : public UnaryPrimitive {
 
 }  // namespace
 
-array hadamard_transform(const array& a, std::optional<float> scale) {
+array hadamard_transform(const array& a, std::optional<float> scale, StreamOrDevice stream) {
+  OnStream on(stream);
   if (a.size() == 0) {
     throw std::invalid_argument("[hadamard_transform] does not support empty arrays (got shape " +
                                 detail::shape_str(a.shape()) + ")");

@@ -23,6 +23,6 @@ namespace loom {
 /// transform orthonormal. Floating inputs keep their dtype; others are transformed as float32.
 /// When n is 1 the result is `a` (scale 1) or a * scale. Throws std::invalid_argument for empty
 /// arrays and unsupported sizes.
-array hadamard_transform(const array& a, std::optional<float> scale = std::nullopt);
+array hadamard_transform(const array& a, std::optional<float> scale = std::nullopt, StreamOrDevice s = {});
 
 }  // namespace loom

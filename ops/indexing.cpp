@@ -406,7 +406,8 @@ array scatter_axis(const array& a, const array& indices, const array& values, in
 
 }  // namespace
 
-array take(const array& a, const array& indices, int axis) {
+array take(const array& a, const array& indices, int axis, StreamOrDevice s) {
+  OnStream on(s);
   detail::check_index_dtype(indices, "take");
   const int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "take");
   if (a.shape()[ax] == 0 && indices.size() > 0) {
@@ -416,12 +417,14 @@ array take(const array& a, const array& indices, int axis) {
   return array(take_shape(a.shape(), indices.shape(), ax), a.dtype(), std::make_shared<Take>(ax), {a, indices});
 }
 
-array take(const array& a, const array& indices) {
+array take(const array& a, const array& indices, StreamOrDevice s) {
+  OnStream on(s);
   detail::check_index_dtype(indices, "take");
   return take(flatten(a), indices, 0);
 }
 
-array take(const array& a, int index, int axis) {
+array take(const array& a, int index, int axis, StreamOrDevice s) {
+  OnStream on(s);
   const int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "take");
   const int n = a.shape()[ax];
   const int i = index < 0 ? index + n : index;
@@ -435,9 +438,10 @@ array take(const array& a, int index, int axis) {
   return squeeze(slice(a, start, stop), ax);
 }
 
-array take(const array& a, int index) { return take(flatten(a), index, 0); }
+array take(const array& a, int index, StreamOrDevice s) { OnStream on(s); return take(flatten(a), index, 0); }
 
-array take_along_axis(const array& a, const array& indices, int axis) {
+array take_along_axis(const array& a, const array& indices, int axis, StreamOrDevice s) {
+  OnStream on(s);
   detail::check_index_dtype(indices, "take_along_axis");
   const int nd = static_cast<int>(a.ndim());
   const int ax = detail::normalize_axis(axis, nd, "take_along_axis");
@@ -468,15 +472,18 @@ array take_along_axis(const array& a, const array& indices, int axis) {
   return array(std::move(out), a.dtype(), std::make_shared<TakeAlongAxis>(ax), {ab, ib});
 }
 
-array put_along_axis(const array& a, const array& indices, const array& values, int axis) {
+array put_along_axis(const array& a, const array& indices, const array& values, int axis, StreamOrDevice s) {
+  OnStream on(s);
   return scatter_axis(a, indices, values, axis, ScatterMode::put);
 }
 
-array scatter_add_axis(const array& a, const array& indices, const array& values, int axis) {
+array scatter_add_axis(const array& a, const array& indices, const array& values, int axis, StreamOrDevice s) {
+  OnStream on(s);
   return scatter_axis(a, indices, values, axis, ScatterMode::add);
 }
 
-array scatter_add_take(const array& a, const array& indices, const array& updates, int axis) {
+array scatter_add_take(const array& a, const array& indices, const array& updates, int axis, StreamOrDevice s) {
+  OnStream on(s);
   detail::check_index_dtype(indices, "scatter_add_take");
   const int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "scatter_add_take");
   if (a.shape()[ax] == 0 && indices.size() > 0) {
@@ -907,7 +914,8 @@ class AsStrided : public UnaryPrimitive {
 }  // namespace
 
 array gather(const array& a, const std::vector<array>& indices, const std::vector<int>& axes_in,
-             const Shape& slice_sizes) {
+             const Shape& slice_sizes, StreamOrDevice s) {
+  OnStream on(s);
   std::vector<int> axes = axes_in;
   auto idx = check_index_arrays(a, indices, axes, "gather");
   const size_t nd = a.ndim();
@@ -937,63 +945,111 @@ array gather(const array& a, const std::vector<array>& indices, const std::vecto
   return array(std::move(out), a.dtype(), std::make_shared<Gather>(std::move(axes), slice_sizes), std::move(inputs));
 }
 
-array gather(const array& a, const array& indices, int axis, const Shape& slice_sizes) {
+array gather(const array& a, const array& indices, int axis, const Shape& slice_sizes, StreamOrDevice s) {
+  OnStream on(s);
   return gather(a, std::vector<array>{indices}, std::vector<int>{axis}, slice_sizes);
 }
 
-array scatter(const array& a, const std::vector<array>& indices, const array& updates, const std::vector<int>& axes) {
+array scatter(const array& a, const std::vector<array>& indices, const array& updates, const std::vector<int>& axes,
+              StreamOrDevice s) {
+  OnStream on(s);
   return scatter_node(a, indices, updates, axes, Reduce::none, "scatter");
 }
-array scatter(const array& a, const array& indices, const array& updates, int axis) {
+array scatter(const array& a, const array& indices, const array& updates, int axis, StreamOrDevice s) {
+  OnStream on(s);
   return scatter(a, std::vector<array>{indices}, updates, std::vector<int>{axis});
 }
 array scatter_add(const array& a, const std::vector<array>& indices, const array& updates,
-                  const std::vector<int>& axes) {
+                  const std::vector<int>& axes, StreamOrDevice s) {
+  OnStream on(s);
   return scatter_node(a, indices, updates, axes, Reduce::add, "scatter_add");
 }
-array scatter_add(const array& a, const array& indices, const array& updates, int axis) {
+array scatter_add(const array& a, const array& indices, const array& updates, int axis, StreamOrDevice s) {
+  OnStream on(s);
   return scatter_add(a, std::vector<array>{indices}, updates, std::vector<int>{axis});
 }
 array scatter_prod(const array& a, const std::vector<array>& indices, const array& updates,
-                   const std::vector<int>& axes) {
+                   const std::vector<int>& axes, StreamOrDevice s) {
+  OnStream on(s);
   return scatter_node(a, indices, updates, axes, Reduce::prod, "scatter_prod");
 }
-array scatter_prod(const array& a, const array& indices, const array& updates, int axis) {
+array scatter_prod(const array& a, const array& indices, const array& updates, int axis, StreamOrDevice s) {
+  OnStream on(s);
   return scatter_prod(a, std::vector<array>{indices}, updates, std::vector<int>{axis});
 }
 array scatter_max(const array& a, const std::vector<array>& indices, const array& updates,
-                  const std::vector<int>& axes) {
+                  const std::vector<int>& axes, StreamOrDevice s) {
+  OnStream on(s);
   return scatter_node(a, indices, updates, axes, Reduce::max, "scatter_max");
 }
-array scatter_max(const array& a, const array& indices, const array& updates, int axis) {
+array scatter_max(const array& a, const array& indices, const array& updates, int axis, StreamOrDevice s) {
+  OnStream on(s);
   return scatter_max(a, std::vector<array>{indices}, updates, std::vector<int>{axis});
 }
 array scatter_min(const array& a, const std::vector<array>& indices, const array& updates,
-                  const std::vector<int>& axes) {
+                  const std::vector<int>& axes, StreamOrDevice s) {
+  OnStream on(s);
   return scatter_node(a, indices, updates, axes, Reduce::min, "scatter_min");
 }
-array scatter_min(const array& a, const array& indices, const array& updates, int axis) {
+array scatter_min(const array& a, const array& indices, const array& updates, int axis, StreamOrDevice s) {
+  OnStream on(s);
   return scatter_min(a, std::vector<array>{indices}, updates, std::vector<int>{axis});
 }
 
-array detail::dynamic_slice_update(const array& src, const array& update, const array& start, std::vector<int> axes) {
-  const char* op = "slice_update";
-  const int nd = static_cast<int>(src.ndim());
+namespace {
+// The k start positions of a dynamic slice as k 0-d index arrays, after checking `start` against `axes`.
+std::vector<array> dynamic_starts(const array& start, const std::vector<int>& axes, const char* op) {
   if (start.ndim() > 1) {
-    throw std::invalid_argument(msg("[slice_update] start of shape ", shape_str(start.shape()),
-                                    " must be 0-d or 1-d"));
+    throw std::invalid_argument(msg("[", op, "] start of shape ", shape_str(start.shape()), " must be 0-d or 1-d"));
   }
   if (start.size() != axes.size()) {
-    throw std::invalid_argument(msg("[slice_update] start of shape ", shape_str(start.shape()), " gives ",
-                                    start.size(), " positions for ", axes.size(), " axes; they must match"));
-  }
-  if (update.ndim() > src.ndim()) {
-    throw std::invalid_argument(msg("[slice_update] the update of shape ", shape_str(update.shape()),
-                                    " has more dimensions than the array of shape ", shape_str(src.shape())));
+    throw std::invalid_argument(msg("[", op, "] start of shape ", shape_str(start.shape()), " gives ", start.size(),
+                                    " positions for ", axes.size(), " axes; they must match"));
   }
   detail::check_index_dtype(start, op);
   std::vector<array> idx;
   for (size_t j = 0; j < axes.size(); ++j) idx.push_back(reshape(slice(flatten(start), {int(j)}, {int(j) + 1}), {}));
+  return idx;
+}
+}  // namespace
+
+array detail::dynamic_slice(const array& a, const array& start, std::vector<int> axes, Shape slice_size,
+                            StreamOrDevice s) {
+  OnStream on(s);
+  const int nd = static_cast<int>(a.ndim());
+  if (static_cast<int>(slice_size.size()) != nd) {
+    throw std::invalid_argument(msg("[slice] ", slice_size.size(), " slice sizes ", shape_str(slice_size),
+                                    " for an array of ", nd, " dimensions"));
+  }
+  for (int d = 0; d < nd; ++d) {
+    if (slice_size[d] < 0 || slice_size[d] > a.shape()[d]) {
+      throw std::invalid_argument(msg("[slice] slice sizes ", shape_str(slice_size), " do not fit the array of shape ",
+                                      shape_str(a.shape())));
+    }
+  }
+  std::vector<int> seen;
+  for (int& ax : axes) {
+    ax = detail::normalize_axis(ax, nd, "slice");
+    if (std::find(seen.begin(), seen.end(), ax) != seen.end()) {
+      throw std::invalid_argument(msg("[slice] axis ", ax, " is repeated"));
+    }
+    seen.push_back(ax);
+  }
+  std::vector<array> idx = dynamic_starts(start, axes, "slice");
+  // A gather with 0-d indices: its output is the block itself.
+  return gather(a, idx, axes, slice_size);
+}
+
+array detail::dynamic_slice_update(const array& src, const array& update, const array& start, std::vector<int> axes,
+                                   StreamOrDevice s) {
+  OnStream on(s);
+  const char* op = "slice_update";
+  const int nd = static_cast<int>(src.ndim());
+  std::vector<array> idx = dynamic_starts(start, axes, op);
+  if (update.ndim() > src.ndim()) {
+    throw std::invalid_argument(msg("[slice_update] the update of shape ", shape_str(update.shape()),
+                                    " has more dimensions than the array of shape ", shape_str(src.shape())));
+  }
   // MLX's block shape: src's leading dimensions where the update has none (1 along an indexed axis),
   // then the update's sizes, each at most src's.
   const int diff = nd - static_cast<int>(update.ndim());
@@ -1014,7 +1070,8 @@ array detail::dynamic_slice_update(const array& src, const array& update, const 
   return scatter_node(src, idx, upd, std::move(axes), Reduce::none, op);
 }
 
-array masked_scatter(const array& a, const array& mask, const array& src) {
+array masked_scatter(const array& a, const array& mask, const array& src, StreamOrDevice s) {
+  OnStream on(s);
   if (mask.dtype() != bool_) {
     throw std::invalid_argument(msg("[masked_scatter] the mask must be bool; got ", mask.dtype()));
   }
@@ -1062,7 +1119,8 @@ std::string strides_str(const Strides& s) {
 }
 }  // namespace
 
-array as_strided(const array& a, Shape shape, Strides strides, size_t offset) {
+array as_strided(const array& a, Shape shape, Strides strides, size_t offset, StreamOrDevice s) {
+  OnStream on(s);
   if (shape.size() != strides.size()) {
     throw std::invalid_argument(msg("[as_strided] shape ", shape_str(shape), " has ", shape.size(),
                                     " dimensions but ", strides.size(), " strides are given"));

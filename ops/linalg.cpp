@@ -194,7 +194,8 @@ MatmulOperands matmul_operands(const array& a_in, const array& b_in) {
 
 }  // namespace
 
-array matmul(const array& a_in, const array& b_in) {
+array matmul(const array& a_in, const array& b_in, StreamOrDevice s) {
+  OnStream on(s);
   if (folds(a_in, b_in)) {
     check_inner(a_in, b_in);
     Shape out = a_in.shape();
@@ -209,7 +210,8 @@ array matmul(const array& a_in, const array& b_in) {
   return c;
 }
 
-array addmm(const array& c, const array& a, const array& b, float alpha, float beta) {
+array addmm(const array& c, const array& a, const array& b, float alpha, float beta, StreamOrDevice s) {
+  OnStream on(s);
   array ab = matmul(a, b);
   bool ok = true;
   try {
@@ -241,11 +243,13 @@ array addmm(const array& c, const array& a, const array& b, float alpha, float b
   return add(beta == 1.0f ? cc : multiply(cc, array(beta, cc.dtype())), ab);
 }
 
-array outer(const array& a, const array& b) {
+array outer(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
   return multiply(reshape(flatten(a), {-1, 1}), reshape(flatten(b), {1, -1}));
 }
 
-array inner(const array& a, const array& b) {
+array inner(const array& a, const array& b, StreamOrDevice s) {
+  OnStream on(s);
   if (a.ndim() == 0 || b.ndim() == 0) return multiply(a, b);
   if (a.shape(-1) != b.shape(-1)) {
     throw std::invalid_argument(msg("[inner] last dimensions differ: shapes ", shape_str(a.shape()), " and ",
@@ -302,7 +306,8 @@ array squeeze_vector_dims(const array& out, size_t a_nd, size_t b_nd) {
 }  // namespace
 
 array gather_mm(array a, array b, std::optional<array> lhs_indices, std::optional<array> rhs_indices,
-                bool /*sorted_indices*/) {
+                bool /*sorted_indices*/, StreamOrDevice s) {
+  OnStream on(s);
   if (!lhs_indices && !rhs_indices) return matmul(a, b);
   const size_t a_nd = a.ndim(), b_nd = b.ndim();
   prepare_mm_operands(a, b, "gather_mm");
@@ -343,7 +348,8 @@ array gather_mm(array a, array b, std::optional<array> lhs_indices, std::optiona
 }
 
 array block_masked_mm(array a, array b, int block_size, std::optional<array> mask_out,
-                      std::optional<array> mask_lhs, std::optional<array> mask_rhs) {
+                      std::optional<array> mask_lhs, std::optional<array> mask_rhs, StreamOrDevice s) {
+  OnStream on(s);
   if (!mask_out && !mask_lhs && !mask_rhs) return matmul(a, b);
   if (block_size < 1) {
     throw std::invalid_argument(msg("[block_masked_mm] block_size must be at least 1; got ", block_size));

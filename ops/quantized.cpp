@@ -851,7 +851,8 @@ array as_compute(const array& a, Dtype d) { return astype(astype(a, d), compute_
 }  // namespace
 
 std::vector<array> quantize(const array& w, std::optional<int> group_size, std::optional<int> bits,
-                            const std::string& mode, const std::optional<array>& global_scale) {
+                            const std::string& mode, const std::optional<array>& global_scale, StreamOrDevice s) {
+  OnStream on(s);
   const QMode m = parse_mode(mode, "quantize");
   const auto [gs, nbits] = params(m, group_size, bits);
   if (!is_floating_point(w.dtype())) {
@@ -878,7 +879,8 @@ std::vector<array> quantize(const array& w, std::optional<int> group_size, std::
 
 array dequantize(const array& w, const array& scales, const std::optional<array>& biases, std::optional<int> group_size,
                  std::optional<int> bits, const std::string& mode, const std::optional<array>& global_scale,
-                 std::optional<Dtype> dtype) {
+                 std::optional<Dtype> dtype, StreamOrDevice s) {
+  OnStream on(s);
   const QMode m = parse_mode(mode, "dequantize");
   if (dtype && !is_floating_point(*dtype)) {
     throw std::invalid_argument(msg("[dequantize] the output dtype must be floating; got ", *dtype));
@@ -914,7 +916,8 @@ array dequantize(const array& w, const array& scales, const std::optional<array>
 
 array quantized_matmul(const array& x, const array& w, const array& scales, const std::optional<array>& biases,
                        bool transpose, std::optional<int> group_size, std::optional<int> bits,
-                       const std::string& mode) {
+                       const std::string& mode, StreamOrDevice stream) {
+  OnStream on(stream);
   const char* op = "quantized_matmul";
   const QMode m = parse_mode(mode, op);
   const Dtype sdt = scales_dtype(m, scales, biases, op);
@@ -956,7 +959,8 @@ array quantized_matmul(const array& x, const array& w, const array& scales, cons
 array gather_qmm(const array& x, const array& w, const array& scales, const std::optional<array>& biases,
                  std::optional<array> lhs_indices, std::optional<array> rhs_indices, bool transpose,
                  std::optional<int> group_size, std::optional<int> bits, const std::string& mode,
-                 bool /*sorted_indices*/) {
+                 bool /*sorted_indices*/, StreamOrDevice s) {
+  OnStream on(s);
   if (!lhs_indices && !rhs_indices) {
     return quantized_matmul(x, w, scales, biases, transpose, group_size, bits, mode);
   }
@@ -1002,14 +1006,16 @@ array gather_qmm(const array& x, const array& w, const array& scales, const std:
   return r.dtype() == d ? r : astype(r, d);
 }
 
-array to_fp8(array x) {
+array to_fp8(array x, StreamOrDevice s) {
+  OnStream on(s);
   if (!is_floating_point(x.dtype())) {
     throw std::invalid_argument(msg("[to_fp8] only floating arrays are supported; got x of dtype ", x.dtype()));
   }
   return array(x.shape(), uint8, std::make_shared<ConvertFP8>(true), {x});
 }
 
-array from_fp8(array x, Dtype dtype) {
+array from_fp8(array x, Dtype dtype, StreamOrDevice s) {
+  OnStream on(s);
   if (x.dtype() != uint8) {
     throw std::invalid_argument(msg("[from_fp8] x must be uint8 E4M3 codes; got x of dtype ", x.dtype()));
   }

@@ -43,21 +43,21 @@ namespace loom {
 /// Returns {w_q (uint32), scales, biases} for "affine" and {w_q, scales (uint8)} for the fp modes.
 std::vector<array> quantize(const array& w, std::optional<int> group_size = std::nullopt,
                             std::optional<int> bits = std::nullopt, const std::string& mode = "affine",
-                            const std::optional<array>& global_scale = std::nullopt);
+                            const std::optional<array>& global_scale = std::nullopt, StreamOrDevice s = {});
 
 /// The inverse of quantize: (..., K * bits / 32) uint32 words -> (..., K) in `dtype` (default: the
 /// promoted dtype of scales and biases for "affine", bfloat16 for the fp modes, as MLX).
 array dequantize(const array& w, const array& scales, const std::optional<array>& biases = std::nullopt,
                  std::optional<int> group_size = std::nullopt, std::optional<int> bits = std::nullopt,
                  const std::string& mode = "affine", const std::optional<array>& global_scale = std::nullopt,
-                 std::optional<Dtype> dtype = std::nullopt);
+                 std::optional<Dtype> dtype = std::nullopt, StreamOrDevice s = {});
 
 /// x @ dequantize(w).T (transpose, the default) or x @ dequantize(w). x is (..., M, K); w is 2-D or has
 /// batch axes, broadcast against x's when both have them.
 array quantized_matmul(const array& x, const array& w, const array& scales,
                        const std::optional<array>& biases = std::nullopt, bool transpose = true,
                        std::optional<int> group_size = std::nullopt, std::optional<int> bits = std::nullopt,
-                       const std::string& mode = "affine");
+                       const std::string& mode = "affine", StreamOrDevice s = {});
 
 /// quantized_matmul of x's matrix lhs_indices[i] with w's matrix rhs_indices[i] (indices into the
 /// flattened batch axes; absent indices mean "every matrix in order"). The result has the broadcast
@@ -67,12 +67,12 @@ array gather_qmm(const array& x, const array& w, const array& scales, const std:
                  std::optional<array> lhs_indices = std::nullopt, std::optional<array> rhs_indices = std::nullopt,
                  bool transpose = true, std::optional<int> group_size = std::nullopt,
                  std::optional<int> bits = std::nullopt, const std::string& mode = "affine",
-                 bool sorted_indices = false);
+                 bool sorted_indices = false, StreamOrDevice s = {});
 
 /// Floating x -> uint8 E4M3 codes, rounding to nearest even; magnitudes at or above 448 (and inf,
 /// NaN) saturate to +-448 (0x7E / 0xFE), as MLX's CPU backend.
-array to_fp8(array x);
+array to_fp8(array x, StreamOrDevice s = {});
 /// uint8 E4M3 codes -> `dtype` (floating). As MLX, 0x7F / 0xFF give +-480 (no NaN).
-array from_fp8(array x, Dtype dtype);
+array from_fp8(array x, Dtype dtype, StreamOrDevice s = {});
 
 }  // namespace loom

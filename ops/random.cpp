@@ -709,13 +709,15 @@ void set_state(const array& state) {
   g.key = {v[0], v[1]};
 }
 
-array split(const array& key, int num) {
+array split(const array& key, int num, StreamOrDevice s) {
+  OnStream on(s);
   check_key(key, "split");
   if (num < 0) throw std::invalid_argument(msg("[split] needs num >= 0, got ", num));
   return make_random(Dist::bits, {num, 2}, uint32, {key});
 }
 
-std::pair<array, array> split(const array& key) {
+std::pair<array, array> split(const array& key, StreamOrDevice s) {
+  OnStream on(s);
   array ks = random::split(key, 2);
   return {reshape(slice(ks, {0, 0}, {1, 2}), {2}), reshape(slice(ks, {1, 0}, {2, 2}), {2})};
 }
@@ -723,7 +725,8 @@ std::pair<array, array> split(const array& key) {
 // ---------------------------------------------------------------------------------------------
 // generators
 
-array bits(const Shape& shape, int width, const std::optional<array>& key) {
+array bits(const Shape& shape, int width, const std::optional<array>& key, StreamOrDevice s) {
+  OnStream on(s);
   check_shape(shape, "bits");
   if (width != 1 && width != 2 && width != 4 && width != 8) {
     throw std::invalid_argument(msg("[bits] width must be 1, 2, 4 or 8 bytes, got ", width));
@@ -733,7 +736,9 @@ array bits(const Shape& shape, int width, const std::optional<array>& key) {
   return make_random(Dist::bits, shape, dt, {take_key(key)});
 }
 
-array uniform(const array& low, const array& high, const Shape& shape, Dtype dtype, const std::optional<array>& key) {
+array uniform(const array& low, const array& high, const Shape& shape, Dtype dtype, const std::optional<array>& key,
+              StreamOrDevice s) {
+  OnStream on(s);
   check_shape(shape, "uniform");
   check_float(dtype, "uniform");
   check_param_shape(low, "low", shape, "uniform");
@@ -747,15 +752,20 @@ array uniform(const array& low, const array& high, const Shape& shape, Dtype dty
   return make_random(Dist::uniform, shape, dtype, {take_key(key), lo, hi});
 }
 
-array uniform(const Shape& shape, Dtype dtype, const std::optional<array>& key) {
+array uniform(const Shape& shape, Dtype dtype, const std::optional<array>& key, StreamOrDevice s) {
+  OnStream on(s);
   check_float(dtype, "uniform");
   return uniform(array(0.0, dtype), array(1.0, dtype), shape, dtype, key);
 }
 
-array uniform(const Shape& shape, const std::optional<array>& key) { return uniform(shape, float32, key); }
+array uniform(const Shape& shape, const std::optional<array>& key, StreamOrDevice s) {
+  OnStream on(s);
+  return uniform(shape, float32, key);
+}
 
 array normal(const Shape& shape, Dtype dtype, std::optional<float> loc, std::optional<float> scale,
-             const std::optional<array>& key) {
+             const std::optional<array>& key, StreamOrDevice stream) {
+  OnStream on(stream);
   check_shape(shape, "normal");
   check_float(dtype, "normal");
   if (key) check_key(*key, "normal");
@@ -766,18 +776,22 @@ array normal(const Shape& shape, Dtype dtype, std::optional<float> loc, std::opt
   return make_random(Dist::normal, shape, dtype, {take_key(key)}, l, s);
 }
 array normal(const Shape& shape, std::optional<float> loc, std::optional<float> scale,
-             const std::optional<array>& key) {
+             const std::optional<array>& key, StreamOrDevice s) {
+  OnStream on(s);
   return normal(shape, float32, loc, scale, key);
 }
-array normal(const Shape& shape, Dtype dtype, const std::optional<array>& key) {
+array normal(const Shape& shape, Dtype dtype, const std::optional<array>& key, StreamOrDevice s) {
+  OnStream on(s);
   return normal(shape, dtype, std::nullopt, std::nullopt, key);
 }
-array normal(const Shape& shape, const std::optional<array>& key) {
+array normal(const Shape& shape, const std::optional<array>& key, StreamOrDevice s) {
+  OnStream on(s);
   return normal(shape, float32, std::nullopt, std::nullopt, key);
 }
 
 array truncated_normal(const array& lower, const array& upper, const Shape& shape, Dtype dtype,
-                       const std::optional<array>& key) {
+                       const std::optional<array>& key, StreamOrDevice s) {
+  OnStream on(s);
   check_shape(shape, "truncated_normal");
   check_float(dtype, "truncated_normal");
   check_param_shape(lower, "lower", shape, "truncated_normal");
@@ -792,7 +806,9 @@ array truncated_normal(const array& lower, const array& upper, const Shape& shap
   return make_random(Dist::truncated_normal, shape, dtype, {take_key(key), lo, hi});
 }
 
-array truncated_normal(const array& lower, const array& upper, Dtype dtype, const std::optional<array>& key) {
+array truncated_normal(const array& lower, const array& upper, Dtype dtype, const std::optional<array>& key,
+                       StreamOrDevice stream) {
+  OnStream on(stream);
   Shape s;
   try {
     s = broadcast_shapes(lower.shape(), upper.shape());
@@ -803,7 +819,9 @@ array truncated_normal(const array& lower, const array& upper, Dtype dtype, cons
   return truncated_normal(lower, upper, s, dtype, key);
 }
 
-array randint(const array& low, const array& high, const Shape& shape, Dtype dtype, const std::optional<array>& key) {
+array randint(const array& low, const array& high, const Shape& shape, Dtype dtype, const std::optional<array>& key,
+              StreamOrDevice s) {
+  OnStream on(s);
   check_shape(shape, "randint");
   if (!is_integral(dtype)) {
     throw std::invalid_argument(msg("[randint] needs an integer dtype, got ", dtype));
@@ -837,7 +855,8 @@ array randint(const array& low, const array& high, const Shape& shape, Dtype dty
                      {take_key(key), broadcast_to(lo, shape), broadcast_to(hi, shape)});
 }
 
-array bernoulli(const array& p, const Shape& shape, const std::optional<array>& key) {
+array bernoulli(const array& p, const Shape& shape, const std::optional<array>& key, StreamOrDevice s) {
+  OnStream on(s);
   check_shape(shape, "bernoulli");
   if (!is_floating_point(p.dtype())) {
     throw std::invalid_argument(msg("[bernoulli] p must have a floating dtype, got ", p.dtype()));
@@ -852,20 +871,27 @@ array bernoulli(const array& p, const Shape& shape, const std::optional<array>& 
   return make_random(Dist::bernoulli, shape, bool_,
                      {take_key(key), broadcast_to(cast_param(p, p.dtype() == float64 ? float64 : float32), shape)});
 }
-array bernoulli(const array& p, const std::optional<array>& key) { return bernoulli(p, p.shape(), key); }
-array bernoulli(double p, const Shape& shape, const std::optional<array>& key) {
+array bernoulli(const array& p, const std::optional<array>& key, StreamOrDevice s) {
+  OnStream on(s);
+  return bernoulli(p, p.shape(), key);
+}
+array bernoulli(double p, const Shape& shape, const std::optional<array>& key, StreamOrDevice s) {
+  OnStream on(s);
   return bernoulli(array(static_cast<float>(p), float32), shape, key);  // MLX: array(p) is float32
 }
-array bernoulli() { return bernoulli(array(0.5f, float32), Shape{}, std::nullopt); }
+array bernoulli(StreamOrDevice s) { OnStream on(s); return bernoulli(array(0.5f, float32), Shape{}, std::nullopt); }
 
-array laplace(const Shape& shape, Dtype dtype, float loc, float scale, const std::optional<array>& key) {
+array laplace(const Shape& shape, Dtype dtype, float loc, float scale, const std::optional<array>& key,
+              StreamOrDevice s) {
+  OnStream on(s);
   check_shape(shape, "laplace");
   check_float(dtype, "laplace");
   if (key) check_key(*key, "laplace");
   return make_random(Dist::laplace, shape, dtype, {take_key(key)}, loc, scale);
 }
 
-array gumbel(const Shape& shape, Dtype dtype, const std::optional<array>& key) {
+array gumbel(const Shape& shape, Dtype dtype, const std::optional<array>& key, StreamOrDevice s) {
+  OnStream on(s);
   check_shape(shape, "gumbel");
   check_float(dtype, "gumbel");
   if (key) check_key(*key, "gumbel");
@@ -900,7 +926,9 @@ int categorical_axis(const array& logits, int axis) {
 }
 }  // namespace
 
-array categorical(const array& logits, int axis, const Shape& shape, const std::optional<array>& key) {
+array categorical(const array& logits, int axis, const Shape& shape, const std::optional<array>& key,
+                  StreamOrDevice s) {
+  OnStream on(s);
   axis = categorical_axis(logits, axis);
   check_shape(shape, "categorical");
   Shape reduced = logits.shape();
@@ -912,7 +940,8 @@ array categorical(const array& logits, int axis, const Shape& shape, const std::
   return categorical_impl(logits, axis, shape, key);
 }
 
-array categorical(const array& logits, int axis, int num_samples, const std::optional<array>& key) {
+array categorical(const array& logits, int axis, int num_samples, const std::optional<array>& key, StreamOrDevice s) {
+  OnStream on(s);
   axis = categorical_axis(logits, axis);
   if (num_samples < 0) throw std::invalid_argument(msg("[categorical] needs num_samples >= 0, got ", num_samples));
   array l = expand_dims(logits, -1);
@@ -922,20 +951,23 @@ array categorical(const array& logits, int axis, int num_samples, const std::opt
   return categorical_impl(l, axis, shape, key);
 }
 
-array categorical(const array& logits, int axis, const std::optional<array>& key) {
+array categorical(const array& logits, int axis, const std::optional<array>& key, StreamOrDevice s) {
+  OnStream on(s);
   axis = categorical_axis(logits, axis);
   Shape shape = logits.shape();
   shape.erase(shape.begin() + axis);
   return categorical_impl(logits, axis, shape, key);
 }
 
-array permutation(int n, const std::optional<array>& key) {
+array permutation(int n, const std::optional<array>& key, StreamOrDevice s) {
+  OnStream on(s);
   if (n < 0) throw std::invalid_argument(msg("[permutation] needs n >= 0, got ", n));
   if (key) check_key(*key, "permutation");
   return make_random(Dist::permutation, {n}, int32, {take_key(key)});
 }
 
-array permutation(const array& x, int axis, const std::optional<array>& key) {
+array permutation(const array& x, int axis, const std::optional<array>& key, StreamOrDevice s) {
+  OnStream on(s);
   if (x.ndim() == 0) throw std::invalid_argument("[permutation] cannot permute a 0-dimensional array");
   const int ax = ::loom::detail::normalize_axis(axis, static_cast<int>(x.ndim()), "permutation");
   if (key) check_key(*key, "permutation");

@@ -117,105 +117,117 @@ array get_state();
 void set_state(const array& state);
 
 /// `num` new keys from `key`: uint32 of shape (num, 2).
-array split(const array& key, int num);
+array split(const array& key, int num, StreamOrDevice s = {});
 /// Two new keys from `key`, each uint32 of shape (2): split(key, 2)'s rows.
-std::pair<array, array> split(const array& key);
+std::pair<array, array> split(const array& key, StreamOrDevice s = {});
 
 // ---- generators (key: std::nullopt takes the next key of the global state) ----
 
 /// Raw random bits: `width` bytes per element (1, 2, 4 or 8), as uint8, uint16, uint32 (MLX's
 /// default) or uint64 (Loom only). The little-endian bytes of a draw of ceil(size * width / 4) words.
-array bits(const Shape& shape, int width, const std::optional<array>& key = std::nullopt);
-inline array bits(const Shape& shape, const std::optional<array>& key = std::nullopt) { return bits(shape, 4, key); }
+array bits(const Shape& shape, int width, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
+inline array bits(const Shape& shape, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {}) {
+  return bits(shape, 4, key, s);
+}
 
 /// Uniform samples (high - low) * u + low of a floating `dtype`, u in [0, 1); low and high are cast
 /// to `dtype` and broadcast to `shape`, and must satisfy low < high where they are evaluated. As in
 /// MLX the rounding of the last step can give `high` itself for some bounds (never for [0, 1)).
 array uniform(const array& low, const array& high, const Shape& shape, Dtype dtype = float32,
-              const std::optional<array>& key = std::nullopt);
+              const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
 template <typename T, typename U,
           typename = std::enable_if_t<std::is_arithmetic_v<T> && std::is_arithmetic_v<U>>>
 array uniform(T low, U high, const Shape& shape, Dtype dtype = float32,
-              const std::optional<array>& key = std::nullopt) {
+              const std::optional<array>& key = std::nullopt, StreamOrDevice s = {}) {
   return uniform(array(static_cast<double>(low), float64), array(static_cast<double>(high), float64), shape, dtype,
-                 key);
+                 key, s);
 }
 /// Uniform samples in [0, 1).
-array uniform(const Shape& shape, Dtype dtype, const std::optional<array>& key = std::nullopt);
-array uniform(const Shape& shape, const std::optional<array>& key = std::nullopt);
+array uniform(const Shape& shape, Dtype dtype, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
+array uniform(const Shape& shape, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
 
 /// Normal samples loc + sqrt(2) * scale * erfinv(v), v a float32 uniform in (-1, 1) (MLX's).
 array normal(const Shape& shape, Dtype dtype, std::optional<float> loc, std::optional<float> scale,
-             const std::optional<array>& key = std::nullopt);
+             const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
 array normal(const Shape& shape, std::optional<float> loc, std::optional<float> scale,
-             const std::optional<array>& key = std::nullopt);
-array normal(const Shape& shape, Dtype dtype, const std::optional<array>& key = std::nullopt);
-array normal(const Shape& shape, const std::optional<array>& key = std::nullopt);
+             const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
+array normal(const Shape& shape, Dtype dtype, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
+array normal(const Shape& shape, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
 
 /// Standard normal samples restricted to [lower, upper] (inverse CDF between the bounds, as MLX;
 /// bounds are cast to `dtype` and broadcast to `shape`; +-inf allowed). Bounds far out in one tail
 /// (beyond about 4) lose accuracy in float32, as in MLX.
 array truncated_normal(const array& lower, const array& upper, const Shape& shape, Dtype dtype = float32,
-                       const std::optional<array>& key = std::nullopt);
+                       const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
 /// The shape is that of lower and upper broadcast together.
 array truncated_normal(const array& lower, const array& upper, Dtype dtype = float32,
-                       const std::optional<array>& key = std::nullopt);
+                       const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
 template <typename T, typename U,
           typename = std::enable_if_t<std::is_arithmetic_v<T> && std::is_arithmetic_v<U>>>
 array truncated_normal(T lower, U upper, const Shape& shape, Dtype dtype = float32,
-                       const std::optional<array>& key = std::nullopt) {
+                       const std::optional<array>& key = std::nullopt, StreamOrDevice s = {}) {
   return truncated_normal(array(static_cast<double>(lower), float64), array(static_cast<double>(upper), float64),
-                          shape, dtype, key);
+                          shape, dtype, key, s);
 }
 
 /// Integers in [low, high) of an integer `dtype`: floor of a float32 uniform(low, high), clamped to
 /// [low, high - 1] (MLX's). Bounds are converted to int64 (floats truncate toward zero) and
 /// broadcast to `shape`. Ranges above 2^24 get float32 resolution (some values are never drawn).
 array randint(const array& low, const array& high, const Shape& shape, Dtype dtype = int32,
-              const std::optional<array>& key = std::nullopt);
+              const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
 template <typename T, typename U,
           typename = std::enable_if_t<std::is_arithmetic_v<T> && std::is_arithmetic_v<U>>>
-array randint(T low, U high, const Shape& shape, Dtype dtype = int32, const std::optional<array>& key = std::nullopt) {
-  return randint(array(cast_value<int64_t>(low), int64), array(cast_value<int64_t>(high), int64), shape, dtype, key);
+array randint(T low, U high, const Shape& shape, Dtype dtype = int32, const std::optional<array>& key = std::nullopt,
+              StreamOrDevice s = {}) {
+  return randint(array(cast_value<int64_t>(low), int64), array(cast_value<int64_t>(high), int64), shape, dtype, key,
+                 s);
 }
 
 /// Bool samples, true with probability p (a floating array broadcast to `shape`, values in [0, 1]).
 /// A double p is taken as float32 (MLX's array(p)).
-array bernoulli(const array& p, const Shape& shape, const std::optional<array>& key = std::nullopt);
+array bernoulli(const array& p, const Shape& shape, const std::optional<array>& key = std::nullopt,
+                StreamOrDevice s = {});
 /// The shape of p.
-array bernoulli(const array& p, const std::optional<array>& key = std::nullopt);
-array bernoulli(double p, const Shape& shape, const std::optional<array>& key = std::nullopt);
+array bernoulli(const array& p, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
+array bernoulli(double p, const Shape& shape, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
 /// One sample with p = 0.5 from the global key. (MLX also has bernoulli(key), but a key passed alone
 /// would bind to the `p` overload; write bernoulli(0.5, {}, key).)
-array bernoulli();
+array bernoulli(StreamOrDevice s = {});
 
 /// Standard Gumbel samples -log(-log(u)), u uniform in [0, 1).
-array gumbel(const Shape& shape, Dtype dtype = float32, const std::optional<array>& key = std::nullopt);
+array gumbel(const Shape& shape, Dtype dtype = float32, const std::optional<array>& key = std::nullopt,
+             StreamOrDevice s = {});
 
 /// Laplace samples loc + scale * sign(v) * log1p(-|v|), v a float32 uniform in (-1, 1) (MLX's).
-array laplace(const Shape& shape, Dtype dtype, float loc, float scale, const std::optional<array>& key = std::nullopt);
-inline array laplace(const Shape& shape, float loc, float scale, const std::optional<array>& key = std::nullopt) {
-  return laplace(shape, float32, loc, scale, key);
+array laplace(const Shape& shape, Dtype dtype, float loc, float scale, const std::optional<array>& key = std::nullopt,
+              StreamOrDevice s = {});
+inline array laplace(const Shape& shape, float loc, float scale, const std::optional<array>& key = std::nullopt,
+                     StreamOrDevice s = {}) {
+  return laplace(shape, float32, loc, scale, key, s);
 }
-inline array laplace(const Shape& shape, Dtype dtype, const std::optional<array>& key = std::nullopt) {
-  return laplace(shape, dtype, 0.0f, 1.0f, key);
+inline array laplace(const Shape& shape, Dtype dtype, const std::optional<array>& key = std::nullopt,
+                     StreamOrDevice s = {}) {
+  return laplace(shape, dtype, 0.0f, 1.0f, key, s);
 }
-inline array laplace(const Shape& shape, const std::optional<array>& key = std::nullopt) {
-  return laplace(shape, float32, 0.0f, 1.0f, key);
+inline array laplace(const Shape& shape, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {}) {
+  return laplace(shape, float32, 0.0f, 1.0f, key, s);
 }
 
 /// Indices (int32; MLX's are uint32) drawn from the categorical distribution softmax(logits) along
 /// `axis`, as argmax(logits + gumbel), or by the inverse CDF for a single distribution (see above). The result has `shape`, which the shape of logits without `axis` must
 /// broadcast to. (Write Shape{n} for a one-element shape: a bare {n} picks the num_samples overload.)
-array categorical(const array& logits, int axis, const Shape& shape, const std::optional<array>& key = std::nullopt);
+array categorical(const array& logits, int axis, const Shape& shape, const std::optional<array>& key = std::nullopt,
+                  StreamOrDevice s = {});
 /// `num_samples` draws per distribution: shape of logits without `axis`, plus (num_samples).
-array categorical(const array& logits, int axis, int num_samples, const std::optional<array>& key = std::nullopt);
+array categorical(const array& logits, int axis, int num_samples, const std::optional<array>& key = std::nullopt,
+                  StreamOrDevice s = {});
 /// One draw per distribution: the shape of logits without `axis`.
-array categorical(const array& logits, int axis = -1, const std::optional<array>& key = std::nullopt);
+array categorical(const array& logits, int axis = -1, const std::optional<array>& key = std::nullopt,
+                  StreamOrDevice s = {});
 
 /// A random permutation of 0..n-1 (int32, Loom's index dtype; MLX's argsort gives uint32).
-array permutation(int n, const std::optional<array>& key = std::nullopt);
+array permutation(int n, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
 /// `x` with its entries along `axis` shuffled (the same shuffle for every slice).
-array permutation(const array& x, int axis = 0, const std::optional<array>& key = std::nullopt);
+array permutation(const array& x, int axis = 0, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
 
 }  // namespace loom::random

@@ -186,16 +186,25 @@ A scan_combine(bool is_sum, A a, A b) {
   }
 }
 
+// The start of a running max / min: below / above every value. complex64 orders lexicographically
+// (real part, then imaginary part), as MLX and numpy.
 template <typename T>
 T lowest() {
-  if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  if constexpr (is_complex_v<T>) return T(std::complex<float>(-inf, -inf));
+  else if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
   else return std::numeric_limits<T>::lowest();
 }
 template <typename T>
 T highest() {
-  if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::infinity();
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  if constexpr (is_complex_v<T>) return T(std::complex<float>(inf, inf));
+  else if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::infinity();
   else return std::numeric_limits<T>::max();
 }
+// Values that can be NaN (x != x): the floating types and complex64 (a NaN in either part).
+template <typename T>
+inline constexpr bool has_nan_v = std::is_floating_point_v<T> || is_complex_v<T>;
 
 class Reduce : public UnaryPrimitive {
  public:
@@ -222,9 +231,18 @@ class Reduce : public UnaryPrimitive {
   // the branches T has no use for).
   template <typename T>
   void run(const array& x, array& out) {
-    if constexpr (is_complex_v<T>) {  // sum and prod only (supports_complex)
-      if (type_ == ReduceType::sum) reduce_kernel<T, T, T>(x, out, axes_, T(0), [](T a, T b) { return a + b; });
-      else reduce_kernel<T, T, T>(x, out, axes_, T(1), [](T a, T b) { return a * b; });
+    if constexpr (is_complex_v<T>) {
+      switch (type_) {
+        case ReduceType::sum: reduce_kernel<T, T, T>(x, out, axes_, T(0), [](T a, T b) { return a + b; }); break;
+        case ReduceType::prod: reduce_kernel<T, T, T>(x, out, axes_, T(1), [](T a, T b) { return a * b; }); break;
+        case ReduceType::max:
+          reduce_kernel<T, T, T>(x, out, axes_, lowest<T>(), [](T a, T b) { return (a != a || !(b > a || b != b)) ? a : b; });
+          break;
+        case ReduceType::min:
+          reduce_kernel<T, T, T>(x, out, axes_, highest<T>(), [](T a, T b) { return (a != a || !(b < a || b != b)) ? a : b; });
+          break;
+        default: break;
+      }
     } else if constexpr (!std::is_same_v<T, bool>) {
       using A = std::conditional_t<is_half_v<T>, float, T>;
       // Sums and products of integers narrower than 32 bits are (u)int32 (MLX's rule).
@@ -275,7 +293,7 @@ class Reduce : public UnaryPrimitive {
       }
     }
   }
-  bool supports_complex() const override { return type_ != ReduceType::max && type_ != ReduceType::min; }
+  bool supports_complex() const override { return true; }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
                          const std::vector<array>& outputs) override {
     // Complex: c conj(d out / d x) (input_grad is linear in the cotangent and holomorphic in x).
@@ -363,8 +381,7 @@ A scan_init(ScanType t) {
     case ScanType::sum: return A(0);
     case ScanType::prod: return A(1);
     default:
-      if constexpr (is_complex_v<A>) return A(0);  // unreachable: complex scans are sums and products
-      else return t == ScanType::min ? highest<A>() : lowest<A>();  // logaddexp: -inf (floating only)
+      return t == ScanType::min ? highest<A>() : lowest<A>();  // logaddexp: -inf (floating only)
   }
 }
 
@@ -376,7 +393,7 @@ inline A scan_step(A a, A b) {
   if constexpr (kType == ScanType::sum || kType == ScanType::prod) {
     return scan_combine(kType == ScanType::sum, a, b);
   } else if constexpr (kType == ScanType::max || kType == ScanType::min) {
-    if constexpr (std::is_floating_point_v<A>) {
+    if constexpr (has_nan_v<A>) {
       if (a != a) return a;
       if (b != b) return b;
     }
@@ -466,9 +483,14 @@ void scan_rows(const array& x, array& out, int axis, bool reverse, bool inclusiv
 
 template <typename S, typename T>
 void scan_dispatch(ScanType t, const array& x, array& out, int axis, bool reverse, bool inclusive) {
-  if constexpr (is_complex_v<T>) {  // sums and products only (Scan::supports_complex)
-    if (t == ScanType::sum) scan_rows<S, T, ScanType::sum>(x, out, axis, reverse, inclusive);
-    else scan_rows<S, T, ScanType::prod>(x, out, axis, reverse, inclusive);
+  if constexpr (is_complex_v<T>) {  // no logaddexp (Scan::supports_complex)
+    switch (t) {
+      case ScanType::sum: scan_rows<S, T, ScanType::sum>(x, out, axis, reverse, inclusive); break;
+      case ScanType::prod: scan_rows<S, T, ScanType::prod>(x, out, axis, reverse, inclusive); break;
+      case ScanType::max: scan_rows<S, T, ScanType::max>(x, out, axis, reverse, inclusive); break;
+      case ScanType::min: scan_rows<S, T, ScanType::min>(x, out, axis, reverse, inclusive); break;
+      case ScanType::logaddexp: break;
+    }
   } else {
     switch (t) {
       case ScanType::sum: scan_rows<S, T, ScanType::sum>(x, out, axis, reverse, inclusive); break;
@@ -501,7 +523,7 @@ class Scan : public UnaryPrimitive {
       }
     });
   }
-  bool supports_complex() const override { return type_ == ScanType::sum || type_ == ScanType::prod; }
+  bool supports_complex() const override { return type_ != ScanType::logaddexp; }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
                          const std::vector<array>& outputs) override {
     // Complex: c conj(J) = conj(J^T conj(c)) for these holomorphic scans.
@@ -667,7 +689,7 @@ class ArgReduce : public UnaryPrimitive {
     const int n = x.shape()[axis_];
     const int64_t xs = x.strides()[axis_];
     int32_t* y = kernels::ptr<int32_t>(out);
-    LOOM_DISPATCH_REAL(x.dtype(), T, {
+    LOOM_DISPATCH_ALL(x.dtype(), T, {
       using C = compute_t<T>;
       const T* x0 = kernels::ptr<T>(x);
       kernels::for_each_row<2>(kept, st, [&](const std::array<int64_t, 2>& o, int cnt, const std::array<int64_t, 2>& s) {
@@ -677,7 +699,7 @@ class ArgReduce : public UnaryPrimitive {
           C bv = static_cast<C>(xp[0]);
           for (int i = 1; i < n; ++i) {
             C v = static_cast<C>(xp[i * xs]);
-            if constexpr (std::is_floating_point_v<C>) {
+            if constexpr (has_nan_v<C>) {
               if (bv != bv) break;  // the first NaN wins
               if (v != v) {
                 best = i;
@@ -696,6 +718,7 @@ class ArgReduce : public UnaryPrimitive {
   }
   const char* name() const override { return is_max_ ? "ArgMax" : "ArgMin"; }
   bool is_differentiable() const override { return false; }
+  bool supports_complex() const override { return true; }
 
  private:
   bool is_max_;
@@ -718,9 +741,6 @@ Dtype sum_dtype(Dtype d) {
 
 array reduce(const array& a, const std::vector<int>& axes_in, bool keepdims, ReduceType type) {
   const char* name = reduce_name(type);
-  if (is_complex(a.dtype()) && (type == ReduceType::max || type == ReduceType::min)) {
-    throw std::invalid_argument(msg("[", name, "] is not defined for complex64 arrays"));
-  }
   auto axes = detail::normalize_axes(axes_in, static_cast<int>(a.ndim()), name);
   if ((type == ReduceType::max || type == ReduceType::min)) {
     for (int ax : axes) {
@@ -751,10 +771,19 @@ size_t reduced_count(const array& a, const std::vector<int>& axes, const char* n
 
 }  // namespace
 
-#define LOOM_REDUCTION(FN, TYPE)                                                                             \
-  array FN(const array& a, const std::vector<int>& axes, bool keepdims) { return reduce(a, axes, keepdims, TYPE); } \
-  array FN(const array& a, int axis, bool keepdims) { return reduce(a, {axis}, keepdims, TYPE); }          \
-  array FN(const array& a, bool keepdims) { return reduce(a, all_axes(a), keepdims, TYPE); }
+#define LOOM_REDUCTION(FN, TYPE)                                                                  \
+  array FN(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {        \
+    OnStream on(s);                                                                                \
+    return reduce(a, axes, keepdims, TYPE);                                                        \
+  }                                                                                                \
+  array FN(const array& a, int axis, bool keepdims, StreamOrDevice s) {                            \
+    OnStream on(s);                                                                                \
+    return reduce(a, {axis}, keepdims, TYPE);                                                      \
+  }                                                                                                \
+  array FN(const array& a, bool keepdims, StreamOrDevice s) {                                      \
+    OnStream on(s);                                                                                \
+    return reduce(a, all_axes(a), keepdims, TYPE);                                                 \
+  }
 LOOM_REDUCTION(sum, ReduceType::sum)
 LOOM_REDUCTION(prod, ReduceType::prod)
 LOOM_REDUCTION(max, ReduceType::max)
@@ -763,14 +792,18 @@ LOOM_REDUCTION(all, ReduceType::all)
 LOOM_REDUCTION(any, ReduceType::any)
 #undef LOOM_REDUCTION
 
-array mean(const array& a, const std::vector<int>& axes, bool keepdims) {
+array mean(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice stream) {
+  OnStream on(stream);
   size_t n = reduced_count(a, axes, "mean");
   const Dtype acc = accumulation_dtype(a.dtype());
   array s = sum(astype(a, acc), axes, keepdims);
   return astype(multiply(s, array(n ? 1.0 / double(n) : std::nan(""), acc)), result_dtype(a.dtype()));
 }
-array mean(const array& a, int axis, bool keepdims) { return mean(a, std::vector<int>{axis}, keepdims); }
-array mean(const array& a, bool keepdims) { return mean(a, all_axes(a), keepdims); }
+array mean(const array& a, int axis, bool keepdims, StreamOrDevice s) {
+  OnStream on(s);
+  return mean(a, std::vector<int>{axis}, keepdims);
+}
+array mean(const array& a, bool keepdims, StreamOrDevice s) { OnStream on(s); return mean(a, all_axes(a), keepdims); }
 
 namespace {
 array var_impl(const array& a, const std::vector<int>& axes, bool keepdims, int ddof, const char* name) {
@@ -787,16 +820,30 @@ array var_impl(const array& a, const std::vector<int>& axes, bool keepdims, int 
 }
 }  // namespace
 
-array var(const array& a, const std::vector<int>& axes, bool keepdims, int ddof) {
+array var(const array& a, const std::vector<int>& axes, bool keepdims, int ddof, StreamOrDevice s) {
+  OnStream on(s);
   return var_impl(a, axes, keepdims, ddof, "var");
 }
-array var(const array& a, int axis, bool keepdims, int ddof) { return var(a, std::vector<int>{axis}, keepdims, ddof); }
-array var(const array& a, bool keepdims, int ddof) { return var(a, all_axes(a), keepdims, ddof); }
-array std(const array& a, const std::vector<int>& axes, bool keepdims, int ddof) {
+array var(const array& a, int axis, bool keepdims, int ddof, StreamOrDevice s) {
+  OnStream on(s);
+  return var(a, std::vector<int>{axis}, keepdims, ddof);
+}
+array var(const array& a, bool keepdims, int ddof, StreamOrDevice s) {
+  OnStream on(s);
+  return var(a, all_axes(a), keepdims, ddof);
+}
+array std(const array& a, const std::vector<int>& axes, bool keepdims, int ddof, StreamOrDevice s) {
+  OnStream on(s);
   return sqrt(var_impl(a, axes, keepdims, ddof, "std"));
 }
-array std(const array& a, int axis, bool keepdims, int ddof) { return std(a, std::vector<int>{axis}, keepdims, ddof); }
-array std(const array& a, bool keepdims, int ddof) { return std(a, all_axes(a), keepdims, ddof); }
+array std(const array& a, int axis, bool keepdims, int ddof, StreamOrDevice s) {
+  OnStream on(s);
+  return std(a, std::vector<int>{axis}, keepdims, ddof);
+}
+array std(const array& a, bool keepdims, int ddof, StreamOrDevice s) {
+  OnStream on(s);
+  return std(a, all_axes(a), keepdims, ddof);
+}
 
 namespace {
 // The max over `axes` (keepdims) as a constant for stabilizing exps, with -inf replaced by 0 (a row
@@ -809,7 +856,8 @@ array stable_shift(const array& x, const std::vector<int>& axes, bool keep_posit
 }
 }  // namespace
 
-array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims) {
+array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
+  OnStream on(s);
   reduced_count(a, axes, "logsumexp");
   detail::reject_complex(a.dtype(), "logsumexp");
   const Dtype d = result_dtype(a.dtype());
@@ -819,8 +867,14 @@ array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims) {
   array out = add(log(sum(exp(subtract(x, m)), axes, true)), m);
   return astype(keepdims ? out : squeeze(out, detail::normalize_axes(axes, static_cast<int>(a.ndim()), "logsumexp")), d);
 }
-array logsumexp(const array& a, int axis, bool keepdims) { return logsumexp(a, std::vector<int>{axis}, keepdims); }
-array logsumexp(const array& a, bool keepdims) { return logsumexp(a, all_axes(a), keepdims); }
+array logsumexp(const array& a, int axis, bool keepdims, StreamOrDevice s) {
+  OnStream on(s);
+  return logsumexp(a, std::vector<int>{axis}, keepdims);
+}
+array logsumexp(const array& a, bool keepdims, StreamOrDevice s) {
+  OnStream on(s);
+  return logsumexp(a, all_axes(a), keepdims);
+}
 
 namespace detail {
 // The fused primitive over the last axis (ops/softmax.cpp).
@@ -849,13 +903,30 @@ array softmax_impl(const array& a, const std::vector<int>& axes, bool take_log, 
 }
 }  // namespace
 
-array softmax(const array& a, const std::vector<int>& axes) { return softmax_impl(a, axes, false, "softmax"); }
-array softmax(const array& a, int axis) { return softmax(a, std::vector<int>{axis}); }
+array softmax(const array& a, const std::vector<int>& axes, bool /*precise*/, StreamOrDevice s) {
+  OnStream on(s);
+  return softmax_impl(a, axes, false, "softmax");
+}
+array softmax(const array& a, int axis, bool precise, StreamOrDevice s) {
+  OnStream on(s);
+  return softmax(a, std::vector<int>{axis}, precise);
+}
+array softmax(const array& a, bool precise, StreamOrDevice s) {
+  OnStream on(s);
+  return softmax(a, all_axes(a), precise);
+}
 
-array log_softmax(const array& a, const std::vector<int>& axes) { return softmax_impl(a, axes, true, "log_softmax"); }
-array log_softmax(const array& a, int axis) { return log_softmax(a, std::vector<int>{axis}); }
+array log_softmax(const array& a, const std::vector<int>& axes, StreamOrDevice s) {
+  OnStream on(s);
+  return softmax_impl(a, axes, true, "log_softmax");
+}
+array log_softmax(const array& a, int axis, StreamOrDevice s) {
+  OnStream on(s);
+  return log_softmax(a, std::vector<int>{axis});
+}
 
-array argmax(const array& a, int axis, bool keepdims) {
+array argmax(const array& a, int axis, bool keepdims, StreamOrDevice stream) {
+  OnStream on(stream);
   int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "argmax");
   if (a.shape()[ax] == 0) throw std::invalid_argument(msg("[argmax] axis ", ax, " of shape ", shape_str(a.shape()), " is empty"));
   Shape s = a.shape();
@@ -863,11 +934,13 @@ array argmax(const array& a, int axis, bool keepdims) {
   array out(s, int32, std::make_shared<ArgReduce>(true, ax), {a});
   return keepdims ? out : squeeze(out, ax);
 }
-array argmax(const array& a, bool keepdims) {
+array argmax(const array& a, bool keepdims, StreamOrDevice s) {
+  OnStream on(s);
   array out = argmax(flatten(a), 0, true);
   return keepdims ? reshape(out, Shape(a.ndim(), 1)) : reshape(out, {});
 }
-array argmin(const array& a, int axis, bool keepdims) {
+array argmin(const array& a, int axis, bool keepdims, StreamOrDevice stream) {
+  OnStream on(stream);
   int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "argmin");
   if (a.shape()[ax] == 0) throw std::invalid_argument(msg("[argmin] axis ", ax, " of shape ", shape_str(a.shape()), " is empty"));
   Shape s = a.shape();
@@ -875,7 +948,8 @@ array argmin(const array& a, int axis, bool keepdims) {
   array out(s, int32, std::make_shared<ArgReduce>(false, ax), {a});
   return keepdims ? out : squeeze(out, ax);
 }
-array argmin(const array& a, bool keepdims) {
+array argmin(const array& a, bool keepdims, StreamOrDevice s) {
+  OnStream on(s);
   array out = argmin(flatten(a), 0, true);
   return keepdims ? reshape(out, Shape(a.ndim(), 1)) : reshape(out, {});
 }
@@ -889,32 +963,50 @@ array make_scan(const array& a, int axis, bool reverse, bool inclusive, ScanType
 }
 }  // namespace
 
-array cumsum(const array& a, int axis, bool reverse, bool inclusive) {
-  return make_scan(a, axis, reverse, inclusive, ScanType::sum, "cumsum");
+array cumsum(const array& a, int axis, bool reverse, bool inclusive, std::optional<Dtype> dtype, StreamOrDevice s) {
+  OnStream on(s);
+  return make_scan(dtype ? astype(a, *dtype) : a, axis, reverse, inclusive, ScanType::sum, "cumsum");
 }
-array cumsum(const array& a) { return cumsum(flatten(a), 0); }
-array cumsum(const array& a, bool reverse, bool inclusive) { return cumsum(flatten(a), 0, reverse, inclusive); }
-
-array cumprod(const array& a, int axis, bool reverse, bool inclusive) {
-  return make_scan(a, axis, reverse, inclusive, ScanType::prod, "cumprod");
+array cumsum(const array& a, bool reverse, bool inclusive, std::optional<Dtype> dtype, StreamOrDevice s) {
+  OnStream on(s);
+  return cumsum(flatten(a), 0, reverse, inclusive, dtype);
 }
-array cumprod(const array& a, bool reverse, bool inclusive) { return cumprod(flatten(a), 0, reverse, inclusive); }
 
-array cummax(const array& a, int axis, bool reverse, bool inclusive) {
+array cumprod(const array& a, int axis, bool reverse, bool inclusive, std::optional<Dtype> dtype, StreamOrDevice s) {
+  OnStream on(s);
+  return make_scan(dtype ? astype(a, *dtype) : a, axis, reverse, inclusive, ScanType::prod, "cumprod");
+}
+array cumprod(const array& a, bool reverse, bool inclusive, std::optional<Dtype> dtype, StreamOrDevice s) {
+  OnStream on(s);
+  return cumprod(flatten(a), 0, reverse, inclusive, dtype);
+}
+
+array cummax(const array& a, int axis, bool reverse, bool inclusive, StreamOrDevice s) {
+  OnStream on(s);
   return make_scan(a, axis, reverse, inclusive, ScanType::max, "cummax");
 }
-array cummax(const array& a, bool reverse, bool inclusive) { return cummax(flatten(a), 0, reverse, inclusive); }
+array cummax(const array& a, bool reverse, bool inclusive, StreamOrDevice s) {
+  OnStream on(s);
+  return cummax(flatten(a), 0, reverse, inclusive);
+}
 
-array cummin(const array& a, int axis, bool reverse, bool inclusive) {
+array cummin(const array& a, int axis, bool reverse, bool inclusive, StreamOrDevice s) {
+  OnStream on(s);
   return make_scan(a, axis, reverse, inclusive, ScanType::min, "cummin");
 }
-array cummin(const array& a, bool reverse, bool inclusive) { return cummin(flatten(a), 0, reverse, inclusive); }
+array cummin(const array& a, bool reverse, bool inclusive, StreamOrDevice s) {
+  OnStream on(s);
+  return cummin(flatten(a), 0, reverse, inclusive);
+}
 
-array logcumsumexp(const array& a, int axis, bool reverse, bool inclusive) {
+array logcumsumexp(const array& a, int axis, bool reverse, bool inclusive, StreamOrDevice s) {
+  OnStream on(s);
   detail::normalize_axis(axis, static_cast<int>(a.ndim()), "logcumsumexp");
+  detail::reject_complex(a.dtype(), "logcumsumexp");
   return make_scan(astype(a, result_dtype(a.dtype())), axis, reverse, inclusive, ScanType::logaddexp, "logcumsumexp");
 }
-array logcumsumexp(const array& a, bool reverse, bool inclusive) {
+array logcumsumexp(const array& a, bool reverse, bool inclusive, StreamOrDevice s) {
+  OnStream on(s);
   return logcumsumexp(flatten(a), 0, reverse, inclusive);
 }
 
@@ -923,7 +1015,8 @@ array logcumsumexp(const array& a, bool reverse, bool inclusive) {
 namespace loom {
 
 // ---- median, count_nonzero, number_of_elements (compositions, MLX's semantics) ----
-array median(const array& a, const std::vector<int>& axes, bool keepdims) {
+array median(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
+  OnStream on(s);
   const int nd = static_cast<int>(a.ndim());
   std::vector<int> ax = detail::normalize_axes(axes, nd, "median");
   const Dtype d = result_dtype(a.dtype());
@@ -971,19 +1064,31 @@ array median(const array& a, const std::vector<int>& axes, bool keepdims) {
   m = astype(squeeze(m, -1), d);
   return keepdims ? expand_dims(m, ax) : m;
 }
-array median(const array& a, int axis, bool keepdims) { return median(a, std::vector<int>{axis}, keepdims); }
-array median(const array& a, bool keepdims) { return median(a, all_axes(a), keepdims); }
+array median(const array& a, int axis, bool keepdims, StreamOrDevice s) {
+  OnStream on(s);
+  return median(a, std::vector<int>{axis}, keepdims);
+}
+array median(const array& a, bool keepdims, StreamOrDevice s) {
+  OnStream on(s);
+  return median(a, all_axes(a), keepdims);
+}
 
-array count_nonzero(const array& a, const std::vector<int>& axes, bool keepdims) {
+array count_nonzero(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
+  OnStream on(s);
   detail::normalize_axes(axes, static_cast<int>(a.ndim()), "count_nonzero");
   return sum(astype(not_equal(a, array(0, a.dtype())), int32), axes, keepdims);
 }
-array count_nonzero(const array& a, int axis, bool keepdims) {
+array count_nonzero(const array& a, int axis, bool keepdims, StreamOrDevice s) {
+  OnStream on(s);
   return count_nonzero(a, std::vector<int>{axis}, keepdims);
 }
-array count_nonzero(const array& a, bool keepdims) { return count_nonzero(a, all_axes(a), keepdims); }
+array count_nonzero(const array& a, bool keepdims, StreamOrDevice s) {
+  OnStream on(s);
+  return count_nonzero(a, all_axes(a), keepdims);
+}
 
-array number_of_elements(const array& a, std::vector<int> axes, bool inverted, Dtype dtype) {
+array number_of_elements(const array& a, std::vector<int> axes, bool inverted, Dtype dtype, StreamOrDevice s) {
+  OnStream on(s);
   double n = 1;
   for (int ax : axes) n *= a.shape()[detail::normalize_axis(ax, static_cast<int>(a.ndim()), "number_of_elements")];
   return array(inverted ? 1.0 / n : n, dtype);

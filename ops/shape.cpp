@@ -540,7 +540,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
   return out;
 }
 
-array reshape(const array& a, Shape shape) {
+array reshape(const array& a, Shape shape, StreamOrDevice stream) {
+  OnStream on(stream);
   int infer = -1;
   size_t known = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -570,11 +571,16 @@ array reshape(const array& a, Shape shape) {
   return array(std::move(shape), a.dtype(), std::make_shared<Reshape>(std::move(s)), {a});
 }
 
-array flatten(const array& a, int start_axis, int end_axis) {
-  int nd = static_cast<int>(a.ndim());
+array flatten(const array& a, int start_axis, int end_axis, StreamOrDevice stream) {
+  OnStream on(stream);
+  const int nd = static_cast<int>(a.ndim());
   if (nd == 0) return reshape(a, {1});
-  int s = detail::normalize_axis(start_axis, nd, "flatten");
-  int e = detail::normalize_axis(end_axis, nd, "flatten");
+  // MLX's rule: negative axes count from the end, then the range is clamped to the array's axes;
+  // only a range that is empty after clamping, or lies wholly outside, is an error.
+  const int s = std::max(0, start_axis + (start_axis < 0 ? nd : 0));
+  const int e = std::min(nd - 1, end_axis + (end_axis < 0 ? nd : 0));
+  if (s >= nd) throw std::invalid_argument(msg("[flatten] start_axis ", start_axis, " is out of range for ", nd, " dimensions"));
+  if (e < 0) throw std::invalid_argument(msg("[flatten] end_axis ", end_axis, " is out of range for ", nd, " dimensions"));
   if (s > e) throw std::invalid_argument(msg("[flatten] start_axis ", start_axis, " is after end_axis ", end_axis));
   Shape shape(a.shape().begin(), a.shape().begin() + s);
   int m = 1;
@@ -583,8 +589,13 @@ array flatten(const array& a, int start_axis, int end_axis) {
   shape.insert(shape.end(), a.shape().begin() + e + 1, a.shape().end());
   return reshape(a, shape);
 }
+array flatten(const array& a, StreamOrDevice s) {
+  OnStream on(s);
+  return flatten(a, 0, -1);
+}
 
-array transpose(const array& a, std::vector<int> axes) {
+array transpose(const array& a, std::vector<int> axes, StreamOrDevice s) {
+  OnStream on(s);
   int nd = static_cast<int>(a.ndim());
   if (static_cast<int>(axes.size()) != nd) {
     throw std::invalid_argument(msg("[transpose] ", axes.size(), " axes given for an array of ", nd, " dimensions"));
@@ -603,13 +614,15 @@ array transpose(const array& a, std::vector<int> axes) {
   return array(std::move(shape), a.dtype(), std::make_shared<Transpose>(std::move(axes)), {a});
 }
 
-array transpose(const array& a) {
+array transpose(const array& a, StreamOrDevice s) {
+  OnStream on(s);
   std::vector<int> axes(a.ndim());
   std::iota(axes.rbegin(), axes.rend(), 0);
   return transpose(a, axes);
 }
 
-array swapaxes(const array& a, int axis1, int axis2) {
+array swapaxes(const array& a, int axis1, int axis2, StreamOrDevice s) {
+  OnStream on(s);
   int nd = static_cast<int>(a.ndim());
   int a1 = detail::normalize_axis(axis1, nd, "swapaxes"), a2 = detail::normalize_axis(axis2, nd, "swapaxes");
   std::vector<int> axes(nd);
@@ -618,7 +631,8 @@ array swapaxes(const array& a, int axis1, int axis2) {
   return transpose(a, axes);
 }
 
-array moveaxis(const array& a, int source, int destination) {
+array moveaxis(const array& a, int source, int destination, StreamOrDevice stream) {
+  OnStream on(stream);
   int nd = static_cast<int>(a.ndim());
   int s = detail::normalize_axis(source, nd, "moveaxis"), d = detail::normalize_axis(destination, nd, "moveaxis");
   std::vector<int> axes;
@@ -629,7 +643,8 @@ array moveaxis(const array& a, int source, int destination) {
   return transpose(a, axes);
 }
 
-array squeeze(const array& a, const std::vector<int>& axes) {
+array squeeze(const array& a, const std::vector<int>& axes, StreamOrDevice s) {
+  OnStream on(s);
   auto ax = detail::normalize_axes(axes, static_cast<int>(a.ndim()), "squeeze");
   Shape shape;
   size_t k = 0;
@@ -646,8 +661,9 @@ array squeeze(const array& a, const std::vector<int>& axes) {
   }
   return reshape(a, shape);
 }
-array squeeze(const array& a, int axis) { return squeeze(a, std::vector<int>{axis}); }
-array squeeze(const array& a) {
+array squeeze(const array& a, int axis, StreamOrDevice s) { OnStream on(s); return squeeze(a, std::vector<int>{axis}); }
+array squeeze(const array& a, StreamOrDevice stream) {
+  OnStream on(stream);
   Shape shape;
   for (int s : a.shape()) {
     if (s != 1) shape.push_back(s);
@@ -655,7 +671,8 @@ array squeeze(const array& a) {
   return reshape(a, shape);
 }
 
-array expand_dims(const array& a, const std::vector<int>& axes) {
+array expand_dims(const array& a, const std::vector<int>& axes, StreamOrDevice s) {
+  OnStream on(s);
   int out_nd = static_cast<int>(a.ndim() + axes.size());
   auto ax = detail::normalize_axes(axes, out_nd, "expand_dims");
   Shape shape;
@@ -670,9 +687,13 @@ array expand_dims(const array& a, const std::vector<int>& axes) {
   }
   return reshape(a, shape);
 }
-array expand_dims(const array& a, int axis) { return expand_dims(a, std::vector<int>{axis}); }
+array expand_dims(const array& a, int axis, StreamOrDevice s) {
+  OnStream on(s);
+  return expand_dims(a, std::vector<int>{axis});
+}
 
-array broadcast_to(const array& a, const Shape& shape) {
+array broadcast_to(const array& a, const Shape& shape, StreamOrDevice s) {
+  OnStream on(s);
   if (a.shape() == shape) return a;
   Shape b;
   try {
@@ -687,7 +708,8 @@ array broadcast_to(const array& a, const Shape& shape) {
   return array(shape, a.dtype(), std::make_shared<Broadcast>(shape), {a});
 }
 
-std::vector<array> broadcast_arrays(const std::vector<array>& inputs) {
+std::vector<array> broadcast_arrays(const std::vector<array>& inputs, StreamOrDevice s) {
+  OnStream on(s);
   Shape shape;
   for (auto& x : inputs) shape = broadcast_shapes(shape, x.shape());
   std::vector<array> out;
@@ -695,13 +717,15 @@ std::vector<array> broadcast_arrays(const std::vector<array>& inputs) {
   return out;
 }
 
-array slice(const array& a, Shape start, Shape stop, Shape strides) {
+array slice(const array& a, Shape start, Shape stop, Shape strides, StreamOrDevice stream) {
+  OnStream on(stream);
   Shape shape = normalize_slice(a.shape(), start, stop, strides, "slice");
   if (shape == a.shape() && std::all_of(strides.begin(), strides.end(), [](int s) { return s == 1; })) return a;
   return array(std::move(shape), a.dtype(), std::make_shared<Slice>(std::move(start), std::move(stop), std::move(strides)),
                {a});
 }
-array slice(const array& a, Shape start, Shape stop) {
+array slice(const array& a, Shape start, Shape stop, StreamOrDevice s) {
+  OnStream on(s);
   return slice(a, std::move(start), std::move(stop), Shape(a.ndim(), 1));
 }
 
@@ -723,18 +747,22 @@ array slice_update_mode(const array& src, const array& update, Shape start, Shap
 }
 }  // namespace
 
-array slice_update(const array& src, const array& update, Shape start, Shape stop, Shape strides) {
+array slice_update(const array& src, const array& update, Shape start, Shape stop, Shape strides, StreamOrDevice s) {
+  OnStream on(s);
   return slice_update_mode(src, update, std::move(start), std::move(stop), std::move(strides), SliceMode::none);
 }
-array slice_update(const array& src, const array& update, Shape start, Shape stop) {
+array slice_update(const array& src, const array& update, Shape start, Shape stop, StreamOrDevice s) {
+  OnStream on(s);
   return slice_update(src, update, std::move(start), std::move(stop), Shape(src.ndim(), 1));
 }
-#define LOOM_SLICE_UPDATE_MODE(NAME, MODE)                                                                 \
-  array NAME(const array& src, const array& update, Shape start, Shape stop, Shape strides) {             \
-    return slice_update_mode(src, update, std::move(start), std::move(stop), std::move(strides), MODE);    \
-  }                                                                                                        \
-  array NAME(const array& src, const array& update, Shape start, Shape stop) {                            \
-    return NAME(src, update, std::move(start), std::move(stop), Shape(src.ndim(), 1));                     \
+#define LOOM_SLICE_UPDATE_MODE(NAME, MODE)                                                                    \
+  array NAME(const array& src, const array& update, Shape start, Shape stop, Shape strides, StreamOrDevice s) { \
+    OnStream on(s);                                                                                           \
+    return slice_update_mode(src, update, std::move(start), std::move(stop), std::move(strides), MODE);       \
+  }                                                                                                           \
+  array NAME(const array& src, const array& update, Shape start, Shape stop, StreamOrDevice s) {              \
+    OnStream on(s);                                                                                           \
+    return NAME(src, update, std::move(start), std::move(stop), Shape(src.ndim(), 1));                        \
   }
 LOOM_SLICE_UPDATE_MODE(slice_update_add, SliceMode::add)
 LOOM_SLICE_UPDATE_MODE(slice_update_prod, SliceMode::prod)
@@ -742,7 +770,8 @@ LOOM_SLICE_UPDATE_MODE(slice_update_max, SliceMode::max)
 LOOM_SLICE_UPDATE_MODE(slice_update_min, SliceMode::min)
 #undef LOOM_SLICE_UPDATE_MODE
 
-array concatenate(const std::vector<array>& arrays, int axis) {
+array concatenate(const std::vector<array>& arrays, int axis, StreamOrDevice stream) {
+  OnStream on(stream);
   if (arrays.empty()) throw std::invalid_argument("[concatenate] needs at least one array");
   int nd = static_cast<int>(arrays[0].ndim());
   if (nd == 0) throw std::invalid_argument("[concatenate] cannot concatenate 0-d arrays");
@@ -767,7 +796,8 @@ array concatenate(const std::vector<array>& arrays, int axis) {
   return array(std::move(shape), d, std::make_shared<Concatenate>(ax), std::move(ins));
 }
 
-array stack(const std::vector<array>& arrays, int axis) {
+array stack(const std::vector<array>& arrays, int axis, StreamOrDevice s) {
+  OnStream on(s);
   if (arrays.empty()) throw std::invalid_argument("[stack] needs at least one array");
   int ax = detail::normalize_axis(axis, static_cast<int>(arrays[0].ndim()) + 1, "stack");
   std::vector<array> ex;
@@ -782,7 +812,8 @@ array stack(const std::vector<array>& arrays, int axis) {
   return concatenate(ex, ax);
 }
 
-std::vector<array> split(const array& a, const std::vector<int>& indices, int axis) {
+std::vector<array> split(const array& a, const std::vector<int>& indices, int axis, StreamOrDevice s) {
+  OnStream on(s);
   int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "split");
   int n = a.shape()[ax];
   // numpy: part i is a[indices[i-1]:indices[i]], empty when the indices decrease
@@ -830,7 +861,8 @@ std::vector<array> split_flat(const array& a, const std::vector<Shape>& shapes) 
   return array::make_arrays(shapes, dtypes, std::make_shared<Split>(0, std::move(starts), shapes), {a});
 }
 
-std::vector<array> split(const array& a, int num_splits, int axis) {
+std::vector<array> split(const array& a, int num_splits, int axis, StreamOrDevice s) {
+  OnStream on(s);
   int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "split");
   if (num_splits <= 0 || a.shape()[ax] % num_splits != 0) {
     throw std::invalid_argument(msg("[split] cannot split axis ", ax, " of size ", a.shape()[ax], " into ",
@@ -842,10 +874,41 @@ std::vector<array> split(const array& a, int num_splits, int axis) {
   return split(a, idx, ax);
 }
 
-array pad(const array& a, const std::vector<int>& axes, const Shape& low, const Shape& high, const array& value) {
+namespace {
+// The source index of each of the n_out = low + n + high positions of a padded axis of length n, for
+// the modes that copy values of `a` (numpy's np.pad and MLX's): "edge" repeats the end values;
+// "reflect" mirrors about them without repeating them (period 2(n - 1)); "symmetric" mirrors
+// repeating them (period 2n).
+std::vector<int> pad_source_index(const std::string& mode, int n, int low, int n_out) {
+  std::vector<int> idx(static_cast<size_t>(n_out));
+  for (int i = 0; i < n_out; ++i) {
+    const int64_t j = int64_t(i) - low;
+    int64_t k;
+    if (mode == "edge" || n == 1) {
+      k = std::clamp<int64_t>(j, 0, n - 1);
+    } else if (mode == "reflect") {
+      const int64_t p = 2 * (int64_t(n) - 1), m = ((j % p) + p) % p;
+      k = m < n ? m : p - m;
+    } else {  // symmetric
+      const int64_t p = 2 * int64_t(n), m = ((j % p) + p) % p;
+      k = m < n ? m : p - 1 - m;
+    }
+    idx[static_cast<size_t>(i)] = static_cast<int>(k);
+  }
+  return idx;
+}
+}  // namespace
+
+array pad(const array& a, const std::vector<int>& axes, const Shape& low, const Shape& high, const array& value,
+          const std::string& mode, StreamOrDevice s) {
+  OnStream on(s);
   if (axes.size() != low.size() || axes.size() != high.size()) {
     throw std::invalid_argument(msg("[pad] axes, low and high need the same length; got ", axes.size(), ", ",
                                     low.size(), ", ", high.size()));
+  }
+  if (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "symmetric") {
+    throw std::invalid_argument(
+        msg("[pad] mode must be \"constant\", \"edge\", \"reflect\" or \"symmetric\"; got \"", mode, "\""));
   }
   if (value.size() != 1) {
     throw std::invalid_argument(msg("[pad] the pad value must be a scalar; got shape ", shape_str(value.shape())));
@@ -860,14 +923,29 @@ array pad(const array& a, const std::vector<int>& axes, const Shape& low, const 
     if (low[i] < 0 || high[i] < 0) {
       throw std::invalid_argument(msg("[pad] negative padding (", low[i], ", ", high[i], ") on axis ", k));
     }
+    if (mode != "constant" && a.shape()[k] == 0 && low[i] + int64_t(high[i]) > 0) {
+      throw std::invalid_argument(msg("[pad] mode \"", mode, "\" cannot pad axis ", k, ", which is empty"));
+    }
     shape[k] = detail::axis_length(int64_t(shape[k]) + low[i] + high[i], "pad", k);
     ax.push_back(k);
+  }
+  if (mode != "constant") {
+    // A gather along each padded axis: the gradient (a scatter-add) sums what each element fed.
+    array out = a;
+    for (size_t i = 0; i < ax.size(); ++i) {
+      if (low[i] == 0 && high[i] == 0) continue;
+      std::vector<int> idx = pad_source_index(mode, a.shape()[ax[i]], low[i], shape[ax[i]]);
+      out = take(out, array(idx.data(), Shape{shape[ax[i]]}, int32), ax[i]);
+    }
+    return out;
   }
   array v = astype(reshape(value, {}), a.dtype());
   return array(std::move(shape), a.dtype(), std::make_shared<Pad>(ax, low, high), {a, v});
 }
 
-array pad(const array& a, const std::vector<std::pair<int, int>>& pad_width, const array& value) {
+array pad(const array& a, const std::vector<std::pair<int, int>>& pad_width, const array& value,
+          const std::string& mode, StreamOrDevice s) {
+  OnStream on(s);
   std::vector<int> axes;
   Shape low, high;
   std::vector<std::pair<int, int>> pw = pad_width;
@@ -881,11 +959,20 @@ array pad(const array& a, const std::vector<std::pair<int, int>>& pad_width, con
     low.push_back(pw[i].first);
     high.push_back(pw[i].second);
   }
-  return pad(a, axes, low, high, value);
+  return pad(a, axes, low, high, value, mode);
 }
-array pad(const array& a, int pad_width, const array& value) { return pad(a, {{pad_width, pad_width}}, value); }
+array pad(const array& a, const std::pair<int, int>& pad_width, const array& value, const std::string& mode,
+          StreamOrDevice s) {
+  OnStream on(s);
+  return pad(a, std::vector<std::pair<int, int>>(a.ndim(), pad_width), value, mode);
+}
+array pad(const array& a, int pad_width, const array& value, const std::string& mode, StreamOrDevice s) {
+  OnStream on(s);
+  return pad(a, {{pad_width, pad_width}}, value, mode);
+}
 
-array tile(const array& a, std::vector<int> reps) {
+array tile(const array& a, std::vector<int> reps, StreamOrDevice s) {
+  OnStream on(s);
   for (int r : reps) {
     if (r < 0) throw std::invalid_argument(msg("[tile] negative repetition ", r));
   }
@@ -905,7 +992,8 @@ array tile(const array& a, std::vector<int> reps) {
   return reshape(broadcast_to(reshape(a, expanded), bshape), final_shape);
 }
 
-array repeat(const array& a, int repeats, int axis) {
+array repeat(const array& a, int repeats, int axis, StreamOrDevice s) {
+  OnStream on(s);
   if (repeats < 0) throw std::invalid_argument(msg("[repeat] negative repeats ", repeats));
   int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "repeat");
   Shape ex = a.shape();
@@ -916,6 +1004,6 @@ array repeat(const array& a, int repeats, int axis) {
   out[ax] = detail::axis_length(int64_t(out[ax]) * repeats, "repeat", ax);
   return reshape(broadcast_to(reshape(a, ex), b), out);
 }
-array repeat(const array& a, int repeats) { return repeat(flatten(a), repeats, 0); }
+array repeat(const array& a, int repeats, StreamOrDevice s) { OnStream on(s); return repeat(flatten(a), repeats, 0); }
 
 }  // namespace loom

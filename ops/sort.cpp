@@ -20,10 +20,14 @@ using detail::shape_str;
 
 namespace {
 
+// complex64 orders lexicographically (real part, then imaginary part), as MLX and numpy; a NaN in
+// either part makes it a NaN, which sorts last.
 template <typename C>
 inline bool is_nan(C v) {
   if constexpr (std::is_floating_point_v<C>) {
     return std::isnan(v);
+  } else if constexpr (is_complex_v<C>) {
+    return std::isnan(v.real()) || std::isnan(v.imag());
   } else {
     return false;
   }
@@ -80,27 +84,33 @@ void for_each_axis_tile(const array& in, const array& out, int axis, MakeState m
 
 enum class SortKind { sort, argsort, topk, argtopk, argpartition };
 
-// The values of one row (v[0..n)) sorted, or the k largest ascending, into res[0..total); NaNs last.
+// The values of one row (v[0..n)) sorted, or the k largest ascending, into res[0..total); NaNs last,
+// in their original order (total = n for a sort, k for topk: the last k of the full order).
 template <typename C, SortKind kind>
 void sort_values_row(C* v, int n, int k, C* res) {
-  int m = 0, nans = 0;
-  for (int i = 0; i < n; ++i) {
-    if (is_nan(v[i])) ++nans;
-    else v[m++] = v[i];
+  const int total = kind == SortKind::topk ? k : n;
+  int nans = 0;
+  if constexpr (std::is_floating_point_v<C> || is_complex_v<C>) {
+    for (int i = 0; i < n; ++i) nans += is_nan(v[i]);
   }
-  int lo = 0, from_buf = m;
+  // Compact the others to the front of v; the NaN numbered j sits at n - nans + j of the full order.
+  int m = 0;
+  for (int i = 0, j = 0; i < n; ++i) {
+    if (!is_nan(v[i])) {
+      v[m++] = v[i];
+    } else {
+      const int at = n - nans + j++ - (n - total);
+      if (at >= 0) res[at] = v[i];
+    }
+  }
+  const int from_buf = std::max(total - nans, 0), lo = m - from_buf;
   if constexpr (kind == SortKind::topk) {
-    from_buf = std::max(k - nans, 0);
-    lo = m - from_buf;
     std::nth_element(v, v + lo, v + m);
     std::sort(v + lo, v + m);
   } else {
     std::sort(v, v + m);
   }
-  const int total = kind == SortKind::topk ? k : n;
-  int j = 0;
-  for (; j < from_buf; ++j) res[j] = v[lo + j];
-  for (; j < total; ++j) res[j] = std::numeric_limits<C>::quiet_NaN();
+  for (int j = 0; j < from_buf; ++j) res[j] = v[lo + j];
 }
 
 // The indices of one row. The row is loaded as (value, index) pairs with the non-NaN ones first (in
@@ -196,7 +206,7 @@ template <SortKind kind>
 void run_sort(const array& in, array& out, int axis, int k) {
   out.alloc();
   if (out.size() == 0 || in.size() == 0) return;
-  LOOM_DISPATCH_REAL(in.dtype(), T, sort_kernel<T, kind>(in, out, axis, k));
+  LOOM_DISPATCH_ALL(in.dtype(), T, sort_kernel<T, kind>(in, out, axis, k));
 }
 
 class Sort : public UnaryPrimitive {
@@ -212,6 +222,7 @@ class Sort : public UnaryPrimitive {
     return {take_along_axis(t[0], argsort(p[0], axis_), axis_)};
   }
   const char* name() const override { return "Sort"; }
+  bool supports_complex() const override { return true; }
 
  private:
   int axis_;
@@ -222,6 +233,7 @@ class ArgSort : public UnaryPrimitive {
   explicit ArgSort(int axis) : axis_(axis) {}
   void eval_cpu(const std::vector<array>& in, array& out) override { run_sort<SortKind::argsort>(in[0], out, axis_, 0); }
   const char* name() const override { return "ArgSort"; }
+  bool supports_complex() const override { return true; }
   bool is_differentiable() const override { return false; }
 
  private:
@@ -234,6 +246,7 @@ class ArgTopK : public UnaryPrimitive {
   ArgTopK(int k, int axis) : k_(k), axis_(axis) {}
   void eval_cpu(const std::vector<array>& in, array& out) override { run_sort<SortKind::argtopk>(in[0], out, axis_, k_); }
   const char* name() const override { return "ArgTopK"; }
+  bool supports_complex() const override { return true; }
   bool is_differentiable() const override { return false; }
 
  private:
@@ -257,6 +270,7 @@ class TopK : public UnaryPrimitive {
     return {take_along_axis(t[0], indices(p[0]), axis_)};
   }
   const char* name() const override { return "TopK"; }
+  bool supports_complex() const override { return true; }
 
  private:
   array indices(const array& a) const {
@@ -272,6 +286,7 @@ class ArgPartition : public UnaryPrimitive {
     run_sort<SortKind::argpartition>(in[0], out, axis_, kth_);
   }
   const char* name() const override { return "ArgPartition"; }
+  bool supports_complex() const override { return true; }
   bool is_differentiable() const override { return false; }
 
  private:
@@ -335,17 +350,20 @@ int normalize_kth(const array& a, int kth, int ax, const char* op) {
 
 }  // namespace
 
-array sort(const array& a, int axis) {
+array sort(const array& a, int axis, StreamOrDevice s) {
+  OnStream on(s);
   const int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "sort");
   return array(a.shape(), a.dtype(), std::make_shared<Sort>(ax), {a});
 }
 
-array argsort(const array& a, int axis) {
+array argsort(const array& a, int axis, StreamOrDevice s) {
+  OnStream on(s);
   const int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "argsort");
   return array(a.shape(), int32, std::make_shared<ArgSort>(ax), {a});
 }
 
-array topk(const array& a, int k, int axis) {
+array topk(const array& a, int k, int axis, StreamOrDevice s) {
+  OnStream on(s);
   const int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "topk");
   const int n = a.shape()[ax];
   if (k < 0 || k > n) {
@@ -355,20 +373,45 @@ array topk(const array& a, int k, int axis) {
   return array(with_axis(a.shape(), ax, k), a.dtype(), std::make_shared<TopK>(k, ax), {a});
 }
 
-array argpartition(const array& a, int kth, int axis) {
+array argpartition(const array& a, int kth, int axis, StreamOrDevice s) {
+  OnStream on(s);
   const int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "argpartition");
   const int k = normalize_kth(a, kth, ax, "argpartition");
   return array(a.shape(), int32, std::make_shared<ArgPartition>(k, ax), {a});
 }
 
-array partition(const array& a, int kth, int axis) {
+array partition(const array& a, int kth, int axis, StreamOrDevice s) {
+  OnStream on(s);
   const int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "partition");
   const int k = normalize_kth(a, kth, ax, "partition");
   // The values follow the indices, so the gradient flows through take_along_axis.
   return take_along_axis(a, array(a.shape(), int32, std::make_shared<ArgPartition>(k, ax), {a}), ax);
 }
 
-array searchsorted(const array& sorted_sequence, const array& values, const std::string& side) {
+// Without an axis: over the flattened array (MLX's C++ overloads).
+array sort(const array& a, StreamOrDevice s) {
+  OnStream on(s);
+  return sort(reshape(a, {static_cast<int>(a.size())}), 0);
+}
+array argsort(const array& a, StreamOrDevice s) {
+  OnStream on(s);
+  return argsort(reshape(a, {static_cast<int>(a.size())}), 0);
+}
+array topk(const array& a, int k, StreamOrDevice s) {
+  OnStream on(s);
+  return topk(reshape(a, {static_cast<int>(a.size())}), k, 0);
+}
+array partition(const array& a, int kth, StreamOrDevice s) {
+  OnStream on(s);
+  return partition(reshape(a, {static_cast<int>(a.size())}), kth, 0);
+}
+array argpartition(const array& a, int kth, StreamOrDevice s) {
+  OnStream on(s);
+  return argpartition(reshape(a, {static_cast<int>(a.size())}), kth, 0);
+}
+
+array searchsorted(const array& sorted_sequence, const array& values, const std::string& side, StreamOrDevice s) {
+  OnStream on(s);
   if (side != "left" && side != "right") {
     throw std::invalid_argument(msg("[searchsorted] side must be \"left\" or \"right\", got \"", side, "\""));
   }

@@ -56,7 +56,8 @@ class View : public UnaryPrimitive {
 
 }  // namespace
 
-array view(const array& a, Dtype dtype) {
+array view(const array& a, Dtype dtype, StreamOrDevice s) {
+  OnStream on(s);
   if (a.dtype() == dtype) return a;
   const int64_t ib = a.itemsize(), ob = dtype.size;
   Shape shape = a.shape();

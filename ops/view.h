@@ -17,6 +17,6 @@ namespace loom {
 /// std::invalid_argument for a 0-d array whose item size changes, and when viewing as a larger
 /// dtype, for a last axis whose size in bytes is not a multiple of the new item size. View has no
 /// derivative: vjp and jvp through it throw.
-array view(const array& a, Dtype dtype);
+array view(const array& a, Dtype dtype, StreamOrDevice s = {});
 
 }  // namespace loom

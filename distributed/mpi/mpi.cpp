@@ -56,6 +56,19 @@ void half_reduce(void* in, void* inout, int* len, MPI_Datatype*) {
   }
 }
 
+// complex64's max and min (MPI defines only sums of complex types): lexicographic, real part then
+// imaginary part, a NaN in either part winning (as the single-process max and min).
+template <int Kind>
+void complex_reduce(void* in, void* inout, int* len, MPI_Datatype*) {
+  const complex64_t* a = static_cast<const complex64_t*>(in);
+  complex64_t* b = static_cast<complex64_t*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    const complex64_t x = a[i], y = b[i];
+    if (y != y) continue;
+    if (x != x || (Kind == 1 ? x > y : x < y)) b[i] = x;
+  }
+}
+
 MPI_Datatype mpi_type(Dtype d) {
   switch (d.val) {
     case Dtype::Val::bool_: return MPI_C_BOOL;
@@ -71,7 +84,7 @@ MPI_Datatype mpi_type(Dtype d) {
     case Dtype::Val::bfloat16: return MPI_UINT16_T;
     case Dtype::Val::float32: return MPI_FLOAT;
     case Dtype::Val::float64: return MPI_DOUBLE;
-    case Dtype::Val::complex64: return MPI_C_FLOAT_COMPLEX;  // (all_sum and friends refuse complex64 when built)
+    case Dtype::Val::complex64: return MPI_C_FLOAT_COMPLEX;
   }
   return MPI_BYTE;
 }
@@ -90,6 +103,15 @@ MPI_Op mpi_op(Dtype d, ReduceOp k) {
       MPI_Op_create(&half_reduce<bfloat16_t, 2>, 1, &ops[1][2]);
     });
     return ops[d == bfloat16][static_cast<int>(k)];
+  }
+  if (d == complex64 && k != ReduceOp::sum) {
+    static MPI_Op ops[2];
+    static std::once_flag once;
+    std::call_once(once, [] {
+      MPI_Op_create(&complex_reduce<1>, 1, &ops[0]);
+      MPI_Op_create(&complex_reduce<2>, 1, &ops[1]);
+    });
+    return ops[k == ReduceOp::min];
   }
   return k == ReduceOp::sum ? MPI_SUM : k == ReduceOp::max ? MPI_MAX : MPI_MIN;
 }

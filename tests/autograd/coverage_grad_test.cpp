@@ -40,8 +40,9 @@ void check(const std::function<array(const std::vector<array>&)>& f, const std::
   EXPECT_TRUE(r.ok) << what << "\n" << r.report;
 }
 
-using UnaryF = array (*)(const array&);
-using BinaryF = array (*)(const array&, const array&);
+// The ops themselves: each takes MLX's trailing StreamOrDevice, passed as {} (the default stream).
+using UnaryF = array (*)(const array&, StreamOrDevice);
+using BinaryF = array (*)(const array&, const array&, StreamOrDevice);
 
 }  // namespace
 
@@ -59,7 +60,7 @@ TEST(CoverageGrad, UnaryOnViews) {
                   {"log2", log2}, {"log10", log10}, {"sin", sin}, {"cos", cos}, {"tan", tan}, {"tanh", tanh},
                   {"sigmoid", sigmoid}, {"erf", erf}, {"erfinv", erfinv}, {"arcsin", arcsin}, {"arccos", arccos},
                   {"arctan", arctan}, {"sinh", sinh}, {"cosh", cosh}, {"arcsinh", arcsinh}, {"arctanh", arctanh}}) {
-    UnaryF f = u.f;
+    auto f = [g = u.f](const array& v) { return g(v, {}); };
     std::string n = u.name;
     check([f](const std::vector<array>& p) { return f(transpose(p[0])); }, {x}, n + " of a transpose");
     check([f](const std::vector<array>& p) { return f(slice(p[0], {3, 0}, {-5, 3}, {-2, 2})); }, {x},
@@ -83,7 +84,7 @@ TEST(CoverageGrad, BinaryBroadcastAndViews) {
   for (Named op : {Named{"add", add}, {"subtract", subtract}, {"multiply", multiply}, {"divide", divide},
                    {"power", power}, {"maximum", maximum}, {"minimum", minimum}, {"arctan2", arctan2},
                    {"logaddexp", logaddexp}}) {
-    BinaryF f = op.f;
+    auto f = [g = op.f](const array& l, const array& r) { return g(l, r, {}); };
     std::string n = op.name;
     // Both operands broadcast: (2,1,3) with (4,1) gives (2,4,3).
     check([f](const std::vector<array>& p) { return f(p[0], p[1]); }, {a, b}, n + " (2,1,3) x (4,1)");

@@ -104,3 +104,160 @@ TEST(MlxCompatMemory, LimitsReturnThePreviousValue) {
   clear_cache();
   EXPECT_EQ(get_cache_memory(), 0u);
 }
+
+// finfo and iinfo against numpy's np.finfo / np.iinfo (and torch.finfo for bfloat16), printed by
+// /usr/bin/python3.
+TEST(MlxCompatDtype, FinfoAndIinfo) {
+  struct F {
+    Dtype d;
+    int bits;
+    double max, eps, smallest_normal;
+  };
+  for (const F& f : {F{float16, 16, 65504.0, 0.0009765625, 6.103515625e-05},
+                     F{bfloat16, 16, 3.3895313892515355e+38, 0.0078125, 1.1754943508222875e-38},
+                     F{float32, 32, 3.4028234663852886e+38, 1.1920928955078125e-07, 1.1754943508222875e-38},
+                     F{float64, 64, 1.7976931348623157e+308, 2.220446049250313e-16, 2.2250738585072014e-308}}) {
+    finfo i(f.d);
+    EXPECT_EQ(i.dtype, f.d);
+    EXPECT_EQ(i.bits, f.bits);
+    EXPECT_EQ(i.max, f.max) << f.d;
+    EXPECT_EQ(i.min, -f.max) << f.d;
+    EXPECT_EQ(i.eps, f.eps) << f.d;
+    EXPECT_EQ(i.smallest_normal, f.smallest_normal) << f.d;
+  }
+  EXPECT_EQ(finfo(complex64).dtype, float32);
+  EXPECT_EQ(finfo(complex64).max, finfo(float32).max);
+  EXPECT_THROW_MSG(finfo{int32}, std::invalid_argument, "[finfo] int32");
+  EXPECT_THROW_MSG(finfo{bool_}, std::invalid_argument, "[finfo] bool");
+
+  EXPECT_EQ(iinfo(int8).min, -128);
+  EXPECT_EQ(iinfo(int8).max, 127u);
+  EXPECT_EQ(iinfo(int16).min, -32768);
+  EXPECT_EQ(iinfo(int32).min, -2147483648LL);
+  EXPECT_EQ(iinfo(int32).max, 2147483647u);
+  EXPECT_EQ(iinfo(int64).min, std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(iinfo(int64).max, 9223372036854775807u);
+  EXPECT_EQ(iinfo(uint8).max, 255u);
+  EXPECT_EQ(iinfo(uint16).max, 65535u);
+  EXPECT_EQ(iinfo(uint32).max, 4294967295u);
+  EXPECT_EQ(iinfo(uint64).min, 0);
+  EXPECT_EQ(iinfo(uint64).max, 18446744073709551615u);
+  EXPECT_THROW_MSG(iinfo{float32}, std::invalid_argument, "[iinfo] float32");
+  EXPECT_THROW_MSG(iinfo{bool_}, std::invalid_argument, "[iinfo] bool");
+}
+
+TEST(MlxCompatDtype, KindsCategoriesAndResultType) {
+  EXPECT_EQ(kindof(bool_), Dtype::Kind::b);
+  EXPECT_EQ(kindof(uint16), Dtype::Kind::u);
+  EXPECT_EQ(kindof(int64), Dtype::Kind::i);
+  EXPECT_EQ(kindof(float16), Dtype::Kind::f);
+  EXPECT_EQ(kindof(bfloat16), Dtype::Kind::V);
+  EXPECT_EQ(kindof(complex64), Dtype::Kind::c);
+  EXPECT_TRUE(issubdtype(float16, floating));
+  EXPECT_TRUE(issubdtype(complex64, inexact));
+  EXPECT_FALSE(issubdtype(complex64, floating));
+  EXPECT_TRUE(issubdtype(uint8, integer));
+  EXPECT_FALSE(issubdtype(uint8, signedinteger));
+  EXPECT_TRUE(issubdtype(int8, number));
+  EXPECT_TRUE(issubdtype(bool_, generic));
+  EXPECT_FALSE(issubdtype(bool_, number));
+
+  array i = array({1, 2}), u = array({1}, uint8), f = array({1.0f}, float16);
+  EXPECT_EQ(result_type(i, u), int32);
+  EXPECT_EQ(result_type(u, f, i), float16);
+  EXPECT_EQ(result_type({u, array({1}, int8)}), int16);
+  EXPECT_EQ(result_type(std::vector<array>{}), bool_);
+  EXPECT_EQ(normalize_axis_index(-1, 3), 2);
+  EXPECT_EQ(normalize_axis_index(2, 3), 2);
+  EXPECT_THROW_MSG(normalize_axis_index(3, 3, "[op] "), std::invalid_argument, "[op] axis 3 is out of range for 3");
+  EXPECT_THROW_MSG(normalize_axis_index(-4, 3), std::invalid_argument, "axis -4");
+}
+
+TEST(MlxCompatArray, IteratingGivesTheSlicesAlongTheFirstAxis) {
+  array m = array({1, 2, 3, 4, 5, 6}, {3, 2});
+  std::vector<std::vector<int>> rows;
+  for (array row : m) {
+    EXPECT_EQ(row.shape(), (Shape{2}));
+    rows.push_back(row.to_vector<int>());
+  }
+  EXPECT_EQ(rows, (std::vector<std::vector<int>>{{1, 2}, {3, 4}, {5, 6}}));
+  // Of a 1-d array: 0-d elements; the iterator walks a lazy graph too.
+  int total = 0;
+  for (array x : arange(4) * 2) total += x.item<int>();
+  EXPECT_EQ(total, 12);
+  EXPECT_EQ(std::distance(m.begin(), m.end()), 3);
+  array e = zeros({0, 2});
+  EXPECT_TRUE(e.begin() == e.end());
+  EXPECT_THROW_MSG(array(1.0f).begin(), std::invalid_argument, "[array::begin] a 0-d array");
+}
+
+// MLX's two constructors from memory the caller owns: from a raw pointer (copied, then the deleter
+// is called with it: MLX's CPU behaviour) and from an allocator Buffer with any callable deleter,
+// called once when the array's data is released.
+TEST(MlxCompatArray, ConstructorsWithADeleter) {
+  std::vector<int> user(4096, 7);
+  int calls = 0;
+  {
+    array a(user.data(), Shape{4096}, int32, [&calls, p = user.data()](void* q) { calls += q == p; });
+    EXPECT_EQ(calls, 1);  // copied at once
+    user[0] = 100;        // the array does not see later writes
+    EXPECT_TRUE(array_equal(a + array(1), full({4096}, 8)).item<bool>());
+  }
+  EXPECT_EQ(calls, 1);
+
+  int released = 0;
+  {
+    allocator::Buffer buf = allocator::malloc(3 * sizeof(float));
+    float* f = static_cast<float*>(buf.raw_ptr());
+    f[0] = 1, f[1] = 2, f[2] = 3;
+    array b(buf, Shape{3}, float32, [&released, f](allocator::Buffer x) {
+      released += x.raw_ptr() == f;
+      allocator::free(x);
+    });
+    expect_array(b * 2.0f, {3}, {2, 4, 6});
+    EXPECT_EQ(released, 0);
+  }
+  EXPECT_EQ(released, 1);
+}
+
+TEST(MlxCompatGraph, PrintGraphAndExportToDot) {
+  array x = array({1.0f, 2.0f}), y = array({3.0f, 4.0f});
+  array z = exp(x + y) * x;
+  std::ostringstream os;
+  print_graph(os, z);
+  // Named in the order printed, as MLX: the inputs x and y are A and B, the output C, then x + y D
+  // and its exp E.
+  EXPECT_EQ(os.str(),
+            "Inputs: A [(2), float32], B [(2), float32]\n"
+            "Outputs: C [(2), float32]\n"
+            "Add A [(2), float32], B [(2), float32] -> D [(2), float32]\n"
+            "Exp D [(2), float32] -> E [(2), float32]\n"
+            "Multiply E [(2), float32], A [(2), float32] -> C [(2), float32]\n");
+  NodeNamer names;
+  names.set_name(x, "x");
+  std::ostringstream named;
+  print_graph(named, names, {z});
+  EXPECT_NE(named.str().find("Inputs: x [(2), float32], B [(2), float32]"), std::string::npos) << named.str();
+  // Several outputs: every node once (divmod is a floor_divide and a remainder).
+  auto parts = divmod(x, y);
+  std::ostringstream two;
+  print_graph(two, parts);
+  const std::string t = two.str();
+  EXPECT_EQ(std::count(t.begin(), t.end(), '\n'), 4) << t;
+
+  std::ostringstream dot;
+  export_to_dot(dot, z);
+  const std::string d = dot.str();
+  EXPECT_EQ(d.rfind("digraph {\n", 0), 0u);
+  EXPECT_NE(d.find("{ rank=source; \"A\"; }"), std::string::npos) << d;
+  EXPECT_NE(d.find("[label =\"Exp\", shape=rectangle]"), std::string::npos) << d;
+  EXPECT_NE(d.find("{ rank=sink; \"E\"; }"), std::string::npos) << d;  // named as met: x + y is C
+  EXPECT_EQ(d.back(), '}');
+  // A long chain is walked without recursion.
+  array c = x;
+  for (int i = 0; i < 100000; ++i) c = c + 1.0f;
+  std::ostringstream big;
+  print_graph(big, c);
+  const std::string b = big.str();
+  EXPECT_EQ(std::count(b.begin(), b.end(), '\n'), 200002);  // per step: the scalar's broadcast and the add
+}

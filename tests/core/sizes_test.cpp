@@ -42,7 +42,7 @@ TEST(Sizes, AxisLengthsThatOverflowAreRejected) {
 TEST(Sizes, AnAllocationThatFailsNamesTheOpTheShapeAndTheBytes) {
   // 2^60 float32 elements (4 EiB): no machine has them. Padding a broadcast zero (a view, which
   // allocates nothing) needs all of them. (exp of the broadcast would compute its one element.)
-  array x = pad(broadcast_to(array(0.0f), {1 << 30, (1 << 30) - 1}), {1}, {0}, {1});
+  array x = pad(broadcast_to(array(0.0f), {1 << 30, (1 << 30) - 1}), std::vector<int>{1}, {0}, {1});
   try {
     x.eval();
     ADD_FAILURE() << "allocating 4 EiB did not throw";
@@ -61,7 +61,7 @@ TEST(Sizes, AnAllocationThatFailsNamesTheOpTheShapeAndTheBytes) {
 
 TEST(Sizes, TheMemoryLimitIsAnOutOfMemoryError) {
   size_t old = set_memory_limit(get_active_memory() + (1 << 20));
-  array big = pad(broadcast_to(array(0.0f), {(1 << 22) - 1}), {0}, {0}, {1});
+  array big = pad(broadcast_to(array(0.0f), {(1 << 22) - 1}), std::vector<int>{0}, {0}, {1});
   EXPECT_THROW_MSG(big.eval(), out_of_memory, "[eval] Pad could not allocate memory for float32 (4194304)");
   set_memory_limit(old);
 }

@@ -1,4 +1,6 @@
 // SmallVector: Shape and Strides. The reference for every operation is std::vector.
+#include <numeric>
+
 #include "../test_utils.h"
 
 using namespace loom;

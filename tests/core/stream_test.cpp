@@ -122,6 +122,117 @@ TEST(Stream, DefaultNewAndContext) {
   set_default_stream(s0);
 }
 
+// Every op takes MLX's trailing StreamOrDevice: the nodes it records (all of them, for an op built from
+// others) belong to that stream, a device means its default stream, and the caller's default stream
+// is untouched afterwards. A bad stream or a GPU is refused when the op is built.
+TEST(Stream, OpsTakeAStreamOrDeviceLast) {
+  const Stream s0 = default_stream(Device::cpu);
+  const Stream s1 = new_stream(Device::cpu);
+  array x = array({1.0f, 2.0f, 3.0f, 4.0f}, {2, 2});
+  EXPECT_EQ(exp(x, s1).stream(), s1);
+  EXPECT_EQ(add(x, x, s1).stream(), s1);
+  EXPECT_EQ(matmul(x, x, s1).stream(), s1);
+  EXPECT_EQ(reshape(x, {4}, s1).stream(), s1);
+  EXPECT_EQ(sum(x, s1).stream(), s1);
+  EXPECT_EQ(sum(x, 0, false, s1).stream(), s1);
+  EXPECT_EQ(zeros({3}, s1).stream(), s1);
+  EXPECT_EQ(arange(0, 4, s1).stream(), s1);
+  EXPECT_EQ(random::uniform({3}, std::nullopt, s1).stream(), s1);
+  EXPECT_EQ(fast::rms_norm(x, std::nullopt, 1e-5, s1).stream(), s1);
+  EXPECT_EQ(exp(x, Device::cpu).stream(), s0);
+  EXPECT_EQ(exp(x, Device(Device::cpu)).stream(), s0);
+  EXPECT_EQ(exp(x).stream(), s0);
+
+  // A composite op: mean is a sum, a multiply and casts; every node is on s1.
+  array m = mean(x, 0, false, s1);
+  std::vector<array> stack{m};
+  int nodes = 0;
+  while (!stack.empty()) {
+    array a = stack.back();
+    stack.pop_back();
+    if (!a.has_primitive()) continue;
+    ++nodes;
+    EXPECT_EQ(a.stream(), s1) << a.primitive().name();
+    for (const array& in : a.inputs()) stack.push_back(in);
+  }
+  EXPECT_GE(nodes, 2);
+  EXPECT_EQ(default_stream(Device::cpu), s0);
+  expect_array(m, {2}, {2, 3});
+
+  // Work placed on another stream by its argument runs there under async_eval and gives the same values.
+  array y = exp(x, s1);
+  array z = add(y, x, s1);
+  async_eval({z});
+  expect_array(z, {2, 2}, {std::exp(1.0) + 1, std::exp(2.0) + 2, std::exp(3.0) + 3, std::exp(4.0) + 4}, 1e-5);
+
+  EXPECT_THROW_MSG(exp(x, Device::gpu), std::invalid_argument, "gpu");
+  EXPECT_THROW_MSG(exp(x, Stream(1 << 20, Device::cpu)), std::invalid_argument, "no stream");
+  EXPECT_EQ(default_stream(Device::cpu), s0);
+}
+
+// A ThreadLocalStream is a different stream on each thread that names it; clear_streams makes the
+// calling thread forget its own ones.
+TEST(Stream, ThreadLocalStreams) {
+  const ThreadLocalStream tls = new_thread_local_stream(Device::cpu);
+  const Stream mine = stream_from_thread_local_stream(tls);
+  EXPECT_NE(mine, Stream(tls));
+  EXPECT_EQ(stream_from_thread_local_stream(tls), mine);
+  EXPECT_EQ(exp(ones({2}), tls).stream(), mine);
+  Stream theirs = mine;
+  int their_sum = 0;
+  std::thread([&] {
+    theirs = stream_from_thread_local_stream(tls);
+    array s = sum(arange(10, tls), tls);
+    EXPECT_EQ(s.stream(), theirs);
+    their_sum = s.item<int>();
+    clear_streams();
+  }).join();
+  EXPECT_NE(theirs, mine);
+  EXPECT_EQ(their_sum, 45);
+  EXPECT_EQ(sum(arange(10, tls)).item<int>(), 45);
+  {
+    StreamContext ctx(tls);
+    EXPECT_EQ(default_stream(Device::cpu), mine);
+  }
+  synchronize(tls);
+  clear_streams();
+  EXPECT_NE(stream_from_thread_local_stream(tls), mine);
+  EXPECT_THROW_MSG(stream_from_thread_local_stream(ThreadLocalStream(0, Device::cpu)), std::invalid_argument,
+                   "not a ThreadLocalStream");
+  const Stream any = new_thread_unsafe_stream(Device::cpu);
+  EXPECT_EQ(exp(ones({2}), any).stream(), any);
+}
+
+// scheduler::enqueue runs a task on a stream's own thread: a task queued on s2 that waits for one
+// queued later on s1 does not deadlock (MLX's "asynchronous launch").
+TEST(Stream, SchedulerEnqueueRunsOnTheStreamsThread) {
+  const Stream s1 = new_stream(Device::cpu), s2 = new_stream(Device::cpu);
+  int x = 1;
+  std::promise<void> p1, p2;
+  std::shared_future<void> f1 = p1.get_future().share();
+  std::future<void> f2 = p2.get_future();
+  std::thread::id caller = std::this_thread::get_id(), ran_on;
+  scheduler::enqueue(s2, [&] {
+    f1.wait();
+    x *= 5;
+    ran_on = std::this_thread::get_id();
+    p2.set_value();
+  });
+  scheduler::enqueue(s1, [&] {
+    ++x;
+    p1.set_value();
+  });
+  f2.wait();
+  EXPECT_EQ(x, 10);
+  EXPECT_NE(ran_on, caller);
+  // In order on one stream.
+  std::vector<int> order;
+  for (int i = 0; i < 5; ++i) scheduler::enqueue(s1, [&order, i] { order.push_back(i); });
+  synchronize(s1);
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_THROW_MSG(scheduler::enqueue(Stream(1 << 20, Device::cpu), [] {}), std::invalid_argument, "no stream");
+}
+
 TEST(AsyncEval, ReturnsAtOnceAndReadingWaits) {
   auto gate = std::make_shared<Gate>();
   array x = arange(6.0f, float32);

@@ -291,9 +291,9 @@ const std::map<std::string, Op>& ops() {
     });
     t["sort"] = one([](const Args& x, const json& p) { return sort(x[0], p["axis"].get<int>()); });
     t["argsort"] = one([](const Args& x, const json& p) { return argsort(x[0], p["axis"].get<int>()); });
-    t["topk"] = one([](const Args& x, const json& p) { return topk(x[0], p["k"], p["axis"]); });
-    t["partition"] = one([](const Args& x, const json& p) { return partition(x[0], p["kth"], p["axis"]); });
-    t["argpartition"] = one([](const Args& x, const json& p) { return argpartition(x[0], p["kth"], p["axis"]); });
+    t["topk"] = one([](const Args& x, const json& p) { return topk(x[0], p["k"].get<int>(), p["axis"].get<int>()); });
+    t["partition"] = one([](const Args& x, const json& p) { return partition(x[0], p["kth"].get<int>(), p["axis"].get<int>()); });
+    t["argpartition"] = one([](const Args& x, const json& p) { return argpartition(x[0], p["kth"].get<int>(), p["axis"].get<int>()); });
     // Convolution and pooling (channels-last).
     t["conv_general"] = one([](const Args& x, const json& p) {
       return conv_general(x[0], x[1], ints(p["stride"]), ints(p["padding_lo"]), ints(p["padding_hi"]),

@@ -294,6 +294,44 @@ TEST(Distributed, TimeoutsMustBePositive) {
   dist::set_collective_timeout(1800);
 }
 
+// complex64: sums and means add both parts; max and min order lexicographically (real part, then
+// imaginary part), as the single-process max and min; gathers and point-to-point carry the values.
+TEST(Distributed, ComplexCollectives) {
+  auto g = dist::init();
+  const int n = g.size(), r = g.rank();
+  using C = complex64_t;
+  // Rank r holds (r + 1) + 2i and (1) + (r + 1)i; every rank's second element has the same real part,
+  // so its max and min are decided by the imaginary part.
+  array x = array(std::vector<C>{C(float(r + 1), 2.0f), C(1.0f, float(r + 1))}, Shape{2});
+  const double tri = n * (n + 1) / 2.0;
+  auto values = [](array a) {
+    std::vector<double> v;
+    for (C c : a.to_vector<C>()) v.insert(v.end(), {c.real(), c.imag()});
+    return v;
+  };
+  array s = dist::all_sum(x);
+  EXPECT_EQ(s.dtype(), complex64);
+  EXPECT_EQ(values(s), (std::vector<double>{tri, 2.0 * n, double(n), tri}));
+  EXPECT_EQ(values(dist::all_mean(x)), (std::vector<double>{tri / n, 2, 1, tri / n}));
+  EXPECT_EQ(values(dist::all_max(x)), (std::vector<double>{double(n), 2, 1, double(n)}));
+  EXPECT_EQ(values(dist::all_min(x)), (std::vector<double>{1, 2, 1, 1}));
+  EXPECT_EQ(values(dist::all_sum_flat({x, x})), (std::vector<double>{tri, 2.0 * n, double(n), tri, tri, 2.0 * n,
+                                                                     double(n), tri}));
+  array gathered = dist::all_gather(reshape(x, {1, 2}));
+  EXPECT_EQ(gathered.shape(), (Shape{n, 2}));
+  EXPECT_EQ(values(slice(gathered, {n - 1, 0}, {n, 2})), (std::vector<double>{double(n), 2, 1, double(n)}));
+  if (n > 1) {
+    array sent = dist::send(x, (r + 1) % n);
+    array got = dist::recv_like(x, (r + n - 1) % n);
+    eval(sent, got);
+    const int p = (r + n - 1) % n;
+    EXPECT_EQ(values(got), (std::vector<double>{double(p + 1), 2, 1, double(p + 1)}));
+  }
+  // The gradient of a sum of the all_sum's real part: 1 for every element (a real linear map).
+  auto grad_of = grad([](const array& z) { return sum(real(dist::all_sum(z))); });
+  EXPECT_EQ(values(grad_of(x)), (std::vector<double>{double(n), 0, double(n), 0}));
+}
+
 TEST(Distributed, MaxMinGatherSendRecvEveryDtype) {
   auto g = dist::init();
   const int n = g.size(), r = g.rank();

@@ -341,6 +341,43 @@ TEST(AsStrided, ReachOutsideTheDataThrows) {
   EXPECT_THROW_MSG(as_strided(a, {-1}, {1}, 0), std::invalid_argument, "[as_strided] negative dimension in shape (-1)");
 }
 
+// ---- slice with array start ----
+
+TEST(DynamicSlice, ReadsTheBlockAtStart) {
+  array a = array({0.f, 1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f, 8.f, 9.f, 10.f, 11.f}, {3, 4});
+  // Row 1, column 2, a (2, 2) block.
+  expect_array(slice(a, array({1, 2}), {0, 1}, {2, 2}), {2, 2}, {6, 7, 10, 11});
+  // One axis with a 0-d start; the other axis starts at 0 and takes its slice size.
+  expect_array(slice(a, array(1), {1}, {2, 3}), {2, 3}, {1, 2, 3, 5, 6, 7});
+  // A negative start counts from the end; every index dtype works.
+  expect_array(slice(a, array({-1}), {0}, {1, 4}), {1, 4}, {8, 9, 10, 11});
+  for (Dtype it : loom::testing::index_dtypes()) {
+    expect_array(slice(a, astype(array({2}), it), {1}, {1, 2}), {1, 2}, {2, 3});
+  }
+  // The same block as the static slice, for a start computed by the graph.
+  array start = argmax(array({0, 5, 1}));  // 1
+  expect_array(slice(a, start, {0}, {2, 4}), {2, 4}, {4, 5, 6, 7, 8, 9, 10, 11});
+  EXPECT_EQ(slice(a, array({0}), {0}, {0, 4}).shape(), (Shape{0, 4}));
+}
+
+TEST(DynamicSlice, OutOfRangeAndBadInput) {
+  array o = slice(zeros({3, 4}), array({2, 0}), {0, 1}, {2, 2});
+  EXPECT_THROW_MSG(o.eval(), std::out_of_range, "index 2 with a window of size 2 is out of bounds for axis 0 of size 3");
+  EXPECT_THROW_MSG(slice(zeros({3, 4}), array({0}), {0}, {2}), std::invalid_argument,
+                   "[slice] 1 slice sizes (2) for an array of 2 dimensions");
+  EXPECT_THROW_MSG(slice(zeros({3, 4}), array({0}), {0}, {4, 4}), std::invalid_argument,
+                   "[slice] slice sizes (4,4) do not fit the array of shape (3,4)");
+  EXPECT_THROW_MSG(slice(zeros({3, 4}), array({0, 0}, {1, 2}), {0, 1}, {1, 1}), std::invalid_argument,
+                   "[slice] start of shape (1,2) must be 0-d or 1-d");
+  EXPECT_THROW_MSG(slice(zeros({3, 4}), array({0, 0}), {0}, {1, 1}), std::invalid_argument,
+                   "[slice] start of shape (2) gives 2 positions for 1 axes");
+  EXPECT_THROW_MSG(slice(zeros({3, 4}), array({0.f}), {0}, {1, 1}), std::invalid_argument,
+                   "[slice] indices must have an integer dtype");
+  EXPECT_THROW_MSG(slice(zeros({3, 4}), array({0, 0}), {1, -1}, {1, 1}), std::invalid_argument,
+                   "[slice] axis 1 is repeated");
+  EXPECT_THROW_MSG(slice(zeros({3, 4}), array({0}), {2}, {1, 1}), std::out_of_range, "[slice] axis 2 is out of range");
+}
+
 // ---- slice_update with array start ----
 
 TEST(DynamicSliceUpdate, WritesTheBlockAtStart) {

@@ -210,6 +210,12 @@ TEST(IndexingGrad, AsStrided) {
   check([](const std::vector<array>& p) { return as_strided(transpose(p[0]), {2, 3}, {-1, 3}, 3); }, {a});
 }
 
+TEST(IndexingGrad, DynamicSlice) {
+  check([](const std::vector<array>& p) { return slice(p[0], array({1, -3}), {0, 1}, {2, 2}); }, {distinct({3, 4}, 43)});
+  check([](const std::vector<array>& p) { return slice(transpose(p[0]), array(2), {1}, {4, 1}); },
+        {distinct({3, 4}, 44)});
+}
+
 TEST(IndexingGrad, DynamicSliceUpdate) {
   check([](const std::vector<array>& p) { return slice_update(p[0], p[1], array({1, -3}), {0, 1}); },
         {distinct({3, 4}, 37), distinct({2, 2}, 38)});

@@ -10,14 +10,14 @@ using loom::testing::iota;
 // ---- sort / argsort ----
 
 TEST(Sort, OneAndTwoDim) {
-  expect_array(sort(array({3.f, 1.f, 2.f})), {3}, {1, 2, 3});
+  expect_array(sort(array({3.f, 1.f, 2.f}), -1), {3}, {1, 2, 3});
   array a({3.f, 1.f, 2.f, -1.f, 5.f, 0.f}, {2, 3});
-  expect_array(sort(a), {2, 3}, {1, 2, 3, -1, 0, 5});
+  expect_array(sort(a, -1), {2, 3}, {1, 2, 3, -1, 0, 5});
   expect_array(sort(a, 1), {2, 3}, {1, 2, 3, -1, 0, 5});
   expect_array(sort(a, 0), {2, 3}, {-1, 1, 0, 3, 5, 2});
   expect_array(sort(a, -2), {2, 3}, {-1, 1, 0, 3, 5, 2});
-  EXPECT_EQ(argsort(a).dtype(), int32);
-  expect_array(argsort(a), {2, 3}, {1, 2, 0, 0, 2, 1});
+  EXPECT_EQ(argsort(a, -1).dtype(), int32);
+  expect_array(argsort(a, -1), {2, 3}, {1, 2, 0, 0, 2, 1});
   expect_array(argsort(a, 0), {2, 3}, {1, 0, 1, 0, 1, 0});
 }
 
@@ -33,46 +33,46 @@ TEST(Sort, ThreeDimMiddleAxis) {
 }
 
 TEST(Sort, StableWithTies) {
-  expect_array(argsort(array({2, 1, 2, 1, 0})), {5}, {4, 1, 3, 0, 2});
-  expect_array(argsort(array({1.f, 1.f, 1.f, 1.f})), {4}, {0, 1, 2, 3});
+  expect_array(argsort(array({2, 1, 2, 1, 0}), -1), {5}, {4, 1, 3, 0, 2});
+  expect_array(argsort(array({1.f, 1.f, 1.f, 1.f}), -1), {4}, {0, 1, 2, 3});
   // -0.0 and 0.0 compare equal, so they keep their order.
-  expect_array(argsort(array({0.f, -0.f, 0.f, -1.f})), {4}, {3, 0, 1, 2});
+  expect_array(argsort(array({0.f, -0.f, 0.f, -1.f}), -1), {4}, {3, 0, 1, 2});
   // Ties along axis 0 of a 2-D array.
   expect_array(argsort(array({5, 5, 1, 5, 5, 1}, {3, 2}), 0), {3, 2}, {1, 2, 0, 0, 2, 1});
 }
 
 TEST(Sort, NaNsGoLastInOrder) {
   array a({3.f, NAN, 1.f, NAN, 2.f, -INFINITY, INFINITY});
-  expect_array(sort(a), {7}, {-INFINITY, 1, 2, 3, INFINITY, NAN, NAN});
-  expect_array(argsort(a), {7}, {5, 2, 4, 0, 6, 1, 3});
+  expect_array(sort(a, -1), {7}, {-INFINITY, 1, 2, 3, INFINITY, NAN, NAN});
+  expect_array(argsort(a, -1), {7}, {5, 2, 4, 0, 6, 1, 3});
   for (Dtype dt : {float16, bfloat16, float64}) {
     array h = astype(array({NAN, 2.f, -3.f}), dt);
-    expect_array(sort(h), {3}, {-3, 2, NAN});
-    expect_array(argsort(h), {3}, {2, 1, 0});
+    expect_array(sort(h, -1), {3}, {-3, 2, NAN});
+    expect_array(argsort(h, -1), {3}, {2, 1, 0});
   }
-  expect_array(sort(array({NAN, NAN})), {2}, {NAN, NAN});
-  expect_array(argsort(array({NAN, NAN})), {2}, {0, 1});
+  expect_array(sort(array({NAN, NAN}), -1), {2}, {NAN, NAN});
+  expect_array(argsort(array({NAN, NAN}), -1), {2}, {0, 1});
 }
 
 TEST(Sort, EveryDtype) {
   for (Dtype dt : loom::testing::all_dtypes()) {
     array a = astype(array({3, 0, 2, 1, 0}), dt);
-    array s = sort(a);
+    array s = sort(a, -1);
     EXPECT_EQ(s.dtype(), dt);
     if (dt == bool_) {  // [1, 0, 1, 1, 0]
       expect_array(s, {5}, {0, 0, 1, 1, 1});
-      expect_array(argsort(a), {5}, {1, 4, 0, 2, 3});
+      expect_array(argsort(a, -1), {5}, {1, 4, 0, 2, 3});
     } else {
       expect_array(s, {5}, {0, 0, 1, 2, 3});
-      expect_array(argsort(a), {5}, {1, 4, 3, 2, 0});
+      expect_array(argsort(a, -1), {5}, {1, 4, 3, 2, 0});
     }
   }
   // Values beyond float precision sort exactly in int64, and uint8 is unsigned.
   array big({int64_t(1) << 53, (int64_t(1) << 53) + 1, int64_t(1) << 53, int64_t(-5)});
-  EXPECT_EQ(sort(big).to_vector<int64_t>(),
+  EXPECT_EQ(sort(big, -1).to_vector<int64_t>(),
             (std::vector<int64_t>{-5, int64_t(1) << 53, int64_t(1) << 53, (int64_t(1) << 53) + 1}));
-  expect_array(argsort(big), {4}, {3, 0, 2, 1});
-  expect_array(sort(array({200, 3, 255}, uint8)), {3}, {3, 200, 255});
+  expect_array(argsort(big, -1), {4}, {3, 0, 2, 1});
+  expect_array(sort(array({200, 3, 255}, uint8), -1), {3}, {3, 200, 255});
 }
 
 TEST(Sort, NonContiguousInputs) {
@@ -82,10 +82,10 @@ TEST(Sort, NonContiguousInputs) {
   expect_array(argsort(t, 0), {3, 2}, {1, 2, 2, 0, 0, 1});
   expect_array(sort(t, 1), {3, 2}, {1, 3, 1, 2, 0, 2});
   // A broadcast row repeated.
-  expect_array(sort(broadcast_to(array({2, 0, 1}), {2, 3})), {2, 3}, {0, 1, 2, 0, 1, 2});
+  expect_array(sort(broadcast_to(array({2, 0, 1}), {2, 3}), -1), {2, 3}, {0, 1, 2, 0, 1, 2});
   // Reversed with a negative stride.
   array r = slice(array({1.f, 2.f, 3.f, 4.f}), {3}, {-5}, {-1});
-  expect_array(argsort(r), {4}, {3, 2, 1, 0});
+  expect_array(argsort(r, -1), {4}, {3, 2, 1, 0});
 }
 
 TEST(Sort, AlongOuterAxesInTiles) {
@@ -129,8 +129,8 @@ TEST(Sort, AlongOuterAxesInTiles) {
 }
 
 TEST(Sort, EmptyAndLength1) {
-  expect_array(sort(zeros({0})), {0}, {});
-  expect_array(sort(zeros({3, 0})), {3, 0}, {});
+  expect_array(sort(zeros({0}), -1), {0}, {});
+  expect_array(sort(zeros({3, 0}), -1), {3, 0}, {});
   expect_array(argsort(zeros({0, 3}), 1), {0, 3}, {});
   expect_array(argsort(zeros({0, 3}), 0), {0, 3}, {});
   expect_array(sort(array({7.f}, {1, 1}), 0), {1, 1}, {7});
@@ -144,8 +144,8 @@ TEST(Sort, LargeManyRows) {
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) v[r * C + c] = float((r + 37 * c) % C + C * r);
   array a(v, {R, C});
-  auto s = sort(a).to_vector<float>();
-  auto ix = argsort(a).to_vector<int>();
+  auto s = sort(a, -1).to_vector<float>();
+  auto ix = argsort(a, -1).to_vector<int>();
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < C; ++c) {
       ASSERT_EQ(s[r * C + c], float(C * r + c));
@@ -155,61 +155,61 @@ TEST(Sort, LargeManyRows) {
   // One long row.
   std::vector<int> w(100000);
   for (int i = 0; i < 100000; ++i) w[i] = (i * 7919) % 100000;
-  auto sw = sort(array(w, {100000})).to_vector<int>();
+  auto sw = sort(array(w, {100000}), -1).to_vector<int>();
   for (int i = 0; i < 100000; ++i) ASSERT_EQ(sw[i], i);
 }
 
 TEST(Sort, BadInput) {
-  EXPECT_THROW_MSG(sort(array(1.f)), std::out_of_range, "[sort] axis -1 is out of range for an array of 0 dimensions");
+  EXPECT_THROW_MSG(sort(array(1.f), -1), std::out_of_range, "[sort] axis -1 is out of range for an array of 0 dimensions");
   EXPECT_THROW_MSG(sort(zeros({2, 3}), 2), std::out_of_range, "[sort] axis 2");
   EXPECT_THROW_MSG(argsort(zeros({2, 3}), -3), std::out_of_range, "[argsort] axis -3");
-  EXPECT_THROW_MSG(argsort(array(1)), std::out_of_range, "[argsort]");
+  EXPECT_THROW_MSG(argsort(array(1), -1), std::out_of_range, "[argsort]");
 }
 
 // ---- topk ----
 
 TEST(TopK, LargestInAscendingOrder) {
   array a({5.f, 1.f, 4.f, 2.f, 3.f});
-  expect_array(topk(a, 2), {2}, {4, 5});
-  expect_array(topk(a, 1), {1}, {5});
-  expect_array(topk(a, 5), {5}, {1, 2, 3, 4, 5});
-  expect_array(topk(a, 0), {0}, {});
+  expect_array(topk(a, 2, -1), {2}, {4, 5});
+  expect_array(topk(a, 1, -1), {1}, {5});
+  expect_array(topk(a, 5, -1), {5}, {1, 2, 3, 4, 5});
+  expect_array(topk(a, 0, -1), {0}, {});
   array m({3.f, 9.f, 1.f, 7.f, 8.f, 2.f, 4.f, 6.f, 5.f}, {3, 3});
-  expect_array(topk(m, 2), {3, 2}, {3, 9, 7, 8, 5, 6});
+  expect_array(topk(m, 2, -1), {3, 2}, {3, 9, 7, 8, 5, 6});
   expect_array(topk(m, 1, 0), {1, 3}, {7, 9, 5});
   expect_array(topk(m, 2, -2), {2, 3}, {4, 8, 2, 7, 9, 5});
   // Ties and NaN (NaN counts as the largest).
-  expect_array(topk(array({2, 7, 7, 1}), 3), {3}, {2, 7, 7});
-  expect_array(topk(array({1.f, NAN, 3.f, 2.f}), 2), {2}, {3, NAN});
-  expect_array(topk(array({NAN, 1.f, NAN}), 2), {2}, {NAN, NAN});
+  expect_array(topk(array({2, 7, 7, 1}), 3, -1), {3}, {2, 7, 7});
+  expect_array(topk(array({1.f, NAN, 3.f, 2.f}), 2, -1), {2}, {3, NAN});
+  expect_array(topk(array({NAN, 1.f, NAN}), 2, -1), {2}, {NAN, NAN});
 }
 
 TEST(TopK, DtypesAndNonContiguous) {
   for (Dtype dt : loom::testing::all_dtypes()) {
-    array out = topk(astype(array({0, 3, 1, 2}), dt), 2);
+    array out = topk(astype(array({0, 3, 1, 2}), dt), 2, -1);
     EXPECT_EQ(out.dtype(), dt);
     expect_array(out, {2}, dt == bool_ ? std::vector<double>{1, 1} : std::vector<double>{2, 3});
   }
   array t = transpose(array({3.f, 1.f, 2.f, 1.f, 2.f, 0.f}, {2, 3}));  // [[3,1],[1,2],[2,0]]
   expect_array(topk(t, 2, 0), {2, 2}, {2, 1, 3, 2});
-  expect_array(topk(zeros({0, 4}), 2), {0, 2}, {});
+  expect_array(topk(zeros({0, 4}), 2, -1), {0, 2}, {});
   // Many rows (parallel): the top 3 of each row of (r + 37 c) mod 64 + 64 r are 64 r + 61 ... 63.
   const int R = 2000, C = 64;
   std::vector<float> v(R * C);
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) v[r * C + c] = float((r + 37 * c) % C + C * r);
-  auto got = topk(array(v, {R, C}), 3).to_vector<float>();
+  auto got = topk(array(v, {R, C}), 3, -1).to_vector<float>();
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < 3; ++j) ASSERT_EQ(got[r * 3 + j], float(C * r + 61 + j));
 }
 
 TEST(TopK, BadInput) {
   array a = zeros({2, 3});
-  EXPECT_THROW_MSG(topk(a, 4), std::invalid_argument, "[topk] k = 4 is not in [0, 3] for axis 1");
-  EXPECT_THROW_MSG(topk(a, -1), std::invalid_argument, "[topk] k = -1");
+  EXPECT_THROW_MSG(topk(a, 4, -1), std::invalid_argument, "[topk] k = 4 is not in [0, 3] for axis 1");
+  EXPECT_THROW_MSG(topk(a, -1, -1), std::invalid_argument, "[topk] k = -1");
   EXPECT_THROW_MSG(topk(a, 3, 0), std::invalid_argument, "[topk] k = 3 is not in [0, 2] for axis 0");
   EXPECT_THROW_MSG(topk(a, 1, 2), std::out_of_range, "[topk] axis 2");
-  EXPECT_THROW_MSG(topk(array(1.f), 1), std::out_of_range, "[topk] axis -1");
+  EXPECT_THROW_MSG(topk(array(1.f), 1, -1), std::out_of_range, "[topk] axis -1");
 }
 
 // ---- partition / argpartition ----
@@ -232,8 +232,8 @@ TEST(Partition, KthElementInSortedPlace) {
   const std::vector<float> sorted{0, 1, 2, 3, 4, 5, 9};
   for (int k = -7; k < 7; ++k) {
     int kk = k < 0 ? k + 7 : k;
-    expect_partitioned(partition(a, k).to_vector<float>(), kk, sorted);
-    array idx = argpartition(a, k);
+    expect_partitioned(partition(a, k, -1).to_vector<float>(), kk, sorted);
+    array idx = argpartition(a, k, -1);
     EXPECT_EQ(idx.dtype(), int32);
     auto iv = idx.to_vector<int>();
     std::vector<float> via(7);
@@ -261,12 +261,12 @@ TEST(Partition, AlongAxisZeroWithNaNsAndInts) {
   EXPECT_EQ(std::min(iv[1], iv[3]), 1);
   EXPECT_EQ(std::max(iv[1], iv[3]), 2);
   // Integers, kth 0: the minimum first.
-  expect_array(take(partition(array({7, 3, 9, 3}), 0), 0), {}, {3});
+  expect_array(take(partition(array({7, 3, 9, 3}), 0, -1), 0), {}, {3});
 }
 
 TEST(Partition, BadInput) {
-  EXPECT_THROW_MSG(partition(zeros({2, 3}), 3), std::out_of_range, "[partition] kth 3 is out of range for axis 1 of size 3");
-  EXPECT_THROW_MSG(argpartition(zeros({2, 3}), -4), std::out_of_range, "[argpartition] kth -4");
+  EXPECT_THROW_MSG(partition(zeros({2, 3}), 3, -1), std::out_of_range, "[partition] kth 3 is out of range for axis 1 of size 3");
+  EXPECT_THROW_MSG(argpartition(zeros({2, 3}), -4, -1), std::out_of_range, "[argpartition] kth -4");
   EXPECT_THROW_MSG(partition(zeros({2, 3}), 0, 2), std::out_of_range, "[partition] axis 2");
-  EXPECT_THROW_MSG(argpartition(zeros({2, 0}), 0), std::out_of_range, "of size 0");
+  EXPECT_THROW_MSG(argpartition(zeros({2, 0}), 0, -1), std::out_of_range, "of size 0");
 }

@@ -239,11 +239,42 @@ TEST(Complex, UnsupportedOpsRefuseAtBuildTime) {
   throws_naming([&] { arctan2(z, z); }, "arctan2");
   throws_naming([&] { bitwise_and(z, z); }, "bitwise_and");
   throws_naming([&] { trunc(z); }, "trunc");
-  throws_naming([&] { max(z); }, "max");
-  throws_naming([&] { cummax(z); }, "CumMax");
-  throws_naming([&] { sort(z); }, "Sort");
-  throws_naming([&] { argmax(z); }, "ArgMax");
+  throws_naming([&] { logcumsumexp(z); }, "logcumsumexp");
   throws_naming([&] { softmax(z, 0); }, "");
+}
+
+// Orderings are lexicographic (real part, then imaginary part), as numpy and MLX; a NaN in either part
+// propagates through max / min / cummax and sorts last. numpy 1.24 in complex64:
+// x = np.array([2+1j, 2-1j, -1+5j, 2+0j], np.complex64).
+TEST(Complex, OrderingOpsAreLexicographic) {
+  const array x = carr({C(2, 1), C(2, -1), C(-1, 5), C(2, 0)});
+  expect_complex(reshape(max(x), {1}), {{2, 1}});
+  expect_complex(reshape(min(x), {1}), {{-1, 5}});
+  EXPECT_EQ(argmax(x).item<int>(), 0);
+  EXPECT_EQ(argmin(x).item<int>(), 2);
+  expect_complex(sort(x), {{-1, 5}, {2, -1}, {2, 0}, {2, 1}});
+  EXPECT_EQ(argsort(x).to_vector<int>(), (std::vector<int>{2, 1, 3, 0}));
+  expect_complex(topk(x, 2), {{2, 0}, {2, 1}});
+  // partition: the second smallest in place, the smallest before it (the rest in no set order).
+  const std::vector<C> part = partition(x, 1).to_vector<C>();
+  EXPECT_EQ(part[0], C(-1, 5));
+  EXPECT_EQ(part[1], C(2, -1));
+  expect_complex(cummax(x), {{2, 1}, {2, 1}, {2, 1}, {2, 1}});
+  expect_complex(cummin(x), {{2, 1}, {2, -1}, {-1, 5}, {-1, 5}});
+  expect_complex(max(stack({x, carr({C(3, 0), C(2, -2), C(-1, 6), C(1, 9)})}), 0), {{3, 0}, {2, -1}, {-1, 6}, {2, 0}});
+  // np.max([1+1j, nan+0j, 5+0j]) is nan+0j; sort keeps NaNs last, in their order.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const array withnan = carr({C(1, 1), C(nan, 0), C(5, 0), C(0, nan)});
+  EXPECT_TRUE(std::isnan(max(withnan).item<C>().real()));
+  EXPECT_TRUE(std::isnan(min(withnan).item<C>().real()));
+  EXPECT_EQ(argmax(withnan).item<int>(), 1);
+  const std::vector<C> sorted = sort(withnan).to_vector<C>();
+  EXPECT_EQ(sorted[0], C(1, 1));
+  EXPECT_EQ(sorted[1], C(5, 0));
+  EXPECT_TRUE(std::isnan(sorted[2].real()) && sorted[2].imag() == 0);
+  EXPECT_TRUE(sorted[3].real() == 0 && std::isnan(sorted[3].imag()));
+  // np.round([1.5+2.5j, -0.5-1.5j]): each part, half to even.
+  expect_complex(round(carr({C(1.5f, 2.5f), C(-0.5f, -1.5f)})), {{2, 2}, {0, -2}});
 }
 
 TEST(Complex, NpyAndSafetensorsRoundTrip) {
@@ -328,6 +359,12 @@ TEST(Complex, GradsMatchFiniteDifferences) {
       {"cumprod", [](const array& x) { return cumprod(x); }},
       {"cumsum", [](const array& x) { return cumsum(x); }},
       {"matmul", [&](const array& x) { return diagonal(matmul(reshape(x, {3, 1}), reshape(w, {1, 3}))); }},
+      {"max", [](const array& x) { return broadcast_to(max(x, 0, true), {3}); }},
+      {"min_times", [&](const array& x) { return multiply(broadcast_to(min(x, 0, true), {3}), w); }},
+      {"sort", [](const array& x) { return sort(x, 0); }},
+      {"topk", [&](const array& x) { return concatenate({topk(x, 2, 0), take(x, array({0}))}); }},
+      {"cummax", [](const array& x) { return cummax(x); }},
+      {"cummin", [](const array& x) { return cummin(x, 0, true); }},
       {"real_times_complex", [&](const array& x) { return multiply(real(x), w); }},
       {"abs_of_product", [&](const array& x) { return abs(multiply(x, x)); }},
   };

@@ -1,5 +1,7 @@
 // Ops added under MLX's names because MLX's own tests use them (scripts/mlx_compat.py): contiguous,
-// unflatten, divmod, arange(start, stop, dtype), linspace(..., endpoint, dtype), full_like of a scalar.
+// unflatten, divmod, arange(start, stop, dtype), linspace(..., endpoint, dtype), full_like of a scalar;
+// MLX's overloads with a trailing StreamOrDevice and what its C++ API does without an axis (sort,
+// softmax, flatten); round to decimals, pad's modes and cumsum's dtype.
 // Expected values are numpy's (printed by /usr/bin/python3 with numpy; the calls are in comments).
 #include "../test_utils.h"
 
@@ -107,4 +109,139 @@ TEST(MlxCompatOps, FullLikeOfAScalar) {
   array g = full_like(x, 7.9);  // in x's dtype, as MLX: the value is converted
   EXPECT_EQ(g.dtype(), int32);
   EXPECT_EQ(g.to_vector<int>(), (std::vector<int>{7, 7, 7, 7}));
+}
+
+// MLX's ops.h has a form taking `s` right after the required arguments wherever later arguments have
+// defaults; each must compile and mean what the form without `s` means.
+TEST(MlxCompatOps, OverloadsThatTakeTheStreamAfterTheRequiredArguments) {
+  const StreamOrDevice s = Device::cpu;
+  array x = array({1.0f, -2.0f, 3.0f, 4.0f, 5.0f, -6.0f}, {2, 3});
+  expect_array(zeros({2}, s), {2}, {0, 0});
+  expect_array(ones({2}, s), {2}, {1, 1});
+  expect_array(eye(2, 3, s), {2, 3}, {1, 0, 0, 0, 1, 0});
+  expect_array(eye(2, 3, 1, s), {2, 3}, {0, 1, 0, 0, 0, 1});
+  expect_array(eye(2, s), {2, 2}, {1, 0, 0, 1});
+  expect_array(identity(2, s), {2, 2}, {1, 0, 0, 1});
+  expect_array(arange(0.0, 2.0, s), {2}, {0, 1});
+  expect_array(arange(0.0, 1.0, 0.5, s), {2}, {0, 0.5});
+  expect_array(arange(1, 3, s), {2}, {1, 2});
+  EXPECT_EQ(zeros_like(x, int32, s).dtype(), int32);
+  EXPECT_EQ(ones_like(x, float16).dtype(), float16);
+  expect_array(full({2}, 2.5, s), {2}, {2.5, 2.5});
+  EXPECT_EQ(full({2}, 2.5, s).dtype(), float32);  // a C++ double makes float32, as MLX
+  expect_array(sum(x, s), {}, {5});
+  expect_array(mean(x, s), {}, {5.0 / 6});
+  expect_array(prod(x, s), {}, {720});
+  expect_array(max(x, s), {}, {5});
+  expect_array(min(x, s), {}, {-6});
+  expect_array(all(x, s), {}, {1});
+  expect_array(any(x, s), {}, {1});
+  expect_array(argmax(x, s), {}, {4});
+  expect_array(argmin(x, s), {}, {5});
+  // np.var, np.std and np.median of [1, -2, 3, 4, 5, -6] (float32)
+  expect_array(var(x, s), {}, {14.472222328186035}, 1e-6);
+  expect_array(loom::std(x, s), {}, {3.8042373657226562}, 1e-6);
+  expect_array(median(x, s), {}, {2});
+  expect_array(logsumexp(x, s), {}, {5.420326756010547}, 1e-6);  // np.log(np.exp(x).sum())
+  expect_array(flatten(x, s), {6}, {1, -2, 3, 4, 5, -6});
+  EXPECT_EQ(split(x, 2, s).size(), 2u);
+  EXPECT_EQ(split(x, std::vector<int>{1}, s)[1].shape(), (Shape{1, 3}));
+  EXPECT_EQ(concatenate({x, x}, s).shape(), (Shape{4, 3}));
+  EXPECT_EQ(stack({x, x}, s).shape(), (Shape{2, 2, 3}));
+  EXPECT_EQ(unstack(x, s).size(), 2u);
+  expect_array(cumsum(x, 1, false, true, s), {2, 3}, {1, -1, 2, 4, 9, 3});
+  expect_array(cumsum(x, false, true, s), {6}, {1, -1, 2, 6, 11, 5});
+  expect_array(round(array({2.5f}), s), {1}, {2});
+  expect_array(clip(x, array(0.0f)), {2, 3}, {1, 0, 3, 4, 5, 0});
+  EXPECT_THROW_MSG(clip(x), std::invalid_argument, "[clip]");  // as MLX: at least one bound
+}
+
+// Without an axis MLX's C++ sort, argsort, topk, partition and argpartition work on the flattened
+// array, and softmax over every axis (Python's mx.sort takes the last axis by default).
+TEST(MlxCompatOps, WithoutAnAxisSortAndSoftmaxTakeTheWholeArray) {
+  array x = array({3.0f, 1.0f, 2.0f, 0.0f}, {2, 2});
+  expect_array(sort(x), {4}, {0, 1, 2, 3});
+  expect_array(argsort(x), {4}, {3, 1, 2, 0});
+  expect_array(topk(x, 2), {2}, {2, 3});
+  expect_array(partition(x, 1), {4}, {0, 1, 2, 3});  // partitioned about the second smallest
+  EXPECT_EQ(take(flatten(x), argpartition(x, 1)).to_vector<float>()[1], 1.0f);
+  expect_array(sort(x, -1), {2, 2}, {1, 3, 0, 2});
+  // np.exp(x) / np.exp(x).sum() of [[1, 2], [3, 4]]
+  array y = array({1.0f, 2.0f, 3.0f, 4.0f}, {2, 2});
+  expect_array(softmax(y), {2, 2}, {0.03205860328008499, 0.08714431874203257, 0.23688281808991013, 0.6439142598879722});
+  expect_array(softmax(y, true), {2, 2}, {0.03205860328008499, 0.08714431874203257, 0.23688281808991013, 0.6439142598879722});
+  expect_array(softmax(y, -1), {2, 2}, {0.2689414213699951, 0.7310585786300049, 0.2689414213699951, 0.7310585786300049});
+}
+
+// MLX clamps flatten's axes to the array's; only a range empty after clamping (or wholly outside) throws.
+TEST(MlxCompatOps, FlattenClampsItsAxes) {
+  array x = zeros({2, 3, 4});
+  EXPECT_EQ(flatten(x, -10, 10).shape(), (Shape{24}));
+  EXPECT_EQ(flatten(x, 1, 10).shape(), (Shape{2, 12}));
+  EXPECT_EQ(flatten(x, -7, 1).shape(), (Shape{6, 4}));
+  EXPECT_EQ(flatten(x, 2, 2).shape(), (Shape{2, 3, 4}));
+  EXPECT_EQ(flatten(zeros({}), 0, 0).shape(), (Shape{1}));
+  EXPECT_THROW_MSG(flatten(x, 2, 1), std::invalid_argument, "[flatten] start_axis 2 is after end_axis 1");
+  EXPECT_THROW_MSG(flatten(x, 3, 5), std::invalid_argument, "[flatten] start_axis 3 is out of range");
+  EXPECT_THROW_MSG(flatten(x, 0, -5), std::invalid_argument, "[flatten] end_axis -5 is out of range");
+}
+
+TEST(MlxCompatOps, RoundToDecimals) {
+  // np.round(np.array([1.2345, -2.5551, 125.0, 0.125], np.float32), 2): halves go to even (12.5 -> 12)
+  expect_array(round(array({1.2345f, -2.5551f, 125.0f, 0.125f}), 2), {4},
+               {1.2300000190734863, -2.559999942779541, 125.0, 0.11999999731779099}, 1e-7);
+  // np.round([1234, -1250, 1349], -2): integers stay integers
+  array r = round(array({1234, -1250, 1349}), -2);
+  EXPECT_EQ(r.dtype(), int32);
+  EXPECT_EQ(r.to_vector<int>(), (std::vector<int>{1200, -1200, 1300}));
+  array h = round(array({1.25f, 2.75f}, float16), 1);
+  EXPECT_EQ(h.dtype(), float16);
+  expect_array(h, {2}, {1.2, 2.8}, 1e-3);
+  // The gradient of a rounding is zero away from its jumps.
+  auto g = grad([](const array& v) { return sum(round(v, 1)); })(array({0.123f, 0.456f}));
+  expect_array(g, {2}, {0, 0});
+  // complex64: each part (np.round(1.26 - 2.35j, 1) = 1.3 - 2.4j; 2.35 is 2.3500000954 in float32)
+  array z = round(array(std::complex<float>(1.26f, -2.35f)), 1);
+  EXPECT_EQ(z.dtype(), complex64);
+  auto zv = z.item<complex64_t>();
+  EXPECT_NEAR(zv.real(), 1.3, 1e-6);
+  EXPECT_NEAR(zv.imag(), -2.4, 1e-6);
+}
+
+TEST(MlxCompatOps, PadModes) {
+  array a = array({1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f}, {2, 3});
+  const std::vector<std::pair<int, int>> w{{1, 2}, {2, 4}};
+  // np.pad(a, ((1, 2), (2, 4)), mode=m)
+  expect_array(pad(a, w, array(0), "edge"), {5, 9},
+               {1, 1, 1, 2, 3, 3, 3, 3, 3, 1, 1, 1, 2, 3, 3, 3, 3, 3, 4, 4, 4, 5, 6, 6, 6, 6, 6,
+                4, 4, 4, 5, 6, 6, 6, 6, 6, 4, 4, 4, 5, 6, 6, 6, 6, 6});
+  expect_array(pad(a, w, array(0), "reflect"), {5, 9},
+               {6, 5, 4, 5, 6, 5, 4, 5, 6, 3, 2, 1, 2, 3, 2, 1, 2, 3, 6, 5, 4, 5, 6, 5, 4, 5, 6,
+                3, 2, 1, 2, 3, 2, 1, 2, 3, 6, 5, 4, 5, 6, 5, 4, 5, 6});
+  expect_array(pad(a, w, array(0), "symmetric"), {5, 9},
+               {2, 1, 1, 2, 3, 3, 2, 1, 1, 2, 1, 1, 2, 3, 3, 2, 1, 1, 5, 4, 4, 5, 6, 6, 5, 4, 4,
+                5, 4, 4, 5, 6, 6, 5, 4, 4, 2, 1, 1, 2, 3, 3, 2, 1, 1});
+  // np.pad([7.], (2, 3), mode="reflect"): a single value repeats
+  expect_array(pad(array({7.0f}), std::pair<int, int>{2, 3}, array(0), "reflect"), {6}, {7, 7, 7, 7, 7, 7});
+  expect_array(pad(a, {1, 1}), {4, 5}, {0, 0, 0, 0, 0, 0, 1, 2, 3, 0, 0, 4, 5, 6, 0, 0, 0, 0, 0, 0});
+  expect_array(pad(a, std::vector<int>{1}, {1}, {0}, array(0), "edge"), {2, 4}, {1, 1, 2, 3, 4, 4, 5, 6});
+  // Each source element's gradient counts the places it was copied to: "edge" padding of [1, 2, 3] by
+  // 2 on each side holds the first and the last value three times each.
+  auto g = grad([](const array& v) { return sum(pad(v, 2, array(0), "edge") * 1.0f); })(array({1.0f, 2.0f, 3.0f}));
+  expect_array(g, {3}, {3, 1, 3});
+  EXPECT_THROW_MSG(pad(a, 1, array(0), "wrap"), std::invalid_argument, "[pad] mode must be");
+  EXPECT_THROW_MSG(pad(zeros({0, 2}), 1, array(0), "edge"), std::invalid_argument, "cannot pad axis 0, which is empty");
+  expect_array(pad(zeros({0, 2}), std::vector<int>{1}, {1}, {1}, array(0), "edge"), {0, 4}, {});
+}
+
+TEST(MlxCompatOps, CumsumAndCumprodTakeADtype) {
+  array b = array({true, true, false, true});
+  array c = cumsum(b, 0, false, true, float32);
+  EXPECT_EQ(c.dtype(), float32);
+  expect_array(c, {4}, {1, 2, 2, 3});
+  array i = array({100, 100, 100}, int8);
+  array p = cumprod(i, false, true, int32);  // no wrap in int32
+  EXPECT_EQ(p.dtype(), int32);
+  EXPECT_EQ(p.to_vector<int>(), (std::vector<int>{100, 10000, 1000000}));
+  EXPECT_EQ(cumsum(array({1.5f, 2.5f}), 0, false, true, int32).to_vector<int>(), (std::vector<int>{1, 3}));
 }

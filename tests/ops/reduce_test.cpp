@@ -340,7 +340,7 @@ TEST(Reduce, SoftmaxStability) {
   expect_array(log_softmax(x, 0), {2, 2}, {-0.12692801104297258, -0.6931471805599453, -2.1269280110429727, -0.6931471805599453});
   expect_array(softmax(transpose(x), 1), {2, 2}, {0.8807970779778824, 0.11920292202211753, 0.5, 0.5});
   expect_array(softmax(x, {0, 1}), {2, 2}, {0, 0.5, 0, 0.5});
-  expect_array(softmax(reshape(array({1.0f, 2.0f, 3.0f, 1.0f, 2.0f, 3.0f}), {2, 3})), {2, 3},
+  expect_array(softmax(reshape(array({1.0f, 2.0f, 3.0f, 1.0f, 2.0f, 3.0f}), {2, 3}), -1), {2, 3},
                {0.09003057317038043, 0.24472847105479759, 0.6652409557748217, 0.09003057317038043,
                 0.24472847105479759, 0.6652409557748217});
   // dtypes: int logits give float32; half logits of 1000 stay finite

@@ -2,6 +2,7 @@
 // PyTorch (computed once with /usr/bin/python3, noted at each case) or by hand, dtypes, empty and 0-d
 // arrays, views, bad arguments, and finite-difference checks of their vjps and jvps.
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "../test_utils.h"
@@ -227,8 +228,13 @@ TEST(Scan, StridedAxisMatchesContiguousAxis) {
   // remainder), for every kind, direction and inclusiveness.
   array x = rand_values({37, 130}, 12);
   array xt = copy(transpose(x));  // (130, 37), contiguous
-  using F = array (*)(const array&, int, bool, bool);
-  for (F f : {F(cumsum), F(cumprod), F(cummax), F(cummin), F(logcumsumexp)}) {
+  using F = std::function<array(const array&, int, bool, bool)>;
+  const F scans[] = {[](const array& a, int ax, bool r, bool i) { return cumsum(a, ax, r, i); },
+                     [](const array& a, int ax, bool r, bool i) { return cumprod(a, ax, r, i); },
+                     [](const array& a, int ax, bool r, bool i) { return cummax(a, ax, r, i); },
+                     [](const array& a, int ax, bool r, bool i) { return cummin(a, ax, r, i); },
+                     [](const array& a, int ax, bool r, bool i) { return logcumsumexp(a, ax, r, i); }};
+  for (const F& f : scans) {
     for (bool reverse : {false, true}) {
       for (bool inclusive : {true, false}) {
         auto a = f(x, 0, reverse, inclusive).to_vector<double>();

@@ -101,8 +101,9 @@ TEST(Flatten, Axes) {
   expect_array(flatten(array(3.0f)), {1}, {3});
   expect_array(flatten(transpose(iota_array({2, 2}))), {4}, {0, 2, 1, 3});
   EXPECT_THROW_MSG(flatten(x, 2, 1), std::invalid_argument, "[flatten]");
-  EXPECT_THROW_MSG(flatten(x, 0, 3), std::out_of_range, "[flatten]");
-  EXPECT_THROW_MSG(flatten(x, -4), std::out_of_range, "[flatten]");
+  // As MLX, axes past either end are clamped to the array's (mlx_compat_ops_test has the errors).
+  expect_array(flatten(x, 0, 3), {24}, iota(24));
+  expect_array(flatten(x, -4), {24}, iota(24));
 }
 
 TEST(Transpose, PermutationsAreViews) {
@@ -537,10 +538,10 @@ TEST(Split, FlatBucketIntoShapedViews) {
 TEST(Pad, EveryForm) {
   array v({1.0f, 2.0f, 3.0f});
   expect_array(pad(v, {0}, {2}, {1}, array(9.0f)), {6}, {9, 9, 1, 2, 3, 9});
-  expect_array(pad(v, {-1}, {0}, {2}), {5}, {1, 2, 3, 0, 0});
+  expect_array(pad(v, std::vector<int>{-1}, {0}, {2}), {5}, {1, 2, 3, 0, 0});
   array m = iota_array({2, 2}) + 1.0f;  // [[1,2],[3,4]]
   expect_array(pad(m, {1}, {1}, {0}, array(-1.0f)), {2, 3}, {-1, 1, 2, -1, 3, 4});
-  expect_array(pad(m, {0, 1}, {1, 0}, {0, 2}), {3, 4}, {0, 0, 0, 0, 1, 2, 0, 0, 3, 4, 0, 0});
+  expect_array(pad(m, std::vector<int>{0, 1}, {1, 0}, {0, 2}), {3, 4}, {0, 0, 0, 0, 1, 2, 0, 0, 3, 4, 0, 0});
   // (before, after) pairs per axis, one pair for every axis, and one width everywhere
   expect_array(pad(m, {{1, 0}, {0, 2}}), {3, 4}, {0, 0, 0, 0, 1, 2, 0, 0, 3, 4, 0, 0});
   expect_array(pad(m, {{1, 1}}, array(7.0f)), {4, 4}, {7, 7, 7, 7, 7, 1, 2, 7, 7, 3, 4, 7, 7, 7, 7, 7});
@@ -568,11 +569,11 @@ TEST(Pad, Errors) {
   array m = zeros({2, 2});
   EXPECT_THROW_MSG(pad(m, -1), std::invalid_argument, "[pad] negative padding");
   EXPECT_THROW_MSG(pad(m, {{0, 0}, {1, -2}}), std::invalid_argument, "[pad] negative padding");
-  EXPECT_THROW_MSG(pad(m, {0}, {1, 2}, {1}), std::invalid_argument, "[pad]");
+  EXPECT_THROW_MSG(pad(m, std::vector<int>{0}, {1, 2}, {1}), std::invalid_argument, "[pad]");
   EXPECT_THROW_MSG(pad(m, {{1, 1}, {1, 1}, {1, 1}}), std::invalid_argument, "[pad] 3 (before, after) pairs");
   EXPECT_THROW_MSG(pad(m, 1, zeros({2})), std::invalid_argument, "[pad] the pad value must be a scalar");
-  EXPECT_THROW_MSG(pad(m, {2}, {1}, {1}), std::out_of_range, "[pad]");
-  EXPECT_THROW_MSG(pad(m, {0, -2}, {1, 1}, {1, 1}), std::invalid_argument, "[pad]");
+  EXPECT_THROW_MSG(pad(m, std::vector<int>{2}, {1}, {1}), std::out_of_range, "[pad]");
+  EXPECT_THROW_MSG(pad(m, std::vector<int>{0, -2}, {1, 1}, {1, 1}), std::invalid_argument, "[pad]");
 }
 
 TEST(Tile, Reps) {

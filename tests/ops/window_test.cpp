@@ -8,12 +8,12 @@ using loom::testing::expect_array;
 TEST(Window, SmallSizes) {
   for (auto f : {&hanning, &hamming, &blackman, &bartlett}) {
     for (int M : {0, -1, -5}) {
-      array w = f(M);
+      array w = f(M, {});
       EXPECT_EQ(w.dtype(), float32);
       expect_array(w, {0}, {});
     }
-    EXPECT_EQ(f(1).dtype(), float32);
-    expect_array(f(1), {1}, {1});
+    EXPECT_EQ(f(1, {}).dtype(), float32);
+    expect_array(f(1, {}), {1}, {1});
   }
   // M = 2: both ends.
   expect_array(hanning(2), {2}, {0, 0});
@@ -45,7 +45,7 @@ TEST(Window, MatchNumpy) {
 TEST(Window, LongWindowsAreSymmetricAndPeakAtOne) {
   for (auto f : {&hanning, &hamming, &blackman, &bartlett}) {
     for (int M : {101, 1000}) {
-      auto w = f(M).to_vector<float>();
+      auto w = f(M, {}).to_vector<float>();
       ASSERT_EQ(w.size(), size_t(M));
       for (int i = 0; i < M; ++i) EXPECT_NEAR(w[i], w[M - 1 - i], 1e-6) << M << " " << i;
       if (M % 2) EXPECT_NEAR(w[M / 2], 1.0f, 1e-7);
