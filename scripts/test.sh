@@ -2,6 +2,8 @@
 # Sets everything up, builds Loom and runs every test with CTest.
 #   scripts/test.sh                 Release build in build/
 #   LOOM_SANITIZE=ON scripts/test.sh  AddressSanitizer + UBSan build in build-asan/
+#   LOOM_SANITIZE=ON LOOM_FUZZ=ON CXX=clang++ scripts/test.sh  the same, by clang and instrumented for
+#                                     libFuzzer, in build-fuzz/: scripts/fuzz.sh then fuzzes with it
 #   LOOM_WITH_MPI=OFF scripts/test.sh Release build without MPI in build-nompi/ (every process a group of
 #                                     size 1; the tests that need more ranks are not registered)
 #   LOOM_ISA_VARIANTS=OFF / LOOM_NATIVE=ON  one copy of the library, for the baseline / for this CPU
@@ -13,6 +15,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/setup.sh"
 sanitize="${LOOM_SANITIZE:-OFF}"
+fuzz="${LOOM_FUZZ:-OFF}"
 with_mpi="${LOOM_WITH_MPI:-ON}"
 if [ "$sanitize" = "ON" ]; then
   build="${BUILD_DIR:-$root/build-asan}"
@@ -31,6 +34,13 @@ if [ "$sanitize" = "ON" ]; then
   # the Release pass's).
   native="${LOOM_NATIVE:-ON}"
   variants="${LOOM_ISA_VARIANTS:-OFF}"
+  if [ "$fuzz" = "ON" ]; then
+    # The configuration scripts/fuzz.sh builds its harnesses in (the baseline copy: the gcc pass
+    # checks this CPU's).
+    build="${BUILD_DIR:-$root/build-fuzz}"
+    extra+=(-DLOOM_FUZZ=ON)
+    native="${LOOM_NATIVE:-OFF}"
+  fi
 else
   build="${BUILD_DIR:-$root/build}"
   type=Release
