@@ -61,7 +61,9 @@ array roll(const array& a, const Shape& shift, const std::vector<int>& axes, Str
     throw std::invalid_argument(detail::msg("[roll] needs one shift per axis, got ", shift.size(), " shifts for ",
                                             axes.size(), " axes"));
   }
-  const std::vector<int> ax = normalized_axes(axes, static_cast<int>(a.ndim()), "roll");
+  // A repeated axis rolls again (the shifts add up), as numpy and MLX.
+  std::vector<int> ax;
+  for (int x : axes) ax.push_back(detail::normalize_axis(x, static_cast<int>(a.ndim()), "roll"));
   array out = a;
   for (size_t i = 0; i < ax.size(); ++i) {
     const int64_t n = a.shape(ax[i]);

@@ -103,7 +103,11 @@ inline float mlx_exp(float x0) {
   p = std::fma(p, fp, 2.402264791363012e-1f);
   p = std::fma(p, fp, 6.931472028550421e-1f);
   p = std::fma(p, fp, 1.000000000000000f);
-  const uint32_t eb = static_cast<uint32_t>(static_cast<int32_t>(ip) + 127) << 23;
+  // ip leaves [-127, 128] only where x0 is NaN or beyond +-88, whose results are set below; there it
+  // may be infinite or NaN, which must not reach the int cast (undefined behaviour: clang's UBSan
+  // stops there).
+  const int32_t ii = (ip >= -127.0f && ip <= 128.0f) ? static_cast<int32_t>(ip) : 0;
+  const uint32_t eb = static_cast<uint32_t>(ii + 127) << 23;
   float scale;
   std::memcpy(&scale, &eb, sizeof(scale));
   float r = std::isnan(x0) ? x0 : scale * p;

@@ -44,6 +44,8 @@ TEST(Compose, FlipAndRoll) {
   expect_array(roll(m34(), 13), {3, 4}, {11, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10});  // 13 = 1 mod 12
   expect_array(roll(m34(), Shape{2, -1}, 1), {3, 4}, {3, 0, 1, 2, 7, 4, 5, 6, 11, 8, 9, 10});  // shifts add up
   expect_array(roll(zeros({0, 3}), 2, 0), {0, 3}, {});
+  // A repeated axis rolls again, as numpy: np.roll(np.arange(5), (1, 2), axis=(0, 0)) = [2, 3, 4, 0, 1].
+  expect_array(roll(arange(5), Shape{1, 2}, std::vector<int>{0, -1}), {5}, {2, 3, 4, 0, 1});
   EXPECT_THROW_MSG(flip(m34(), 2), std::out_of_range, "[flip] axis 2 is out of range");
   EXPECT_THROW_MSG(flip(m34(), std::vector<int>{0, -2}), std::invalid_argument, "[flip] axis -2 is repeated");
   EXPECT_THROW_MSG(roll(m34(), Shape{1}, std::vector<int>{0, 1}), std::invalid_argument,
