@@ -880,18 +880,18 @@ namespace {
 // "reflect" mirrors about them without repeating them (period 2(n - 1)); "symmetric" mirrors
 // repeating them (period 2n).
 std::vector<int> pad_source_index(const std::string& mode, int n, int low, int n_out) {
+  const bool edge = mode == "edge" || n == 1, reflect = mode == "reflect";
+  // The mirror's period: 2(n - 1) without repeating the end values, 2n repeating them.
+  const int64_t p = reflect ? 2 * (int64_t(n) - 1) : 2 * int64_t(n);
   std::vector<int> idx(static_cast<size_t>(n_out));
   for (int i = 0; i < n_out; ++i) {
     const int64_t j = int64_t(i) - low;
     int64_t k;
-    if (mode == "edge" || n == 1) {
+    if (edge) {
       k = std::clamp<int64_t>(j, 0, n - 1);
-    } else if (mode == "reflect") {
-      const int64_t p = 2 * (int64_t(n) - 1), m = ((j % p) + p) % p;
-      k = m < n ? m : p - m;
-    } else {  // symmetric
-      const int64_t p = 2 * int64_t(n), m = ((j % p) + p) % p;
-      k = m < n ? m : p - 1 - m;
+    } else {
+      const int64_t m = ((j % p) + p) % p;
+      k = m < n ? m : (reflect ? p - m : p - 1 - m);
     }
     idx[static_cast<size_t>(i)] = static_cast<int>(k);
   }

@@ -391,23 +391,23 @@ array partition(const array& a, int kth, int axis, StreamOrDevice s) {
 // Without an axis: over the flattened array (MLX's C++ overloads).
 array sort(const array& a, StreamOrDevice s) {
   OnStream on(s);
-  return sort(reshape(a, {static_cast<int>(a.size())}), 0);
+  return sort(flatten(a), 0);
 }
 array argsort(const array& a, StreamOrDevice s) {
   OnStream on(s);
-  return argsort(reshape(a, {static_cast<int>(a.size())}), 0);
+  return argsort(flatten(a), 0);
 }
 array topk(const array& a, int k, StreamOrDevice s) {
   OnStream on(s);
-  return topk(reshape(a, {static_cast<int>(a.size())}), k, 0);
+  return topk(flatten(a), k, 0);
 }
 array partition(const array& a, int kth, StreamOrDevice s) {
   OnStream on(s);
-  return partition(reshape(a, {static_cast<int>(a.size())}), kth, 0);
+  return partition(flatten(a), kth, 0);
 }
 array argpartition(const array& a, int kth, StreamOrDevice s) {
   OnStream on(s);
-  return argpartition(reshape(a, {static_cast<int>(a.size())}), kth, 0);
+  return argpartition(flatten(a), kth, 0);
 }
 
 array searchsorted(const array& sorted_sequence, const array& values, const std::string& side, StreamOrDevice s) {
