@@ -152,11 +152,16 @@ void collapse(Shape& shape, std::array<Strides, N>& strides) {
   strides = std::move(st);
 }
 
-/// Calls body(offsets, n, inner_strides) for each row of the innermost dimension of `shape`, where
-/// offsets[k] is the element offset of operand k at the row's start. Rows are split across threads
-/// when the total work is large. Dimensions should be collapsed first.
-template <size_t N, typename Body>
-void for_each_row(const Shape& shape, const std::array<Strides, N>& strides, Body body) {
+/// The row visitor of for_each_row: fn(ctx, offsets, n, inner_strides).
+template <size_t N>
+using RowFn = void (*)(void*, const std::array<int64_t, N>&, int, const std::array<int64_t, N>&);
+
+/// for_each_row's traversal, one copy per operand count: a kernel's row body arrives through a
+/// function pointer (one indirect call per row), so that each (op, dtype) instantiates only its row
+/// loop and not the walk, the thread split and the tasks around it.
+template <size_t N>
+__attribute__((noinline)) void for_each_row_erased(const Shape& shape, const std::array<Strides, N>& strides,
+                                                   RowFn<N> fn, void* ctx) {
   const int nd = static_cast<int>(shape.size());
   const int inner = shape[nd - 1];
   std::array<int64_t, N> inner_strides;
@@ -166,7 +171,7 @@ void for_each_row(const Shape& shape, const std::array<Strides, N>& strides, Bod
   auto run = [&](int64_t begin, int64_t end) {
     if (begin >= end) return;
     Walker<N> w(shape, strides, begin, nd - 1);  // over the axes before the row
-    for (int64_t r = begin; r < end; ++r, w.next()) body(w.off, inner, inner_strides);
+    for (int64_t r = begin; r < end; ++r, w.next()) fn(ctx, w.off, inner, inner_strides);
   };
   const int nt = threads_for(static_cast<size_t>(outer) * inner);
   if (nt > 1 && outer > 1) {
@@ -177,11 +182,24 @@ void for_each_row(const Shape& shape, const std::array<Strides, N>& strides, Bod
     loom::detail::run_parts(static_cast<size_t>(inner), loom::detail::parts_for(inner, nt), nt, [&](size_t b, size_t e) {
       std::array<int64_t, N> off{};
       for (size_t k = 0; k < N; ++k) off[k] = int64_t(b) * inner_strides[k];
-      body(off, static_cast<int>(e - b), inner_strides);
+      fn(ctx, off, static_cast<int>(e - b), inner_strides);
     });
   } else {
     run(0, outer);
   }
+}
+
+/// Calls body(offsets, n, inner_strides) for each row of the innermost dimension of `shape`, where
+/// offsets[k] is the element offset of operand k at the row's start. Rows are split across threads
+/// when the total work is large. Dimensions should be collapsed first.
+template <size_t N, typename Body>
+void for_each_row(const Shape& shape, const std::array<Strides, N>& strides, Body body) {
+  for_each_row_erased<N>(
+      shape, strides,
+      [](void* c, const std::array<int64_t, N>& o, int n, const std::array<int64_t, N>& s) {
+        (*static_cast<Body*>(c))(o, n, s);
+      },
+      &body);
 }
 
 /// Calls body(begin, end) over [0, n), split across threads when n >= threshold.

@@ -83,6 +83,30 @@ void for_each_reduced(const Shape& shape, const Strides& strides, F f) {
   for (int64_t i = 0; i < n; ++i, w.next()) f(w.off[0]);
 }
 
+// One contiguous run reduced to one value: out of line, as the reduction's two callers (whole rows,
+// chunks of long rows) would otherwise each inline a copy of its loops.
+template <typename In, typename Acc, typename Op>
+__attribute__((noinline)) Acc reduce_span(const In* xp, int64_t len, Acc init, Op op) {
+  if constexpr (std::is_integral_v<Acc>) {
+    // One running value: the compiler vectorizes integer reductions itself. (GCC 12 at -O3
+    // -march=native miscompiled the eight lanes below for uint8 summed in int32: sum of 16 ones
+    // was 8, found by tests/diff.)
+    Acc acc = init;
+    for (int64_t i = 0; i < len; ++i) acc = op(acc, cast_value<Acc>(xp[i]));
+    return acc;
+  } else {
+    Acc lanes[8] = {init, init, init, init, init, init, init, init};
+    int64_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+      for (int l = 0; l < 8; ++l) lanes[l] = op(lanes[l], cast_value<Acc>(xp[i + l]));
+    }
+    Acc acc = init;
+    for (int l = 0; l < 8; ++l) acc = op(acc, lanes[l]);
+    for (; i < len; ++i) acc = op(acc, cast_value<Acc>(xp[i]));
+    return acc;
+  }
+}
+
 template <typename In, typename Out, typename Acc, typename Op>
 void reduce_kernel(const array& in, array& out, const std::vector<int>& axes, Acc init, Op op) {
   out.alloc();
@@ -97,25 +121,7 @@ void reduce_kernel(const array& in, array& out, const std::vector<int>& axes, Ac
   const bool inner_contig = p.red_shape.size() == 1 && p.red_strides[0] == 1;
   if (inner_contig) {
     const int64_t n = p.red_shape[0];
-    auto reduce_run = [&](const In* xp, int64_t len) {
-      if constexpr (std::is_integral_v<Acc>) {
-        // One running value: the compiler vectorizes integer reductions itself. (GCC 12 at -O3
-        // -march=native miscompiled the eight lanes below for uint8 summed in int32: sum of 16 ones
-        // was 8, found by tests/diff.)
-        Acc acc = init;
-        for (int64_t i = 0; i < len; ++i) acc = op(acc, cast_value<Acc>(xp[i]));
-        return acc;
-      }
-      Acc lanes[8] = {init, init, init, init, init, init, init, init};
-      int64_t i = 0;
-      for (; i + 8 <= len; i += 8) {
-        for (int l = 0; l < 8; ++l) lanes[l] = op(lanes[l], cast_value<Acc>(xp[i + l]));
-      }
-      Acc acc = init;
-      for (int l = 0; l < 8; ++l) acc = op(acc, lanes[l]);
-      for (; i < len; ++i) acc = op(acc, cast_value<Acc>(xp[i]));
-      return acc;
-    };
+    auto reduce_run = [&](const In* xp, int64_t len) { return reduce_span<In>(xp, len, init, op); };
     // Few long rows (a full sum, say): split each row into fixed chunks reduced in parallel and
     // combined in order. The choice depends on the shape alone, so the result does not depend on
     // the thread count.

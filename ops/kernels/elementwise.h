@@ -50,136 +50,169 @@ T wrapping_mul(T a, T b) {
 }
 
 /// Gives `out` the layout of contiguous `like`, so that element i of `like`'s data goes to element i
-/// of `out`'s: a fresh buffer, or the one eval gave it (a donated input's, laid out as that input).
-/// False when eval's buffer is laid out differently: the caller then takes its strided path.
-template <typename Out>
-bool alloc_like(array& out, const array& like) {
+/// of `out`'s: a fresh buffer of `itemsize`-byte elements, or the one eval gave it (a donated
+/// input's, laid out as that input). False when eval's buffer is laid out differently: the caller
+/// then takes its strided path.
+inline bool alloc_like(array& out, const array& like, size_t itemsize) {
   if (out.is_placed()) {
     return like.data_size() == out.data_size() &&
            ((like.flags().row_contiguous && out.flags().row_contiguous) || like.strides() == out.strides());
   }
-  out.set_data(allocator::malloc(like.data_size() * sizeof(Out)), like.data_size(), like.strides(), like.flags());
+  out.set_data(allocator::malloc(like.data_size() * itemsize), like.data_size(), like.strides(), like.flags());
   return true;
 }
 
-template <typename In, typename Out, typename F>
-void unary(const array& in, array& out, F f) {
-  using C = compute_t<In>;
-  if (in.flags().contiguous && alloc_like<Out>(out, in)) {
-    const In* x = ptr<In>(in);
-    Out* y = ptr<Out>(out);
-    parallel_for(in.data_size(), [&](size_t b, size_t e) {
-      const In* xp = x;  // locals, as in binary below
-      Out* yp = y;
-      const F fn = f;
-      LOOM_IVDEP
-      for (size_t i = b; i < e; ++i) yp[i] = static_cast<Out>(fn(static_cast<C>(xp[i])));
-    });
-    return;
+/// How an elementwise kernel runs, decided once for all dtypes and ops (out of line, so that each
+/// (op, dtype) instantiates only its loops): over the flat data of operands that share one layout
+/// (`n` elements; a size-1 operand as a scalar), or row by row over collapsed `shape`, whose
+/// strides are the inputs' and then the output's.
+struct ElementwisePlan {
+  enum Flat { strided, all, scalar_first, scalar_second } flat = strided;
+  size_t n = 0;
+  Shape shape;
+  std::array<Strides, 3> st;
+};
+
+/// For y = f(x): allocates `out` (`itemsize`-byte elements) and plans.
+__attribute__((noinline)) inline ElementwisePlan plan_unary(const array& in, array& out, size_t itemsize) {
+  ElementwisePlan p;
+  if (in.flags().contiguous && alloc_like(out, in, itemsize)) {
+    p.flat = ElementwisePlan::all;
+    p.n = in.data_size();
+    return p;
   }
   out.alloc();
-  Shape shape = in.shape();
+  p.shape = in.shape();
   std::array<Strides, 2> st{in.strides(), out.strides()};
-  collapse(shape, st);
-  const In* x = ptr<In>(in);
-  Out* y = ptr<Out>(out);
-  for_each_row<2>(shape, st, [&](const std::array<int64_t, 2>& o, int n, const std::array<int64_t, 2>& s) {
-    const In* xp = x + o[0];
-    Out* yp = y + o[1];
-    for (int i = 0; i < n; ++i) yp[i * s[1]] = static_cast<Out>(f(static_cast<C>(xp[i * s[0]])));
-  });
+  collapse(p.shape, st);
+  p.st[0] = std::move(st[0]);
+  p.st[1] = std::move(st[1]);
+  return p;
 }
 
-template <typename In, typename Out, typename F>
-void binary(const array& a, const array& b, array& out, F f) {
-  using C = compute_t<In>;
-  const In* x = ptr<In>(a);
-  const In* z = ptr<In>(b);
+/// For y = f(a, b), with a and b broadcast to out's shape.
+__attribute__((noinline)) inline ElementwisePlan plan_binary(const array& a, const array& b, array& out,
+                                                             size_t itemsize) {
+  ElementwisePlan p;
   const bool as = a.data_size() == 1, bs = b.data_size() == 1;
   const bool ac = a.flags().contiguous, bc = b.flags().contiguous;
   const array& like = (as && !bs) ? b : a;
   if (out.size() == 1) out.alloc();
   if (out.size() == 1 ||
-      (((ac && bc && a.strides() == b.strides()) || (as && bc) || (bs && ac)) && alloc_like<Out>(out, like))) {
-    Out* y = ptr<Out>(out);
-    size_t n = out.size() == 1 ? 1 : like.data_size();
-    // The loops read their operands from locals: a store through y could otherwise alias a
-    // captured scalar (zv is a float like y's elements), and the reloads and run-time checks that
-    // guard against it keep some ops (maximum, so relu) from vectorizing. y is either a fresh buffer or
-    // an input's own (same index), so `ivdep` is safe.
-    if (as && !bs) {
-      const C xv0 = static_cast<C>(x[0]);
-      parallel_for(n, [&](size_t lo, size_t hi) {
-        const In* zp = z;
-        Out* yp = y;
-        const C xv = xv0;
-        const F fn = f;
-        LOOM_IVDEP
-        for (size_t i = lo; i < hi; ++i) yp[i] = static_cast<Out>(fn(xv, static_cast<C>(zp[i])));
-      });
-    } else if (bs && !as) {
-      const C zv0 = static_cast<C>(z[0]);
-      parallel_for(n, [&](size_t lo, size_t hi) {
-        const In* xp = x;
-        Out* yp = y;
-        const C zv = zv0;
-        const F fn = f;
-        LOOM_IVDEP
-        for (size_t i = lo; i < hi; ++i) yp[i] = static_cast<Out>(fn(static_cast<C>(xp[i]), zv));
-      });
-    } else {
-      parallel_for(n, [&](size_t lo, size_t hi) {
-        const In* xp = x;
-        const In* zp = z;
-        Out* yp = y;
-        const F fn = f;
-        LOOM_IVDEP
-        for (size_t i = lo; i < hi; ++i) yp[i] = static_cast<Out>(fn(static_cast<C>(xp[i]), static_cast<C>(zp[i])));
-      });
-    }
-    return;
+      (((ac && bc && a.strides() == b.strides()) || (as && bc) || (bs && ac)) && alloc_like(out, like, itemsize))) {
+    p.n = out.size() == 1 ? 1 : like.data_size();
+    p.flat = (as && !bs) ? ElementwisePlan::scalar_first : (bs && !as) ? ElementwisePlan::scalar_second : ElementwisePlan::all;
+    return p;
   }
   out.alloc();
-  Shape shape = out.shape();
-  std::array<Strides, 3> st{a.strides(), b.strides(), out.strides()};
-  collapse(shape, st);
+  p.shape = out.shape();
+  p.st = {a.strides(), b.strides(), out.strides()};
+  collapse(p.shape, p.st);
+  return p;
+}
+
+// The span loops: one out-of-line loop per (op, dtype) and operand pattern, which the contiguous
+// path (per thread's range), the strided path (per row whose operands are contiguous) and the fused
+// path (per block) all call. Inlining a copy of each loop into every path made ops/elementwise.cpp
+// most of a build's compile time, and a call per row or range costs nothing measurable. The
+// operands arrive as parameters, so a store through y cannot alias them (no reloads; zv is a float
+// like y's elements), and y is a fresh buffer or an input's own at the same index: `ivdep` is safe.
+
+/// y[i] = f(x[i]) over n contiguous elements.
+template <typename In, typename Out, typename F>
+__attribute__((noinline)) void unary_span(const In* x, Out* y, size_t n, F f) {
+  using C = compute_t<In>;
+  LOOM_IVDEP
+  for (size_t i = 0; i < n; ++i) y[i] = static_cast<Out>(f(static_cast<C>(x[i])));
+}
+
+/// y[i] = f(x[i], z[i]).
+template <typename In, typename Out, typename F>
+__attribute__((noinline)) void binary_span(const In* x, const In* z, Out* y, size_t n, F f) {
+  using C = compute_t<In>;
+  LOOM_IVDEP
+  for (size_t i = 0; i < n; ++i) y[i] = static_cast<Out>(f(static_cast<C>(x[i]), static_cast<C>(z[i])));
+}
+
+/// y[i] = f(xv, z[i]): a scalar first operand.
+template <typename In, typename Out, typename F>
+__attribute__((noinline)) void binary_span_sv(compute_t<In> xv, const In* z, Out* y, size_t n, F f) {
+  using C = compute_t<In>;
+  LOOM_IVDEP
+  for (size_t i = 0; i < n; ++i) y[i] = static_cast<Out>(f(xv, static_cast<C>(z[i])));
+}
+
+/// y[i] = f(x[i], zv): a scalar second operand.
+template <typename In, typename Out, typename F>
+__attribute__((noinline)) void binary_span_vs(const In* x, compute_t<In> zv, Out* y, size_t n, F f) {
+  using C = compute_t<In>;
+  LOOM_IVDEP
+  for (size_t i = 0; i < n; ++i) y[i] = static_cast<Out>(f(static_cast<C>(x[i]), zv));
+}
+
+template <typename In, typename Out, typename F>
+void unary(const array& in, array& out, F f) {
+  using C = compute_t<In>;
+  const ElementwisePlan p = plan_unary(in, out, sizeof(Out));
+  const In* x = ptr<In>(in);
   Out* y = ptr<Out>(out);
-  for_each_row<3>(shape, st, [&](const std::array<int64_t, 3>& o, int n, const std::array<int64_t, 3>& s) {
+  if (p.flat != ElementwisePlan::strided) {
+    parallel_for(p.n, [&](size_t b, size_t e) { unary_span<In, Out>(x + b, y + b, e - b, f); });
+    return;
+  }
+  for_each_row<2>(p.shape, {p.st[0], p.st[1]},
+                  [&](const std::array<int64_t, 2>& o, int n, const std::array<int64_t, 2>& s) {
+                    const In* xp = x + o[0];
+                    Out* yp = y + o[1];
+                    if (s[0] == 1 && s[1] == 1) return unary_span<In, Out>(xp, yp, size_t(n), f);
+                    for (int i = 0; i < n; ++i) yp[i * s[1]] = static_cast<Out>(f(static_cast<C>(xp[i * s[0]])));
+                  });
+}
+
+template <typename In, typename Out, typename F>
+void binary(const array& a, const array& b, array& out, F f) {
+  using C = compute_t<In>;
+  const ElementwisePlan p = plan_binary(a, b, out, sizeof(Out));
+  const In* x = ptr<In>(a);
+  const In* z = ptr<In>(b);
+  Out* y = ptr<Out>(out);
+  switch (p.flat) {
+    case ElementwisePlan::scalar_first: {
+      const C xv = static_cast<C>(x[0]);
+      return parallel_for(p.n, [&](size_t lo, size_t hi) { binary_span_sv<In, Out>(xv, z + lo, y + lo, hi - lo, f); });
+    }
+    case ElementwisePlan::scalar_second: {
+      const C zv = static_cast<C>(z[0]);
+      return parallel_for(p.n, [&](size_t lo, size_t hi) { binary_span_vs<In, Out>(x + lo, zv, y + lo, hi - lo, f); });
+    }
+    case ElementwisePlan::all:
+      return parallel_for(p.n, [&](size_t lo, size_t hi) { binary_span<In, Out>(x + lo, z + lo, y + lo, hi - lo, f); });
+    case ElementwisePlan::strided:
+      break;
+  }
+  for_each_row<3>(p.shape, p.st, [&](const std::array<int64_t, 3>& o, int n, const std::array<int64_t, 3>& s) {
     const In* xp = x + o[0];
     const In* zp = z + o[1];
     Out* yp = y + o[2];
-    if (s[0] == 1 && s[1] == 1 && s[2] == 1) {
-      for (int i = 0; i < n; ++i) yp[i] = static_cast<Out>(f(static_cast<C>(xp[i]), static_cast<C>(zp[i])));
-    } else if (s[0] == 0 && s[1] == 1 && s[2] == 1) {
-      const C xv = static_cast<C>(xp[0]);
-      for (int i = 0; i < n; ++i) yp[i] = static_cast<Out>(f(xv, static_cast<C>(zp[i])));
-    } else if (s[0] == 1 && s[1] == 0 && s[2] == 1) {
-      const C zv = static_cast<C>(zp[0]);
-      for (int i = 0; i < n; ++i) yp[i] = static_cast<Out>(f(static_cast<C>(xp[i]), zv));
-    } else {
-      for (int i = 0; i < n; ++i)
-        yp[i * s[2]] = static_cast<Out>(f(static_cast<C>(xp[i * s[0]]), static_cast<C>(zp[i * s[1]])));
-    }
+    const size_t m = static_cast<size_t>(n);
+    if (s[2] == 1 && s[0] == 1 && s[1] == 1) return binary_span<In, Out>(xp, zp, yp, m, f);
+    if (s[2] == 1 && s[0] == 0 && s[1] == 1) return binary_span_sv<In, Out>(static_cast<C>(xp[0]), zp, yp, m, f);
+    if (s[2] == 1 && s[0] == 1 && s[1] == 0) return binary_span_vs<In, Out>(xp, static_cast<C>(zp[0]), yp, m, f);
+    for (int i = 0; i < n; ++i)
+      yp[i * s[2]] = static_cast<Out>(f(static_cast<C>(xp[i * s[0]]), static_cast<C>(zp[i * s[1]])));
   });
 }
 
-/// y[i] = f(x[i]) over one contiguous block (the fused path; the same conversions as `unary`).
+/// y[i] = f(x[i]) over one contiguous block (the fused path).
 template <typename In, typename Out, typename F>
 void unary_block(const void* x, void* y, size_t n, F f) {
-  using C = compute_t<In>;
-  const In* xp = static_cast<const In*>(x);
-  Out* yp = static_cast<Out*>(y);
-  for (size_t i = 0; i < n; ++i) yp[i] = static_cast<Out>(f(static_cast<C>(xp[i])));
+  unary_span<In, Out>(static_cast<const In*>(x), static_cast<Out*>(y), n, f);
 }
 
-/// y[i] = f(a[i], b[i]) over one contiguous block (the fused path; the same conversions as `binary`).
+/// y[i] = f(a[i], b[i]) over one contiguous block (the fused path).
 template <typename In, typename Out, typename F>
 void binary_block(const void* a, const void* b, void* y, size_t n, F f) {
-  using C = compute_t<In>;
-  const In* ap = static_cast<const In*>(a);
-  const In* bp = static_cast<const In*>(b);
-  Out* yp = static_cast<Out*>(y);
-  for (size_t i = 0; i < n; ++i) yp[i] = static_cast<Out>(f(static_cast<C>(ap[i]), static_cast<C>(bp[i])));
+  binary_span<In, Out>(static_cast<const In*>(a), static_cast<const In*>(b), static_cast<Out*>(y), n, f);
 }
 
 /// out = f(c, a, b) with c of type Cond and a, b, out of type T.
@@ -189,7 +222,7 @@ void ternary(const array& c, const array& a, const array& b, array& out, F f) {
   const T* x = ptr<T>(a);
   const T* z = ptr<T>(b);
   if (a.flags().contiguous && b.flags().contiguous && c.flags().contiguous && a.strides() == b.strides() &&
-      a.strides() == c.strides() && alloc_like<T>(out, a)) {
+      a.strides() == c.strides() && alloc_like(out, a, sizeof(T))) {
     T* y = ptr<T>(out);
     parallel_for(a.data_size(), [&](size_t lo, size_t hi) {
       // Locals, as in binary above; a bool condition is read as bytes (GCC vectorizes no bool loads).
