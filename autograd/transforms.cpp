@@ -1,5 +1,7 @@
 #include "loom/autograd/transforms.h"
 
+#include <algorithm>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -14,16 +16,33 @@ using detail::shape_str;
 
 namespace {
 
+// The tracers of the transforms running on this thread (nested ones included), so that a tracer left
+// over from a finished call can be told from the live tracer of an enclosing transform.
+thread_local std::vector<std::uintptr_t> live_tracers;
+
 // Copies of the primals that the traced function sees; everything computed from them is a tracer.
-std::vector<array> make_tracers(const std::vector<array>& primals) {
-  std::vector<array> out;
-  for (const auto& p : primals) {
-    array t = copy(p);
-    t.set_tracer(true);
-    out.push_back(std::move(t));
+// They stay in live_tracers while the Tracers object lives.
+struct Tracers {
+  std::vector<array> arrays;
+  explicit Tracers(const std::vector<array>& primals) {
+    for (const auto& p : primals) {
+      // A primal that is a tracer of a finished call (a loop that stores the traced input in a
+      // container and passes it back, say) is traced from what that copy read: the copies would
+      // otherwise chain up, one more per call (MLX does the same). An enclosing transform's tracer
+      // is live and stays: the inner trace must depend on it.
+      const bool stale = p.is_tracer() && p.has_primitive() && p.inputs().size() == 1 &&
+                         std::string_view(p.primitive().name()) == "Copy" &&
+                         std::find(live_tracers.begin(), live_tracers.end(), p.id()) == live_tracers.end();
+      array t = copy(stale ? p.inputs()[0] : p);
+      t.set_tracer(true);
+      arrays.push_back(std::move(t));
+    }
+    for (const array& t : arrays) live_tracers.push_back(t.id());
   }
-  return out;
-}
+  ~Tracers() { live_tracers.resize(live_tracers.size() - arrays.size()); }
+  Tracers(const Tracers&) = delete;
+  Tracers& operator=(const Tracers&) = delete;
+};
 
 // The nodes between `sources` and `outputs` that depend on a source through floating-point values,
 // in topological order (one array per node). Ids of every array that carries a derivative are
@@ -92,7 +111,8 @@ std::pair<std::vector<array>, std::vector<array>> vjp_impl(const VectorFn& fun, 
                                                            const CotangentFn& make_cotangents,
                                                            const std::vector<int>& argnums) {
   detail::InTracing tracing;
-  std::vector<array> tracers = make_tracers(primals);
+  Tracers traced(primals);
+  const std::vector<array>& tracers = traced.arrays;
   std::vector<array> outputs = fun(tracers);
   std::vector<array> cotangents = make_cotangents(outputs);
   if (cotangents.size() > outputs.size()) {
@@ -176,7 +196,8 @@ std::pair<std::vector<array>, std::vector<array>> jvp(const VectorFn& fun, const
     }
   }
   detail::InTracing tracing;
-  std::vector<array> tracers = make_tracers(primals);
+  Tracers traced(primals);
+  const std::vector<array>& tracers = traced.arrays;
   std::vector<array> outputs = fun(tracers);
   std::unordered_set<std::uintptr_t> live;
   std::unordered_map<std::uintptr_t, array> tan;
@@ -220,11 +241,21 @@ std::pair<array, array> jvp(const UnaryFn& fun, const array& primal, const array
 
 ValueAndGradFn value_and_grad(const VectorFn& fun, const std::vector<int>& argnums) {
   if (argnums.empty()) throw std::invalid_argument("[value_and_grad] argnums is empty");
-  return [fun, argnums](const std::vector<array>& inputs) {
+  return [fun, argnums](const std::vector<array>& given) {
+    const int n = static_cast<int>(given.size());
+    std::vector<int> argnums_sorted;
     for (int i : argnums) {
-      if (i < 0 || i >= static_cast<int>(inputs.size())) {
-        throw std::out_of_range(msg("[value_and_grad] argnum ", i, " is out of range for ", inputs.size(), " inputs"));
+      if (i < -n || i >= n) {
+        throw std::invalid_argument(msg("[value_and_grad] argnum ", i, " is out of range for ", n, " inputs"));
       }
+      argnums_sorted.push_back(i < 0 ? i + n : i);
+    }
+    std::sort(argnums_sorted.begin(), argnums_sorted.end());
+    if (std::adjacent_find(argnums_sorted.begin(), argnums_sorted.end()) != argnums_sorted.end()) {
+      throw std::invalid_argument(msg("[value_and_grad] argnums names input ", *std::adjacent_find(argnums_sorted.begin(), argnums_sorted.end()), " twice"));
+    }
+    const std::vector<array>& inputs = given;
+    for (int i : argnums_sorted) {
       if (!is_inexact(inputs[i].dtype())) {
         throw std::invalid_argument(msg("[value_and_grad] cannot differentiate with respect to input ", i,
                                         " of dtype ", inputs[i].dtype(), "; only floating-point inputs have gradients"));
@@ -238,7 +269,7 @@ ValueAndGradFn value_and_grad(const VectorFn& fun, const std::vector<int>& argnu
       }
       return std::vector<array>{ones_like(outs[0])};
     };
-    return detail::vjp_impl(fun, inputs, seed, argnums);
+    return detail::vjp_impl(fun, inputs, seed, argnums_sorted);
   };
 }
 
@@ -251,7 +282,7 @@ SimpleValueAndGradFn value_and_grad(const ScalarVectorFn& fun, const std::vector
 }
 
 std::function<std::pair<array, array>(const array&)> value_and_grad(const UnaryFn& fun) {
-  auto vg = value_and_grad(ScalarVectorFn([fun](const std::vector<array>& x) { return fun(x[0]); }), {0});
+  auto vg = value_and_grad(ScalarVectorFn([fun](const std::vector<array>& x) { return fun(x[0]); }), 0);
   return [vg](const array& x) {
     auto [value, grads] = vg({x});
     return std::make_pair(value, grads[0]);

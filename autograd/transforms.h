@@ -30,14 +30,27 @@ using ValueAndGradFn = std::function<std::pair<std::vector<array>, std::vector<a
 using SimpleValueAndGradFn = std::function<std::pair<array, std::vector<array>>(const std::vector<array>&)>;
 
 /// A function returning `fun`'s outputs and the gradient of its first output (a scalar) with respect
-/// to the inputs in `argnums`. Differentiating with respect to an integer input throws.
-ValueAndGradFn value_and_grad(const VectorFn& fun, const std::vector<int>& argnums = {0});
-SimpleValueAndGradFn value_and_grad(const ScalarVectorFn& fun, const std::vector<int>& argnums = {0});
+/// to the inputs in `argnums`, as MLX: a negative number counts from the end, and the gradients come
+/// in increasing input order whatever the order of `argnums`. An empty `argnums`, a repeated input or
+/// one out of range throws std::invalid_argument, as does differentiating with respect to an integer
+/// input.
+ValueAndGradFn value_and_grad(const VectorFn& fun, const std::vector<int>& argnums);
+inline ValueAndGradFn value_and_grad(const VectorFn& fun, int argnum = 0) {
+  return value_and_grad(fun, std::vector<int>{argnum});
+}
+SimpleValueAndGradFn value_and_grad(const ScalarVectorFn& fun, const std::vector<int>& argnums);
+inline SimpleValueAndGradFn value_and_grad(const ScalarVectorFn& fun, int argnum = 0) {
+  return value_and_grad(fun, std::vector<int>{argnum});
+}
 std::function<std::pair<array, array>(const array&)> value_and_grad(const UnaryFn& fun);
 
 /// The gradient part of value_and_grad.
 std::function<std::vector<array>(const std::vector<array>&)> grad(const ScalarVectorFn& fun,
-                                                                  const std::vector<int>& argnums = {0});
+                                                                  const std::vector<int>& argnums);
+inline std::function<std::vector<array>(const std::vector<array>&)> grad(const ScalarVectorFn& fun,
+                                                                         int argnum = 0) {
+  return grad(fun, std::vector<int>{argnum});
+}
 std::function<array(const array&)> grad(const UnaryFn& fun);
 
 /// A user vjp rule: (primals, cotangents, outputs) -> one cotangent per primal.

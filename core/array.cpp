@@ -220,6 +220,12 @@ std::vector<array> array::outputs() const {
   return outs;
 }
 
+std::vector<array> array::siblings() const {
+  std::vector<array> outs = outputs();
+  outs.erase(outs.begin() + position());
+  return outs;
+}
+
 void array::detach() { desc_->node.reset(); }
 
 Stream array::stream() const {

@@ -163,6 +163,9 @@ class array {
   const std::vector<array>& inputs() const;
   /// Every output of this array's primitive, this one included, in output order.
   std::vector<array> outputs() const;
+  /// The other outputs of this array's primitive (MLX's siblings; empty for one output or once
+  /// evaluated).
+  std::vector<array> siblings() const;
   /// This array's index among its primitive's outputs.
   uint32_t position() const { return desc_->position; }
   /// Forgets the primitive and inputs (keeps the data). Called by eval.
@@ -289,11 +292,17 @@ class array::ArrayIterator {
  public:
   using iterator_category = std::forward_iterator_tag;
   using difference_type = std::ptrdiff_t;
-  using value_type = array;
+  using value_type = const array;  // read only, as MLX's: a slice is a new array, not a reference
   using pointer = void;
-  using reference = array;
+  using reference = const array;
   ArrayIterator(array a, int index) : a_(std::move(a)), index_(index) {}
-  array operator*() const;
+  const array operator*() const;
+  /// `n` slices on (MLX's `begin() + n`; unlike MLX's, it leaves this iterator as it was).
+  ArrayIterator operator+(std::ptrdiff_t n) const { return ArrayIterator(a_, index_ + static_cast<int>(n)); }
+  ArrayIterator& operator+=(std::ptrdiff_t n) {
+    index_ += static_cast<int>(n);
+    return *this;
+  }
   ArrayIterator& operator++() {
     ++index_;
     return *this;

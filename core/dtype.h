@@ -65,6 +65,45 @@ struct bfloat16_t {
   }
 };
 
+// Comparisons and same-type arithmetic of the half types, as MLX defines them: without them
+// `h == 1.0f` and `a + b` would be ambiguous between converting the halves to float and making
+// arrays of them (array's scalar constructor is implicit, as MLX's). They compute in float32;
+// half op half gives a half, and comparisons give bool.
+namespace detail {
+template <class T>
+inline constexpr bool is_half_storage_v = std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>;
+template <class A, class B>
+inline constexpr bool half_operands_v = (is_half_storage_v<A> && (is_half_storage_v<B> || std::is_arithmetic_v<B>)) ||
+                                        (std::is_arithmetic_v<A> && is_half_storage_v<B>);
+template <class T>
+auto half_value(T v) {
+  if constexpr (is_half_storage_v<T>) return static_cast<float>(v);
+  else return v;
+}
+}  // namespace detail
+#define LOOM_HALF_COMPARISON(OP)                                                             \
+  template <class A, class B, typename = std::enable_if_t<detail::half_operands_v<A, B>>>   \
+  bool operator OP(A a, B b) {                                                             \
+    return detail::half_value(a) OP detail::half_value(b);                                 \
+  }
+LOOM_HALF_COMPARISON(==)
+LOOM_HALF_COMPARISON(!=)
+LOOM_HALF_COMPARISON(<)
+LOOM_HALF_COMPARISON(<=)
+LOOM_HALF_COMPARISON(>)
+LOOM_HALF_COMPARISON(>=)
+#undef LOOM_HALF_COMPARISON
+#define LOOM_HALF_ARITHMETIC(OP)                                                                        \
+  template <class H, typename = std::enable_if_t<detail::is_half_storage_v<H>>>                        \
+  H operator OP(H a, H b) {                                                                             \
+    return H(static_cast<float>(a) OP static_cast<float>(b));                                           \
+  }
+LOOM_HALF_ARITHMETIC(+)
+LOOM_HALF_ARITHMETIC(-)
+LOOM_HALF_ARITHMETIC(*)
+LOOM_HALF_ARITHMETIC(/)
+#undef LOOM_HALF_ARITHMETIC
+
 /// complex64 storage: two float32s (real, imaginary), as std::complex<float>, which it is. Real
 /// values convert to it with a zero imaginary part. Ordering is lexicographic (real part, then
 /// imaginary), as numpy and MLX order complex numbers in comparisons, maximum and sort.

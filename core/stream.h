@@ -40,6 +40,15 @@ bool is_available(const Device& d);
 /// 1 for the CPU, 0 for GPUs.
 int device_count(Device::DeviceType type);
 
+/// MLX's GPU and Metal back ends: never available in Loom, so that MLX programs written as
+/// `if (gpu::is_available()) ... else ...` compile and take the CPU branch.
+namespace gpu {
+inline bool is_available() { return false; }
+}  // namespace gpu
+namespace metal {
+inline bool is_available() { return false; }
+}  // namespace metal
+
 struct Stream {
   int index;
   Device device;

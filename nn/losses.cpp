@@ -162,9 +162,10 @@ array binary_cross_entropy(const array& inputs, const array& targets, const std:
   array t = astype(targets, d);
   array loss = x;
   if (with_logits) {
-    // softplus(x) - x t with softplus(x) = max(x, 0) + log1p(exp(-|x|)): exp never overflows, and
-    // maximum splits its gradient at the tie x = 0, which gives the exact sigmoid(0) = 0.5 there.
-    array softplus = add(maximum(x, array(0.0, d)), log1p(exp(negative(abs(x)))));
+    // softplus(x) - x t with softplus(x) = max(x, 0) + log1p(exp(-|x|)): exp never overflows. max(x, 0)
+    // is written (x + |x|) / 2, whose derivative at x = 0 is 1/2 (abs's is 0 there), which gives the
+    // exact sigmoid(0) = 0.5 (maximum's gives its tie to one side).
+    array softplus = add(multiply(add(x, abs(x)), array(0.5, d)), log1p(exp(negative(abs(x)))));
     loss = subtract(softplus, multiply(x, t));
   } else {
     array one = array(1.0, d);
@@ -239,8 +240,8 @@ array huber_loss(const array& inputs, const array& targets, double delta, const 
   const Reduction red = parse_reduction(reduction, op);
   check_same_shape(inputs, targets, op, "inputs", "targets");
   if (!(delta > 0.0)) throw std::invalid_argument(msg("[", op, "] delta must be > 0; got ", delta));
-  // MLX's form: q = min(|e|, delta), loss = q^2 / 2 + delta * (|e| - q). It is C1 at |e| = delta,
-  // and minimum's even split of the tie keeps the gradient exact there.
+  // MLX's form: q = min(|e|, delta), loss = q^2 / 2 + delta * (|e| - q). It is C1 at |e| = delta:
+  // the derivative there is delta whichever input minimum gives the tie to (q - delta is 0).
   array a = abs(subtract(inputs, targets));
   array q = minimum(a, detail::scalar_like(delta, a));
   array loss = add(multiply(square(q), detail::scalar_like(0.5, q)), multiply(subtract(a, q), detail::scalar_like(delta, q)));

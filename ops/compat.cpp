@@ -117,7 +117,7 @@ int normalize_axis_index(int axis, int ndim, const std::string& msg_prefix) {
   return axis < 0 ? axis + ndim : axis;
 }
 
-array array::ArrayIterator::operator*() const {
+const array array::ArrayIterator::operator*() const {
   Shape start(a_.ndim(), 0), stop = a_.shape();
   start[0] = index_;
   stop[0] = index_ + 1;

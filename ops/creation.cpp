@@ -45,9 +45,19 @@ class Arange : public UnaryPrimitive {
     out.alloc();
     LOOM_DISPATCH_REAL(out.dtype(), T, {
       T* y = kernels::ptr<T>(out);
-      kernels::parallel_for(out.size(), [&](size_t b, size_t e) {
-        for (size_t i = b; i < e; ++i) y[i] = cast_value<T>(start_ + static_cast<double>(i) * step_);
-      });
+      if constexpr (std::is_integral_v<T>) {
+        // numpy's and MLX's integer arange: the first two values in T, then their difference, so
+        // arange(0, 5, 1.5, int32) is 0 1 2 3 (the step truncates to 1) and a step of 0.5 gives zeros.
+        const T first = cast_value<T>(start_);
+        const T delta = kernels::wrapping_sub(cast_value<T>(start_ + step_), first);
+        kernels::parallel_for(out.size(), [&](size_t b, size_t e) {
+          for (size_t i = b; i < e; ++i) y[i] = kernels::wrapping_add(first, kernels::wrapping_mul(static_cast<T>(i), delta));
+        });
+      } else {
+        kernels::parallel_for(out.size(), [&](size_t b, size_t e) {
+          for (size_t i = b; i < e; ++i) y[i] = cast_value<T>(start_ + static_cast<double>(i) * step_);
+        });
+      }
     });
   }
   const char* name() const override { return "Arange"; }

@@ -439,10 +439,12 @@ struct RemainderOp {
 struct PowerOp {
   static constexpr const char* name = "Power";
   static constexpr bool complex = true;
-  static constexpr K kind = K::numeric;
+  static constexpr K kind = K::any;
   template <class T> T operator()(T a, T b) const {
     if constexpr (std::is_floating_point_v<T> || is_complex_v<T>) {
       return std::pow(a, b);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return a || !b;  // MLX's bool power: x^0 is 1, 0^1 is 0, 1^1 is 1
     } else {
       if constexpr (std::is_signed_v<T>) {
         if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
@@ -467,7 +469,6 @@ struct PowerOp {
     return where(logical_and(equal(a, zeros_like(a)), greater_equal(b, zeros_like(b))), zeros_like(g), g);
   }
 };
-// Ties split the gradient evenly between the two inputs, and a NaN input takes it (as PyTorch does).
 struct MaximumOp {
   static constexpr const char* name = "Maximum";
   static constexpr bool complex = true;
@@ -479,12 +480,11 @@ struct MaximumOp {
     else if constexpr (is_complex_v<T>) return (a > b || std::isnan(a.real()) || std::isnan(a.imag())) ? a : b;
     else return a > b ? a : b;
   }
+  // The whole cotangent goes to the input the output came from, as the kernel selects it: a when
+  // a > b or a is NaN, b otherwise (so b at a tie, as MLX; PyTorch splits a tie in halves).
   static array grad(int arg, const array& a, const array& b, const array&, const array& v) {
-    const array& self = arg == 0 ? a : b;
-    const array& other = arg == 0 ? b : a;
-    array z = zeros_like(v);
-    // The input the output came from: a NaN operand (NaN in, NaN out), as PyTorch's rule.
-    return where(equal(self, other), v * 0.5, where(logical_or(greater(self, other), isnan(self)), v, z));
+    array from_a = logical_or(greater(a, b), isnan(a));
+    return arg == 0 ? where(from_a, v, zeros_like(v)) : where(from_a, zeros_like(v), v);
   }
 };
 struct MinimumOp {
@@ -498,11 +498,10 @@ struct MinimumOp {
     else if constexpr (is_complex_v<T>) return (a < b || std::isnan(a.real()) || std::isnan(a.imag())) ? a : b;
     else return a < b ? a : b;
   }
+  // As maximum's: a when a < b or a is NaN, b otherwise (b at a tie, as MLX).
   static array grad(int arg, const array& a, const array& b, const array&, const array& v) {
-    const array& self = arg == 0 ? a : b;
-    const array& other = arg == 0 ? b : a;
-    array z = zeros_like(v);
-    return where(equal(self, other), v * 0.5, where(logical_or(less(self, other), isnan(self)), v, z));
+    array from_a = logical_or(less(a, b), isnan(a));
+    return arg == 0 ? where(from_a, v, zeros_like(v)) : where(from_a, zeros_like(v), v);
   }
 };
 struct ArcTan2Op {

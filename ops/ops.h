@@ -36,7 +36,9 @@ array zeros_like(const array& a, StreamOrDevice s = {});
 array zeros_like(const array& a, Dtype dtype, StreamOrDevice s = {});
 array ones_like(const array& a, StreamOrDevice s = {});
 array ones_like(const array& a, Dtype dtype, StreamOrDevice s = {});
-/// Values start, start+step, ... below stop (numpy's arange).
+/// Values start, start+step, ... below stop (numpy's arange). For an integer dtype the step is the
+/// difference of the first two values cast to it, as numpy and MLX: arange(0, 5, 0.5, int32) holds ten
+/// zeros.
 array arange(double start, double stop, double step, Dtype dtype, StreamOrDevice s = {});
 inline array arange(double start, double stop, double step, StreamOrDevice s = {}) {
   return arange(start, stop, step, float32, s);
@@ -446,6 +448,10 @@ array reshape(const array& a, Shape shape, StreamOrDevice s = {});
 array flatten(const array& a, int start_axis, int end_axis = -1, StreamOrDevice s = {});
 array flatten(const array& a, StreamOrDevice s = {});
 array transpose(const array& a, std::vector<int> axes, StreamOrDevice s = {});
+/// A braced list of axes, `{}` included, is axes (not a stream), as in MLX.
+inline array transpose(const array& a, std::initializer_list<int> axes, StreamOrDevice s = {}) {
+  return transpose(a, std::vector<int>(axes), s);
+}
 array transpose(const array& a, StreamOrDevice s = {});
 array swapaxes(const array& a, int axis1, int axis2, StreamOrDevice s = {});
 array moveaxis(const array& a, int source, int destination, StreamOrDevice s = {});
@@ -460,6 +466,10 @@ Shape broadcast_shapes(const Shape& a, const Shape& b);
 /// Elements start[i] <= j < stop[i] in steps of strides[i] (numpy rules: negative values count
 /// from the end, bounds are clamped, steps may be negative).
 array slice(const array& a, Shape start, Shape stop, Shape strides, StreamOrDevice s = {});
+/// `slice(a, {0, 1}, stop, strides)`: the braced start is a Shape, not the array of dynamic starts.
+inline array slice(const array& a, std::initializer_list<int> start, Shape stop, Shape strides, StreamOrDevice s = {}) {
+  return slice(a, Shape(start), std::move(stop), std::move(strides), s);
+}
 array slice(const array& a, Shape start, Shape stop, StreamOrDevice s = {});
 /// `src` with the slice [start:stop:strides] replaced by `update` (broadcast to the slice).
 array slice_update(const array& src, const array& update, Shape start, Shape stop, Shape strides,

@@ -123,6 +123,19 @@ std::pair<array, array> split(const array& key, StreamOrDevice s = {});
 
 // ---- generators (key: std::nullopt takes the next key of the global state) ----
 
+namespace detail {
+/// The bounds of uniform / truncated_normal given as numbers, or one as an array (MLX's template).
+template <class T, class U>
+inline constexpr bool bound_pair_v =
+    (std::is_arithmetic_v<T> || std::is_same_v<T, array>) && (std::is_arithmetic_v<U> || std::is_same_v<U, array>) &&
+    !(std::is_same_v<T, array> && std::is_same_v<U, array>);
+inline array bound(const array& a) { return a; }
+template <class T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
+array bound(T v) {
+  return array(static_cast<double>(v), float64);
+}
+}  // namespace detail
+
 /// Raw random bits: `width` bytes per element (1, 2, 4 or 8), as uint8, uint16, uint32 (MLX's
 /// default) or uint64 (Loom only). The little-endian bytes of a draw of ceil(size * width / 4) words.
 array bits(const Shape& shape, int width, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
@@ -131,16 +144,15 @@ inline array bits(const Shape& shape, const std::optional<array>& key = std::nul
 }
 
 /// Uniform samples (high - low) * u + low of a floating `dtype`, u in [0, 1); low and high are cast
-/// to `dtype` and broadcast to `shape`, and must satisfy low < high where they are evaluated. As in
-/// MLX the rounding of the last step can give `high` itself for some bounds (never for [0, 1)).
+/// to `dtype` and broadcast to `shape` (high < low is allowed, as MLX: the samples then lie in
+/// (high, low]). As in MLX the rounding of the last step can give `high` itself for some bounds
+/// (never for [0, 1)). Either bound may be a number and the other an array.
 array uniform(const array& low, const array& high, const Shape& shape, Dtype dtype = float32,
               const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
-template <typename T, typename U,
-          typename = std::enable_if_t<std::is_arithmetic_v<T> && std::is_arithmetic_v<U>>>
+template <typename T, typename U, typename = std::enable_if_t<detail::bound_pair_v<T, U>>>
 array uniform(T low, U high, const Shape& shape, Dtype dtype = float32,
               const std::optional<array>& key = std::nullopt, StreamOrDevice s = {}) {
-  return uniform(array(static_cast<double>(low), float64), array(static_cast<double>(high), float64), shape, dtype,
-                 key, s);
+  return uniform(detail::bound(low), detail::bound(high), shape, dtype, key, s);
 }
 /// Uniform samples in [0, 1).
 array uniform(const Shape& shape, Dtype dtype, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
@@ -155,24 +167,24 @@ array normal(const Shape& shape, Dtype dtype, const std::optional<array>& key = 
 array normal(const Shape& shape, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
 
 /// Standard normal samples restricted to [lower, upper] (inverse CDF between the bounds, as MLX;
-/// bounds are cast to `dtype` and broadcast to `shape`; +-inf allowed). Bounds far out in one tail
-/// (beyond about 4) lose accuracy in float32, as in MLX.
+/// bounds are cast to `dtype` and broadcast to `shape`; +-inf allowed; where upper < lower every
+/// sample is lower, as MLX's clip). Bounds far out in one tail (beyond about 4) lose accuracy in
+/// float32, as in MLX.
 array truncated_normal(const array& lower, const array& upper, const Shape& shape, Dtype dtype = float32,
                        const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
 /// The shape is that of lower and upper broadcast together.
 array truncated_normal(const array& lower, const array& upper, Dtype dtype = float32,
                        const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
-template <typename T, typename U,
-          typename = std::enable_if_t<std::is_arithmetic_v<T> && std::is_arithmetic_v<U>>>
+template <typename T, typename U, typename = std::enable_if_t<detail::bound_pair_v<T, U>>>
 array truncated_normal(T lower, U upper, const Shape& shape, Dtype dtype = float32,
                        const std::optional<array>& key = std::nullopt, StreamOrDevice s = {}) {
-  return truncated_normal(array(static_cast<double>(lower), float64), array(static_cast<double>(upper), float64),
-                          shape, dtype, key, s);
+  return truncated_normal(detail::bound(lower), detail::bound(upper), shape, dtype, key, s);
 }
 
-/// Integers in [low, high) of an integer `dtype`: floor of a float32 uniform(low, high), clamped to
-/// [low, high - 1] (MLX's). Bounds are converted to int64 (floats truncate toward zero) and
-/// broadcast to `shape`. Ranges above 2^24 get float32 resolution (some values are never drawn).
+/// Integers in [low, high) of an integer or bool `dtype`: floor of a float32 uniform(low, high),
+/// clamped to [low, high - 1] (MLX's; so high <= low gives low everywhere). Bounds are converted to
+/// int64 (floats truncate toward zero), broadcast to `shape`, and must lie in the dtype's range
+/// (bool's is [0, 1]). Ranges above 2^24 get float32 resolution (some values are never drawn).
 array randint(const array& low, const array& high, const Shape& shape, Dtype dtype = int32,
               const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
 template <typename T, typename U,
@@ -183,7 +195,8 @@ array randint(T low, U high, const Shape& shape, Dtype dtype = int32, const std:
                  s);
 }
 
-/// Bool samples, true with probability p (a floating array broadcast to `shape`, values in [0, 1]).
+/// Bool samples, true with probability p (a floating array broadcast to `shape`; as MLX and JAX, p
+/// below 0 always gives false and above 1 always true).
 /// A double p is taken as float32 (MLX's array(p)).
 array bernoulli(const array& p, const Shape& shape, const std::optional<array>& key = std::nullopt,
                 StreamOrDevice s = {});

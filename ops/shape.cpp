@@ -108,7 +108,7 @@ class Broadcast : public UnaryPrimitive {
     int diff = static_cast<int>(out.ndim() - x.ndim());
     Strides st(out.ndim(), 0);
     for (size_t i = 0; i < x.ndim(); ++i) {
-      st[i + diff] = (x.shape()[i] == 1 && out.shape()[i + diff] != 1) ? 0 : x.strides()[i];
+      st[i + diff] = x.shape()[i] == 1 ? 0 : x.strides()[i];  // every size-1 input axis: stride 0, as MLX
     }
     make_view(x, out, st, 0);
   }

@@ -168,12 +168,12 @@ TEST(CoverageGrad, SecondOrderOfProdGoesThroughCumProd) {
   // prod's vjp multiplies exclusive running products (CumProd) from both ends; differentiating that
   // gradient again checks CumProd's own vjp and jvp, with and without zeros.
   for (int axis : {0, 1, -1}) {
-    auto g = grad([axis](const std::vector<array>& p) { return sum(prod(p[0], axis) * p[1]); }, {0});
+    auto g = grad([axis](const std::vector<array>& p) { return sum(prod(p[0], axis) * p[1]); }, 0);
     auto r = check_grads([&](const std::vector<array>& p) { return g(p); },
                          {uniform({3, 4}, 0.5, 1.5, 21), uniform(axis == 0 ? Shape{4} : Shape{3}, -1, 1, 22)});
     EXPECT_TRUE(r.ok) << "axis " << axis << "\n" << r.report;
   }
-  auto g = grad([](const std::vector<array>& p) { return prod(transpose(p[0])); }, {0});
+  auto g = grad([](const std::vector<array>& p) { return prod(transpose(p[0])); }, 0);
   auto r = check_grads([&](const std::vector<array>& p) { return g(p); }, {uniform({2, 3}, 0.5, 1.5, 23)});
   EXPECT_TRUE(r.ok) << r.report;
   // Hand-computed: the Hessian of x0 x1 x2 at (1, 2, 3) applied to ones is (5, 4, 3); at (0, 2, 3)
@@ -184,7 +184,7 @@ TEST(CoverageGrad, SecondOrderOfProdGoesThroughCumProd) {
   // Zeros: one, two, first or last along the reduced axes, several axes at once.
   array zs = array({0.0, 1.5, -0.5, 2.0, 1.2, 0.0, 0.7, 0.0, 0.9, 1.1, 0.0, -1.3, 0.8, 1.4, 0.6, 0.0}, {4, 4}, float64);
   for (std::vector<int> axes : {std::vector<int>{1}, {0}, {0, 1}}) {
-    auto gz = grad([axes](const std::vector<array>& p) { return sum(prod(p[0], axes) * 1.5); }, {0});
+    auto gz = grad([axes](const std::vector<array>& p) { return sum(prod(p[0], axes) * 1.5); }, 0);
     auto rz = check_grads([&](const std::vector<array>& p) { return gz(p); }, {zs});
     EXPECT_TRUE(rz.ok) << "prod over " << axes.size() << " axes with zeros\n" << rz.report;
   }
@@ -215,7 +215,7 @@ TEST(CoverageGrad, PermutationSecondOrderGoesThroughTheInverse) {
   for (int axis : {0, 1}) {
     auto g = grad([&, axis](const std::vector<array>& p) {
       return sum(power(random::permutation(p[0], axis, k), array(3.0)) * reshape(arange(1.0, 13.0, 1.0, float64), {3, 4}));
-    }, {0});
+    }, 0);
     auto r = check_grads([&](const std::vector<array>& p) { return g(p); }, {uniform({3, 4}, -1, 1, 29 + axis)});
     EXPECT_TRUE(r.ok) << "axis " << axis << "\n" << r.report;
   }

@@ -125,7 +125,7 @@ TEST(CustomFunction, MultipleOutputsAndSecondOrder) {
   auto g2 = grad([&](const array& x) { return sum(grad([&](const array& y) { return sum(f({y})[1]); })(x)); });
   expect_array(g2(vec({1.0, -2.0})), {2}, {6, -12});
   // The gradient itself passes a finite-difference check (the rule's own vjp and jvp).
-  auto gf = grad([&](const std::vector<array>& p) { return sum(f(p)[0] + f(p)[1]); }, {0});
+  auto gf = grad([&](const std::vector<array>& p) { return sum(f(p)[0] + f(p)[1]); }, 0);
   auto r2 = check_grads([&](const std::vector<array>& p) { return gf(p); }, {vec({0.4, -0.9})});
   EXPECT_TRUE(r2.ok) << r2.report;
 }

@@ -108,11 +108,11 @@ TEST(ConvGrad, Pooling) {
 
 TEST(ConvGrad, PoolingSecondOrder) {
   auto lossm = [](const std::vector<array>& v) { return sum(square(max_pool2d(v[0], {2, 2}, {1, 1}))); };
-  auto gm = grad(lossm, {0});
+  auto gm = grad(lossm, 0);
   auto rm = check_grads([&](const std::vector<array>& v) { return gm(v); }, {distinct_arr({1, 4, 4, 2}, 40)});
   EXPECT_TRUE(rm.ok) << rm.report;
   auto lossa = [](const std::vector<array>& v) { return sum(square(avg_pool2d(v[0], {2, 2}, {1, 1}, {1, 1}))); };
-  auto ga = grad(lossa, {0});
+  auto ga = grad(lossa, 0);
   auto ra = check_grads([&](const std::vector<array>& v) { return ga(v); }, {rand_arr({1, 4, 4, 2}, 41)});
   EXPECT_TRUE(ra.ok) << ra.report;
 }

@@ -440,6 +440,16 @@ def _int_remainder(a, b):
     return np.where(b == 0, 0, np.remainder(a, np.where(b == 0, 1, b)))
 
 
+def _maximum(a, b):
+    """torch.maximum with MLX's (and Loom's) derivative: all of it to the input the value came from,
+    a where a > b or a is NaN, else b (b at a tie; torch.maximum splits a tie in halves)."""
+    return torch.where((a > b) | torch.isnan(a), a, b)
+
+
+def _minimum(a, b):
+    return torch.where((a < b) | torch.isnan(a), a, b)
+
+
 def _logaddexp(a, b):
     """log(e^a + e^b) as max + log1p(exp(-|a - b|)), differentiable: torch.logaddexp rounds results
     below ~1e-16 to 0 (logaddexp(0, -41) is 0.0 there; numpy and the exact value: 1.56e-18)."""
@@ -452,8 +462,8 @@ def _logaddexp(a, b):
 BINARY = {
     # name: (kind, torch fn or None for numpy, numpy fn)
     "add": ("any", torch.add), "subtract": ("numeric", torch.sub), "multiply": ("any", torch.mul),
-    "divide": ("float", torch.div), "power": ("numeric", torch.pow), "maximum": ("any", torch.maximum),
-    "minimum": ("any", torch.minimum), "arctan2": ("float", torch.atan2), "logaddexp": ("float", _logaddexp),
+    "divide": ("float", torch.div), "power": ("any", torch.pow), "maximum": ("any", _maximum),
+    "minimum": ("any", _minimum), "arctan2": ("float", torch.atan2), "logaddexp": ("float", _logaddexp),
     "floor_divide": ("numeric", None), "remainder": ("numeric", None),
     "equal": ("pred", torch.eq), "not_equal": ("pred", torch.ne), "less": ("pred", torch.lt),
     "less_equal": ("pred", torch.le), "greater": ("pred", torch.gt), "greater_equal": ("pred", torch.ge),
@@ -497,6 +507,8 @@ def binary_ref(name, kind, fn):
                 np.floor_divide if name == "floor_divide" else np.remainder)
             return [(np_binary(npfn)(ca, cb, d), d)]
         if d == "bool":
+            if name == "power":  # MLX's bool power: x ** 0 is 1 and 0 ** 1 is 0, so a or not b
+                return [(torch.logical_or(ca, torch.logical_not(cb)), d)]
             return [(torch.logical_or(ca, cb) if name in ("add", "maximum") else torch.logical_and(ca, cb), d)]
         if name == "power" and d in INTS:
             return [(np_binary(_int_power)(ca, cb, d), d)]
@@ -2816,10 +2828,12 @@ def uref_binary(name):
         if name.startswith("bitwise") or "shift" in name:
             if d in FLOATS:
                 raise TypeError("bitwise ops take integers only (MLX); uint64 with a signed integer is float32")
-        if d == "bool" and name in ("subtract", "power", "floor_divide", "remainder"):
+        if d == "bool" and name in ("subtract", "floor_divide", "remainder"):
             deviation("bool_arith")
             raise TypeError("bool")
         ca, cb = ucast(a, dts[0], d), ucast(b, dts[1], d)
+        if d == "bool" and name == "power":
+            return [(ca | ~cb, d)]
         if d == "bool":
             return [((ca | cb) if name in ("add", "maximum", "bitwise_or") else (ca ^ cb) if name == "bitwise_xor"
                      else (ca & cb), d)]

@@ -20,8 +20,8 @@ DIFFERENCES = {
     "cumprod_dtype": "cumprod keeps its input's dtype (MLX): bool is a running \"and\", uint8 and int32 "
     "wrap on overflow; PyTorch gives int64 for integers and bool. The reference multiplies in Loom's dtype.",
     "bool_arith": "add/multiply/maximum/minimum of two bools stay bool (logical or / and), numpy's rule; "
-    "negative, square, subtract, floor/ceil/round, floor_divide, remainder and power reject bool, "
-    "as numpy does (PyTorch rejects some and accepts others).",
+    "power of bools is a or not b (MLX's); negative, square, subtract, floor/ceil/round, floor_divide "
+    "and remainder reject bool, as numpy does (PyTorch rejects some and accepts others).",
     "argmax_dtype": "argmax/argmin/argsort/argpartition return int32 (MLX's uint32 would not hold -1; "
     "PyTorch returns int64). The reference casts its indices.",
     # ---- semantics ----
@@ -51,7 +51,7 @@ DIFFERENCES = {
     "cross_entropy_targets": "cross_entropy takes class indices of any integer dtype (MLX); PyTorch "
     "wants int64. The reference casts them.",
     "minmax_jvp_select": "The jvp of maximum/minimum is the tangent of the input the output came from "
-    "(a select; half of each at a tie). PyTorch's forward formula adds mask * (t_a - t_b), so an "
+    "(a select; b's at a tie, as MLX). PyTorch's forward formula adds mask * (t_a - t_b), so an "
     "infinite tangent of the input not chosen (sqrt at 0) turns the result into NaN. For chains with "
     "maximum/minimum the comparator accepts any value where the reference tangent is NaN.",
     "blas_zero_times_inf": "matmul and conv run on BLAS, which may skip a multiplication by zero, so "

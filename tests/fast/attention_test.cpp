@@ -160,8 +160,8 @@ TEST(ScaledDotProductAttention, SelfAttentionGradientsLandInTheProjectionsLayout
       return sum(o * w);
     };
   };
-  array g1 = value_and_grad(ScalarVectorFn(loss(true)), {0})({proj}).second[0];
-  array g2 = value_and_grad(ScalarVectorFn(loss(false)), {0})({proj}).second[0];
+  array g1 = value_and_grad(ScalarVectorFn(loss(true)), 0)({proj}).second[0];
+  array g2 = value_and_grad(ScalarVectorFn(loss(false)), 0)({proj}).second[0];
   expect_close(g1, g2, 2e-5);
   EXPECT_TRUE(g1.flags().row_contiguous);
   // The heads' gradients directly: views 16 floats apart in one buffer when q, k and v are so laid

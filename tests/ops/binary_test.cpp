@@ -300,7 +300,9 @@ TEST(Binary, BoolArithmetic) {
   EXPECT_THROW_MSG(a - b, std::invalid_argument, "bool");
   EXPECT_THROW_MSG(floor_divide(a, b), std::invalid_argument, "[floor_divide]");
   EXPECT_THROW_MSG(remainder(a, b), std::invalid_argument, "[remainder]");
-  EXPECT_THROW_MSG(power(a, b), std::invalid_argument, "[power]");
+  // MLX's bool power: a or not b.
+  EXPECT_EQ(power(a, b).dtype(), bool_);
+  EXPECT_EQ(power(a, b).to_vector<int>(), (std::vector<int>{1, 1, 0, 1}));
 }
 
 TEST(Binary, TypePromotion) {

@@ -123,3 +123,84 @@ TEST(MlxParity, IscloseAllcloseArrayEqual) {
   EXPECT_TRUE(array_equal(transpose(reshape(arange(0, 6), {2, 3})), reshape(array({0, 3, 1, 4, 2, 5}, {6}), {3, 2}))
                   .item<bool>());
 }
+
+// MLX's semantics at the edges that MLX's own tests pin down (scripts/mlx_compat.py).
+TEST(MlxParity, MaximumAndMinimumSendATieToTheSecondInput) {
+  auto vjp2 = [](array (*f)(const array&, const array&, StreamOrDevice), float a, float b) {
+    auto fun = [f](const std::vector<array>& x) { return std::vector<array>{f(x[0], x[1], {})}; };
+    auto g = vjp(fun, {array(a), array(b)}, {array(1.0f)}).second;
+    return std::make_pair(g[0].item<float>(), g[1].item<float>());
+  };
+  EXPECT_EQ(vjp2(maximum, 5, 2), std::make_pair(1.0f, 0.0f));
+  EXPECT_EQ(vjp2(maximum, 2, 2), std::make_pair(0.0f, 1.0f));
+  EXPECT_EQ(vjp2(minimum, 4, 2), std::make_pair(0.0f, 1.0f));
+  EXPECT_EQ(vjp2(minimum, 2, 2), std::make_pair(0.0f, 1.0f));
+  // A NaN operand gets the gradient (the output is its NaN), whichever side it is on.
+  EXPECT_EQ(vjp2(maximum, NAN, 2), std::make_pair(1.0f, 0.0f));
+  EXPECT_EQ(vjp2(maximum, 2, NAN), std::make_pair(0.0f, 1.0f));
+  EXPECT_EQ(vjp2(minimum, NAN, 2), std::make_pair(1.0f, 0.0f));
+  // relu written as maximum(x, 0) has derivative 0 at 0, as PyTorch's relu.
+  EXPECT_EQ(grad([](const array& x) { return sum(maximum(x, array(0.0f))); })(array(0.0f)).item<float>(), 0.0f);
+}
+
+TEST(MlxParity, BoolPowerAndIntegerArange) {
+  // a^b of bools: x^0 = 1, 0^1 = 0, 1^1 = 1.
+  EXPECT_EQ(bools(power(array({true, false, true, false}), array({false, false, true, true}))),
+            (std::vector<int>{1, 1, 1, 0}));
+  // numpy and MLX: the step of an integer arange is the difference of its first two values in the
+  // dtype (numpy.arange(0, 5, 0.5, dtype=np.int32) is ten zeros; with 1.5, 0 1 2 3).
+  expect_array(arange(0.0, 5.0, 0.5, int32), {10}, std::vector<double>(10, 0.0));
+  expect_array(arange(0.0, 5.0, 1.5, int32), {4}, {0, 1, 2, 3});
+  expect_array(arange(-1.5, 4.0, 2.0, int64), {3}, {-1, 0, 1});  // int(-1.5) = -1, int(0.5) = 0
+  expect_array(arange(0.0, 5.0, 1.5, float32), {4}, {0, 1.5, 3, 4.5});
+}
+
+TEST(MlxParity, BroadcastGivesEverySizeOneAxisStrideZero) {
+  array x = broadcast_to(full({1, 1}, 2.3f), {5, 1});
+  eval(x);
+  EXPECT_EQ(x.strides(), (Strides{0, 0}));
+  array y = broadcast_to(zeros({2, 1, 2}), {4, 2, 1, 2});
+  eval(y);
+  EXPECT_EQ(y.strides(), (Strides{0, 2, 0, 1}));
+  EXPECT_FALSE(y.flags().row_contiguous);
+  array z = broadcast_to(arange(3.0f), {1, 3});
+  eval(z);
+  EXPECT_TRUE(z.flags().row_contiguous);
+  expect_array(z + 1.0f, {1, 3}, {1, 2, 3});
+}
+
+TEST(MlxParity, IteratorsSiblingsBracedAxesAndDevices) {
+  array m = array({1, 2, 3, 4, 5, 6}, {3, 2});
+  static_assert(std::is_const_v<decltype(*m.begin())>, "slices are read only, as MLX's");
+  expect_array(*(m.begin() + 2), {2}, {5, 6});
+  EXPECT_TRUE(m.begin() + 3 == m.end());
+  auto it = m.begin();
+  it += 1;
+  expect_array(*it, {2}, {3, 4});
+  // divmod's parts are separate ops here: no siblings, before or after eval.
+  auto qr = divmod(array({7, 8}), array({2, 3}));
+  EXPECT_TRUE(qr[0].siblings().empty());
+  eval(qr);
+  EXPECT_TRUE(qr[1].siblings().empty());
+  // `{}` and `{1, 0}` are axes, not a stream.
+  EXPECT_THROW(transpose(m, {}), std::invalid_argument);
+  expect_array(transpose(m, {1, 0}), {2, 3}, {1, 3, 5, 2, 4, 6});
+  expect_array(slice(m, {1, 0}, {3, 2}, {1, 1}), {2, 2}, {3, 4, 5, 6});
+  EXPECT_FALSE(gpu::is_available());
+  EXPECT_FALSE(metal::is_available());
+  EXPECT_THROW(add(m, m, Device::gpu), std::invalid_argument);
+}
+
+TEST(MlxParity, HalfScalarsCompareAndAdd) {
+  const float16_t a(1.5f), b(2.5f);
+  EXPECT_TRUE(a < b);
+  EXPECT_TRUE(a == float16_t(1.5f));
+  EXPECT_TRUE(a != b);
+  EXPECT_TRUE(a == 1.5);
+  EXPECT_TRUE(2 > a);
+  const float16_t c = a + b;
+  EXPECT_EQ(static_cast<float>(c), 4.0f);
+  const bfloat16_t d = bfloat16_t(3.0f) * bfloat16_t(0.5f);
+  EXPECT_EQ(static_cast<float>(d), 1.5f);
+  EXPECT_TRUE(bfloat16_t(1.0f) >= float16_t(1.0f));
+}

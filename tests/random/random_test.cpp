@@ -347,7 +347,7 @@ TEST(RandomGlobalState, FailedCallsDoNotAdvanceTheState) {
   array before = random::get_state();
   EXPECT_THROW(random::uniform({-1}), std::invalid_argument);
   EXPECT_THROW(random::normal({2}, int32), std::invalid_argument);
-  EXPECT_THROW(random::bernoulli(2.0, {2}), std::invalid_argument);
+  EXPECT_THROW(random::bernoulli(array(2), {2}), std::invalid_argument);
   EXPECT_THROW(random::categorical(zeros({2, 3}), 5), std::out_of_range);
   EXPECT_THROW(random::permutation(zeros({3}), 1), std::out_of_range);
   EXPECT_EQ(words(random::get_state()), words(before));
@@ -425,21 +425,15 @@ TEST(RandomBadInput, ShapesKeysDtypesAndParameters) {
   EXPECT_THROW_MSG(random::normal({2}, int64, k), E, "[normal] needs a floating dtype, got int64");
   EXPECT_THROW_MSG(random::gumbel({2}, uint8, k), E, "[gumbel] needs a floating dtype, got uint8");
   EXPECT_THROW_MSG(random::truncated_normal(-1, 1, {2}, int32, k), E, "[truncated_normal] needs a floating dtype");
-  EXPECT_THROW_MSG(random::randint(0, 4, {2}, float32, k), E, "[randint] needs an integer dtype, got float32");
+  EXPECT_THROW_MSG(random::randint(0, 4, {2}, float32, k), E, "[randint] needs an integer or bool dtype, got float32");
   EXPECT_THROW_MSG(random::bernoulli(array(1), {2}, k), E, "[bernoulli] p must have a floating dtype, got int32");
   EXPECT_THROW_MSG(random::bits({2}, 3, k), E, "[bits] width must be 1, 2, 4 or 8 bytes, got 3");
-  // bounds and probabilities
-  EXPECT_THROW_MSG(random::uniform(1, 1, {2}, float32, k), E, "[uniform] needs low < high, got low 1 and high 1");
-  EXPECT_THROW_MSG(random::uniform(array({0.f, 3.f}), array(2.f), {2}, float32, k), E, "got low 3 and high 2");
-  EXPECT_THROW_MSG(random::randint(5, 2, {2}, int32, k), E, "[randint] needs low < high, got low 5 and high 2");
+  // bounds: the dtype's range (reversed bounds and probabilities outside [0, 1] are MLX's clipping,
+  // tested in RandomBounds)
   EXPECT_THROW_MSG(random::randint(0, 300, {2}, uint8, k), E, "[randint] high 300 is beyond the range of uint8");
   EXPECT_THROW_MSG(random::randint(-1, 3, {2}, uint8, k), E, "[randint] low -1 is below the range of uint8");
   EXPECT_THROW_MSG(random::randint(0, int64_t(1) << 40, {2}, int32, k), E, "beyond the range of int32");
-  EXPECT_THROW_MSG(random::truncated_normal(2, -2, {2}, float32, k), E, "[truncated_normal] needs lower < upper, got lower 2 and upper -2");
-  EXPECT_THROW_MSG(random::bernoulli(1.5, {2}, k), E, "[bernoulli] p must be in [0, 1], got 1.5");
-  EXPECT_THROW_MSG(random::bernoulli(-0.25, {2}, k), E, "got -0.25");
-  EXPECT_THROW_MSG(random::bernoulli(std::nan(""), {2}, k), E, "[bernoulli] p must be in [0, 1]");
-  EXPECT_THROW_MSG(random::bernoulli(array({0.5f, 1.25f}), k), E, "got 1.25");
+  EXPECT_THROW_MSG(random::randint(0, 3, {2}, bool_, k), E, "[randint] high 3 is beyond the range of bool");
   // parameter shapes
   EXPECT_THROW_MSG(random::uniform(array({0.f, 0.f, 0.f}), array(1.f), {2}, float32, k), E,
                    "[uniform] low of shape (3) does not broadcast to the requested shape (2)");
@@ -482,4 +476,29 @@ TEST(RandomShapes, EmptyAndScalarShapes) {
   EXPECT_EQ(b.ndim(), 0u);
   EXPECT_EQ(b.dtype(), bool_);
   EXPECT_EQ(random::categorical(zeros({4}), -1, k).ndim(), 0u);
+}
+
+// MLX's (and JAX's) semantics at the edges: a probability outside [0, 1] is clipped, reversed bounds
+// give the lower bound everywhere (truncated_normal, randint), bool is a randint dtype.
+TEST(RandomBounds, ClippedAsMLX) {
+  array k = random::key(3);
+  EXPECT_EQ(random::bernoulli(-1.0, {64}, k).to_vector<bool>(), std::vector<bool>(64, false));
+  EXPECT_EQ(random::bernoulli(5.0, {64}, k).to_vector<bool>(), std::vector<bool>(64, true));
+  EXPECT_EQ(random::bernoulli(array({-0.5f, 1.5f}), k).to_vector<bool>(), (std::vector<bool>{false, true}));
+  EXPECT_EQ(random::truncated_normal(2.0, -2.0, {16}, float32, k).to_vector<float>(), std::vector<float>(16, 2.0f));
+  EXPECT_EQ(random::randint(5, 2, {16}, int32, k).to_vector<int32_t>(), std::vector<int32_t>(16, 5));
+  // uniform(low, high) with high < low is low + (high - low) u: inside [high, low].
+  for (float v : random::uniform(1.0, -1.0, {256}, float32, k).to_vector<float>()) {
+    EXPECT_LE(v, 1.0f);
+    EXPECT_GE(v, -1.0f);
+  }
+  array b = random::randint(0, 2, {1000}, bool_, k);
+  EXPECT_EQ(b.dtype(), bool_);
+  const float frac = sum(astype(b, float32)).item<float>() / 1000.0f;
+  EXPECT_GT(frac, 0.4f);
+  EXPECT_LT(frac, 0.6f);
+  // An array bound beside a number, as MLX's template takes it.
+  array u = random::uniform(zeros({3, 1}), 1.0, {3, 3}, float32, k);
+  EXPECT_EQ(u.shape(), (Shape{3, 3}));
+  EXPECT_THROW(random::uniform(zeros({3, 3}), 1.0, {1, 3}, float32, k), std::invalid_argument);
 }
