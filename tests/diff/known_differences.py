@@ -93,6 +93,12 @@ DIFFERENCES = {
     "(as MLX's bool arithmetic); the reference computes on integers and compares with 0.",
     "as_strided_bounds": "as_strided whose elements reach outside the array throws when built (MLX does not "
     "check, numpy's as_strided reads outside the buffer). Agreement when both reject.",
+    "complex_divide_by_zero": "complex64 division of a nonzero value by zero gives an infinity (C99 Annex G, the "
+    "std::complex division: its signs follow the sign of the zero, where numpy's (a.real / |0|, a.imag / |0|) ignores "
+    "it); PyTorch's Smith division gives NaN. The reference is numpy's, and any infinity agrees with its infinities.",
+    "complex_log1p": "log1p of complex64 is log(1 + z) computed in float32, as numpy 1.24 computes it, so the real "
+    "part loses its relative precision for |z| << 1 (1 + z is rounded); PyTorch has no complex log1p. The reference "
+    "is an accurate log1p, with a tolerance for the rounding of 1 + z (one unit of the result's scale).",
 }
 
 _used = set()
