@@ -3366,8 +3366,8 @@ def cgen_binary(name):
         a = cinput(g, sa, **kw)
         if g.r.random() < 0.75:
             b = cinput(g, sb, **kw)
-        else:  # a real operand: promoted to complex64
-            b = make_input(g, g.r.choice(DTYPES), sb, special=ok)
+        else:  # a real operand: promoted to complex64 (power: no zero base, whose derivative is a convention)
+            b = make_input(g, g.r.choice(DTYPES if name != "power" else FLOATS), sb, special=ok and name != "power")
         if g.r.random() < 0.5:
             a, b = b, a
         return [a, b], {}
@@ -3510,6 +3510,8 @@ def select_reduce(z, axes, keep, name):
     """max / min of z over axes as numpy (lexicographic, NaN propagates), as a differentiable sum of
     the tied maxima divided by their count (a tie shares the cotangent, as the float references)."""
     x = np_c(z)
+    if x.size == 0:  # nothing to pick from, but a non-empty reduced axis: an empty result
+        return z.sum(dim=axes, keepdim=keep)
     moved = np.moveaxis(x, axes, list(range(x.ndim - len(axes), x.ndim)))
     flat = moved.reshape(moved.shape[:x.ndim - len(axes)] + (-1,))
     idx = lex_arg(flat, -1, name)
@@ -3837,9 +3839,15 @@ def cscale_chain(ts, dts, p):
     # Each register's error carried through the rest of the chain: the change of the result when the
     # register moves by a small relative step (along the real and the imaginary direction), in units
     # of that step; a singularity downstream gives an unbounded change (+inf: any value agrees).
-    out = crun_chain(ts, dts, p["steps"])[-1][0]
+    regs = crun_chain(ts, dts, p["steps"])
+    out = regs[-1][0]
     eps = 1e-7
     cond = torch.zeros(out.shape, dtype=torch.float64)
+    # Where a step's value is not finite (a reciprocal of 0), the rest of the chain meets C99's special
+    # cases, where torch and std::complex differ (complex_divide_by_zero): any value agrees there.
+    for t, d in regs[len(ts):]:
+        nf = ~(torch.isfinite(t.real) & torch.isfinite(t.imag)) if t.is_complex() else ~torch.isfinite(t)
+        cond = torch.where(nf.expand(out.shape), torch.full_like(cond, math.inf), cond) if nf.any() else cond
     for n in range(len(ts) + len(p["steps"])):
         for f in (1 + eps, complex(1, eps)):
             o = crun_chain(ts, dts, p["steps"], (n, f))[-1][0]
