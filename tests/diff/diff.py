@@ -222,7 +222,7 @@ def view_index(base_shape, recipe):
 def enc_values(v, dt):
     if dt == "complex64":  # [real, imag] pairs
         z = np.asarray(v, dtype=np.complex128).reshape(-1)
-        return [[enc_values([x.real], "float32")[0], enc_values([x.imag], "float32")[0]] for x in z]
+        return [list(p) for p in zip(enc_values(z.real, "float32"), enc_values(z.imag, "float32"))]
     if dt == "bool":
         return [bool(x) for x in np.asarray(v).reshape(-1)]
     if dt in INTS or dt in UNSIGNED:
@@ -3198,7 +3198,7 @@ def check_unsigned(case, res):
 # gets the real part of its torch gradient (torch gives a real gradient for a real leaf). jvps are
 # the complex tangent (torch's forward mode: f'(z) t for holomorphic f).
 CDT = "complex64"
-COMPLEX_FRACTION = COMPLEX_FRACTION_DEFAULT = 0.04
+COMPLEX_FRACTION = COMPLEX_FRACTION_DEFAULT = 0.03
 
 
 def complex_case(case):
@@ -3239,7 +3239,7 @@ def cinput(g, shape, view=True, **kw):
 
 
 def cshape(g, min_rank=0):
-    return g.large_shape() if g.r.random() < 0.02 else g.shape(min_rank=min_rank)
+    return g.large_shape() if g.r.random() < 0.01 else g.shape(min_rank=min_rank)
 
 
 def crt(t):

@@ -115,10 +115,6 @@ def deviation(key):
 # Registry primitives the generator does not exercise (yet), each with the reason. The short run fails
 # if a primitive of tests/registry.h is neither made by some case (loom_diff --primitives) nor here.
 NOT_COVERED = {
-    "Real": "complex64 only, and the tester draws no complex dtype yet; tests/ops/complex_test.cpp checks values "
-            "against numpy and gradients by finite differences",
-    "Imag": "complex64 only (see Real)",
-    "Conjugate": "complex64 only (see Real)",
     "RandomBits": "random samples: the Threefry stream (MLX's layout) has no PyTorch counterpart to compare values "
                   "with; tests/random checks it against MLX's known values",
     "RandomUniform": "random samples (see RandomBits)",
