@@ -220,6 +220,9 @@ def view_index(base_shape, recipe):
 
 # ---- JSON encoding ----
 def enc_values(v, dt):
+    if dt == "complex64":  # [real, imag] pairs
+        z = np.asarray(v, dtype=np.complex128).reshape(-1)
+        return [list(p) for p in zip(enc_values(z.real, "float32"), enc_values(z.imag, "float32"))]
     if dt == "bool":
         return [bool(x) for x in np.asarray(v).reshape(-1)]
     if dt in INTS or dt in UNSIGNED:
@@ -232,6 +235,11 @@ def enc_values(v, dt):
 
 
 def dec_values(data, dt):
+    if dt == "complex64":
+        z = np.empty(len(data), dtype=np.complex128)
+        z.real = [float(x[0]) for x in data]
+        z.imag = [float(x[1]) for x in data]
+        return z
     if dt in INTS or dt in ("bool", "uint16", "uint32", "uint64"):
         return np.array([int(x) for x in data], dtype=object if dt in ("int64", "uint64") else np.int64)
     return np.array([float(x) if not isinstance(x, str) else float(x) for x in data], dtype=np.float64)
@@ -3182,6 +3190,1005 @@ def check_unsigned(case, res):
     return problems
 
 
+# ---- the complex64 family ----
+# PyTorch has complex64 but no ordering of complex values, and its special-value rules differ from
+# numpy's in places, so complex64 cases are a family of their own (like the unsigned one), drawn in
+# place of an ordinary case from a stream of their own (`--complex-fraction`). References:
+#  - elementwise functions, arithmetic, sums, products, scans, matmul and where in torch.complex128
+#    (the complex64 inputs exactly, the result rounded to complex64 once), differentiable: vjps by
+#    torch.autograd, jvps by torch.autograd.forward_ad;
+#  - orderings (comparisons, maximum / minimum, clip, max / min, argmax / argmin, cummax / cummin,
+#    sort / argsort / topk, median) lexicographic as numpy (real part, then imaginary part; NaN
+#    propagates through maximum / max), computed with numpy on complex128; their derivatives by
+#    selecting (torch.gather / where) the elements numpy picked;
+#  - ops that only move, select or add values (shapes, slicing, indexing, scatter_add, pad...): the
+#    ordinary PyTorch reference run on the real parts and on the imaginary parts (float32 values) with
+#    the same indices and recombined, which is exact for these real-linear ops and keeps their
+#    derivatives (torch.real / torch.imag / torch.complex are differentiable).
+# Derivative convention (docs/coming-from-mlx.md): the vjp of a holomorphic f is c * conj(f'(z)), of a
+# real-valued function of z the gradient d/dRe + i d/dIm; this is exactly what torch.autograd.grad
+# returns for complex inputs (its "conjugate Wirtinger" gradient times 2, taken with the cotangent as
+# grad_output), so the comparison uses torch's vjps unchanged. A real input feeding a complex result
+# gets the real part of its torch gradient (torch gives a real gradient for a real leaf). jvps are
+# the complex tangent (torch's forward mode: f'(z) t for holomorphic f).
+CDT = "complex64"
+COMPLEX_FRACTION = COMPLEX_FRACTION_DEFAULT = 0.03
+
+
+def complex_case(case):
+    return case["op"] in COPS and (any(i.dt == CDT for i in case["_inputs"]) or case["op"] in ("real", "imag", "conjugate")
+                                   or case.get("params", {}).get("dtype") == CDT)
+
+
+def cvalues(g, n, special=True, inf_nan=True, lo=None, hi=None):
+    """n complex64 values (as complex128): normal parts of a random scale, now and then special parts
+    (signed zeros, halves, and with inf_nan NaN and infinities) and repeated values (ties)."""
+    sc = g.r.choice([1.0, 1.0, 3.0, 0.1, 30.0])
+    if lo is not None:
+        re, im = g.np.uniform(lo, hi, n), g.np.uniform(lo, hi, n)
+    else:
+        re, im = g.np.standard_normal(n) * sc, g.np.standard_normal(n) * sc
+    if special and n and g.r.random() < 0.3:
+        sp = [0.0, -0.0, 1.0, -1.0, 0.5, 2.5, -2.5] + ([math.nan, math.inf, -math.inf] if inf_nan else [])
+        for i in g.np.integers(0, n, max(1, n // 8)):
+            k = g.r.random()
+            if k < 0.8:
+                (re if k < 0.4 else im)[i] = g.r.choice(sp)
+            else:
+                re[i], im[i] = g.r.choice(sp), g.r.choice(sp)
+    if n > 1 and g.r.random() < 0.2:  # ties: equal values, or equal real parts
+        for i in g.np.integers(0, n, max(1, n // 4)):
+            j = int(g.np.integers(0, n))
+            re[i] = re[j]
+            if g.r.random() < 0.6:
+                im[i] = im[j]
+    z = np.empty(n, dtype=np.complex128)  # not re + 1j * im: 1j * inf is nan + inf j
+    z.real, z.imag = round_to(re, "float32"), round_to(im, "float32")
+    return z
+
+
+def cinput(g, shape, view=True, **kw):
+    base, recipe = g.view(shape) if view else (list(shape), None)
+    return Input(CDT, shape, cvalues(g, int(np.prod(base, dtype=np.int64)), **kw), recipe, base)
+
+
+def cshape(g, min_rank=0):
+    return g.large_shape() if g.r.random() < 0.01 else g.shape(min_rank=min_rank)
+
+
+def crt(t):
+    """A complex128 tensor rounded to complex64 (each part to float32), differentiable."""
+    return torch.complex(rt(t.real, "float32"), rt(t.imag, "float32"))
+
+
+def ccast(t, dt):
+    """An input of Loom dtype dt as the complex64 value Loom promotes it to (complex128 tensor)."""
+    if dt == CDT:
+        return t
+    x = cast(t, dt, "float32")
+    return torch.complex(x, torch.zeros_like(x))
+
+
+def _clog1p(z):
+    """log(1 + z), accurate for small |z| too (torch has no complex log1p)."""
+    small = z.abs() < 1e-3
+    zs = torch.where(small, z, torch.zeros_like(z))
+    series = zs - zs * zs / 2 + zs ** 3 / 3 - zs ** 4 / 4 + zs ** 5 / 5
+    return torch.where(small, series, torch.log(1 + torch.where(small, torch.zeros_like(z), z)))
+
+
+# Holomorphic unary ops: torch's complex functions (C99 / numpy branch cuts).
+CUNARY = {"negative": torch.neg, "square": lambda z: z * z, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
+          "reciprocal": torch.reciprocal, "exp": torch.exp, "log": torch.log, "log1p": _clog1p, "log2": torch.log2,
+          "log10": torch.log10, "sin": torch.sin, "cos": torch.cos, "tan": torch.tan, "tanh": torch.tanh,
+          "sinh": torch.sinh, "cosh": torch.cosh, "arcsin": torch.asin, "arccos": torch.acos, "arctan": torch.atan,
+          "arcsinh": torch.asinh, "arccosh": torch.acosh, "arctanh": torch.atanh}
+# Ops whose value at NaN / infinite parts follows plain IEEE arithmetic on the parts (no C99 Annex G
+# special cases, where numpy, PyTorch and std::complex differ): these get NaN and infinities as inputs.
+C_INF_NAN_OK = {"negative", "conjugate", "real", "imag", "abs", "isnan", "isinf", "isfinite", "logical_not",
+                "round", "add", "subtract", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+                "maximum", "minimum", "clip", "where", "astype", "sum", "max", "min", "argmax", "argmin", "all", "any",
+                "count_nonzero", "cummax", "cummin", "cumsum", "sort", "argsort", "topk", "copy", "stop_gradient"}
+# Ops Loom refuses for complex64 when they are built (docs/coming-from-mlx.md: every op not listed as
+# taking complex64): the reference refuses too, and both refusing is agreement.
+C_REFUSED_UNARY = ["expm1", "sigmoid", "erf", "erfinv", "floor", "ceil", "bitwise_invert"]
+C_REFUSED_BINARY = ["floor_divide", "remainder", "arctan2", "logaddexp", "logical_and", "logical_or", "bitwise_and",
+                    "bitwise_or", "bitwise_xor", "left_shift", "right_shift"]
+
+
+class COp:
+    """An op of the complex family: generator, reference (ts, dts, params) -> [(tensor, dtype)] with
+    complex64 results as complex128 tensors, and its error scale (or None)."""
+    def __init__(self, name, gen, ref, grad=True, jvp=None, scale=None):
+        self.name, self.gen, self.ref, self.grad, self.scale = name, gen, ref, grad, scale
+        self.jvp = grad if jvp is None else jvp
+        COPS[name] = self
+
+
+COPS = {}
+
+
+def np_c(t):
+    """A reference tensor as numpy (complex128 for complex, float64 for floats)."""
+    t = t.detach()
+    return t.numpy() if t.is_complex() or t.dtype == torch.bool else t.to(torch.float64).numpy()
+
+
+def cgen_unary(name):
+    def gen(g, big):
+        if name in ("real", "imag", "conjugate") and g.r.random() < 0.2:  # a real array: itself / zeros
+            return [make_input(g, g.r.choice(FLOATS), cshape(g))], {}
+        return [cinput(g, cshape(g), inf_nan=name in C_INF_NAN_OK)], {}
+    return gen
+
+
+def cref_unary(name):
+    def ref(ts, dts, p):
+        z, dt = ts[0], dts[0]
+        if dt != CDT:  # real / imag / conjugate of a real array (MLX): itself, zeros, itself
+            return [(torch.zeros_like(z) if name == "imag" else z.clone(), dt)]
+        if name in C_REFUSED_UNARY:
+            raise TypeError("%s is not defined for complex64 (Loom, as MLX)" % name)
+        if name in CUNARY:
+            t = CUNARY[name](z)
+            np_fn = getattr(np, name, None)
+            if name in ("negative", "square", "log1p") or np_fn is None:
+                return [(t, CDT)]
+            # numpy's values (C99 branch cuts: the sign of a zero part picks the side, which torch's atan
+            # ignores), torch's derivatives.
+            with np.errstate(all="ignore"):
+                v = torch.from_numpy(np.asarray(np_fn(np_c(z)), dtype=np.complex128))
+            td = t.detach()
+            nf = ~(torch.isfinite(td.real) & torch.isfinite(td.imag))
+            return [(torch.where(nf, v, t + (v - td)), CDT)]
+        if name == "sign":  # z / |z|, 0 at 0 (numpy 2, MLX); NaN parts propagate
+            return [(torch.sgn(z), CDT)]
+        if name == "conjugate":
+            return [(torch.conj_physical(z), CDT)]
+        if name in ("copy", "stop_gradient"):
+            return [(z.clone() if name == "copy" else z.detach().clone(), CDT)]
+        if name == "abs":  # |inf + nan j| is inf (C99 hypot, numpy); torch's is NaN
+            a = torch.abs(z)
+            return [(torch.where(torch.isfinite(z), a, torch.from_numpy(np.abs(np_c(z)))), "float32")]
+        if name in ("real", "imag"):
+            return [({"real": torch.real, "imag": torch.imag}[name](z), "float32")]
+        if name == "round":  # each part, half to even (numpy)
+            return [(torch.from_numpy(np.asarray(np.round(np_c(z)))), CDT)]
+        if name == "logical_not":
+            return [(z == 0, "bool")]
+        return [({"isnan": torch.isnan, "isinf": torch.isinf, "isfinite": torch.isfinite}[name](z), "bool")]
+    return ref
+
+
+def finite_or_zero(c):
+    return torch.where(torch.isfinite(c), c, torch.zeros_like(c))
+
+
+def cscale_unary(name):
+    """|z f'(z)|: how far rounding z by one unit moves f(z) (ill-conditioned near branch points and
+    for large arguments of sin, cosh, ..., whichever way f is evaluated)."""
+    f = CUNARY[name]
+
+    def scale(ts, dts, p):
+        if dts[0] != CDT:
+            return None
+        with torch.enable_grad():
+            z = ts[0].detach().clone().requires_grad_(True)
+            y = f(z)
+            d, = torch.autograd.grad(y, z, torch.ones_like(y))
+        c = z.detach().abs() * d.abs()
+        if name == "log1p":  # computed as log(1 + z) in float32 (numpy too): 1 + z is rounded
+            deviation("complex_log1p")
+            c = c + 1
+        return finite_or_zero(c)
+    return scale
+
+
+def cgen_binary(name):
+    def gen(g, big):
+        shape = cshape(g)
+        sa, sb = shape, g.broadcastable(shape)
+        ok = name in C_INF_NAN_OK
+        kw = dict(inf_nan=ok, special=name != "power")
+        a = cinput(g, sa, **kw)
+        if g.r.random() < 0.75:
+            b = cinput(g, sb, **kw)
+        else:  # a real operand: promoted to complex64 (power: no zero base, whose derivative is a convention)
+            b = make_input(g, g.r.choice(DTYPES if name != "power" else FLOATS), sb, special=ok and name != "power")
+        if g.r.random() < 0.5:
+            a, b = b, a
+        return [a, b], {}
+    return gen
+
+
+def lex_pick(a, b, name):
+    """numpy's maximum / minimum of complex128 arrays (lexicographic, a NaN operand wins, the first
+    one when both are NaN), as masks: which elements come from a, from b, and ties (both)."""
+    fn = np.maximum if name == "maximum" else np.minimum
+    with np.errstate(all="ignore"):
+        m = np.asarray(fn(a, b))
+
+    def same(x):
+        x = np.broadcast_to(x, m.shape)
+        return (((x.real == m.real) | (np.isnan(x.real) & np.isnan(m.real))) &
+                ((x.imag == m.imag) | (np.isnan(x.imag) & np.isnan(m.imag))))
+    pa, pb = np.asarray(same(a)), np.asarray(same(b))
+    return np.asarray(pa & ~pb), np.asarray(~pa), np.asarray(pa & pb)
+
+
+def cref_binary(name):
+    def ref(ts, dts, p):
+        if name in C_REFUSED_BINARY:
+            raise TypeError("%s is not defined for complex64 (Loom, as MLX)" % name)
+        a, b = ccast(ts[0], dts[0]), ccast(ts[1], dts[1])
+        if name in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"):
+            with np.errstate(all="ignore"):
+                return [(torch.from_numpy(np.asarray(getattr(np, name)(np_c(a), np_c(b)))), "bool")]
+        if name in ("maximum", "minimum"):
+            only_a, from_b, tie = lex_pick(np_c(a), np_c(b), name)
+            shape = torch.broadcast_shapes(a.shape, b.shape)
+            a, b = a.expand(shape), b.expand(shape)
+            # At a tie each side gets half of the cotangent (Loom's rule for maximum / minimum).
+            return [(torch.where(torch.from_numpy(tie), (a + b) / 2,
+                                 torch.where(torch.from_numpy(from_b), b, a)), CDT)]
+        if name == "divide":  # by zero: numpy's (a.real / |0|, a.imag / |0|), an infinity (torch: NaN)
+            deviation("complex_divide_by_zero")
+            a, b = torch.broadcast_tensors(a, b)
+            zero = b == 0
+            inf = torch.complex(a.real.detach() / 0.0, a.imag.detach() / 0.0)
+            return [(torch.where(zero, inf, a / torch.where(zero, torch.ones_like(b), b)), CDT)]
+        if name in ("add", "subtract"):  # by parts: torch's add of a 0-d operand multiplies by alpha = 1 + 0j,
+            sg = 1 if name == "add" else -1  # and inf * 0 makes a NaN
+            return [(torch.complex(a.real + sg * b.real, a.imag + sg * b.imag), CDT)]
+        fn = {"multiply": torch.mul, "power": torch.pow}[name]
+        return [(fn(a, b), CDT)]
+    return ref
+
+
+def cscale_binary(name):
+    def scale(ts, dts, p):
+        a, b = ccast(ts[0], dts[0]).abs(), ccast(ts[1], dts[1]).abs()
+        if name in ("add", "subtract"):
+            return finite_or_zero(a + b)
+        if name == "multiply":
+            return finite_or_zero(a * b)
+        if name == "divide":
+            return finite_or_zero(a / b)
+        if name == "power":  # d(a^b) = a^b (b da / a + log(a) db)
+            za, zb = ccast(ts[0], dts[0]), ccast(ts[1], dts[1])
+            return finite_or_zero(torch.pow(za, zb).abs() * (zb.abs() + (torch.log(za) * zb).abs()))
+        return None
+    return scale
+
+
+def cgen_where(g, big):
+    shape = cshape(g)
+    shapes = [shape, g.broadcastable(shape), g.broadcastable(shape)]
+    g.r.shuffle(shapes)
+    x = cinput(g, shapes[1])
+    y = cinput(g, shapes[2]) if g.r.random() < 0.7 else make_input(g, g.r.choice(FLOATS + INTS), shapes[2])
+    ins = [x, y]
+    g.r.shuffle(ins)
+    cond = cinput(g, shapes[0]) if g.r.random() < 0.15 else make_input(g, "bool", shapes[0])
+    return [cond] + ins, {}
+
+
+def cref_where(ts, dts, p):
+    c = ts[0] != 0 if dts[0] != "bool" else ts[0]
+    return [(torch.where(c, ccast(ts[1], dts[1]), ccast(ts[2], dts[2])), CDT)]
+
+
+def cgen_clip(g, big):
+    shape = cshape(g)
+    lo, hi = g.r.random() < 0.8, g.r.random() < 0.8
+    if not lo and not hi:
+        lo = True
+    ins = [cinput(g, shape)]
+    ins += [cinput(g, g.broadcastable(shape), special=g.r.random() < 0.3) for present in (lo, hi) if present]
+    return ins, {"lo": lo, "hi": hi}
+
+
+def cref_clip(ts, dts, p):
+    out, i = ts[0], 1  # maximum with lo, then minimum with hi (numpy's clip; lo > hi gives hi)
+    for key, name in (("lo", "maximum"), ("hi", "minimum")):
+        if p[key]:
+            out = cref_binary(name)([out, ts[i]], [CDT, CDT], {})[0][0]
+            i += 1
+    return [(out, CDT)]
+
+
+def cgen_astype(g, big):
+    shape = cshape(g)
+    if g.r.random() < 0.6:
+        return [cinput(g, shape)], {"dtype": g.r.choice(DTYPES + [CDT])}
+    return [make_input(g, g.r.choice(DTYPES), shape)], {"dtype": CDT}
+
+
+def cref_astype(ts, dts, p):
+    z, src, to = ts[0], dts[0], p["dtype"]
+    if to == CDT:
+        return [(ccast(z, src), CDT)]
+    if to == "bool":  # both parts are tested
+        return [(z != 0, "bool")]
+    if to in FLOATS:  # the real part
+        return [(rt(z.real, to), to)]
+    return [(float_to_int(z.real, to), to)]
+
+
+def cgen_reduce(name):
+    def gen(g, big):
+        shape = cshape(g)
+        lo = hi = None
+        if name == "prod":
+            lo, hi = -1.4, 1.4
+        p = {"axes": gen_axes(g, len(shape)), "keepdims": g.r.random() < 0.3}
+        if name in ("var", "std"):
+            p["ddof"] = g.r.choice([0, 0, 1, 2])
+        return [cinput(g, shape, inf_nan=name in C_INF_NAN_OK, lo=lo, hi=hi)], p
+    return gen
+
+
+def lex_arg(x, axis, name):
+    """numpy's argmax / argmin of complex128 x along axis (the first NaN when there is one)."""
+    return (np.argmax if name in ("max", "argmax") else np.argmin)(x, axis=axis)
+
+
+def select_reduce(z, axes, keep, name):
+    """max / min of z over axes as numpy (lexicographic, NaN propagates), as a differentiable sum of
+    the tied maxima divided by their count (a tie shares the cotangent, as the float references)."""
+    x = np_c(z)
+    if x.size == 0:  # nothing to pick from, but a non-empty reduced axis: an empty result
+        return z.sum(dim=axes, keepdim=keep)
+    moved = np.moveaxis(x, axes, list(range(x.ndim - len(axes), x.ndim)))
+    flat = moved.reshape(moved.shape[:x.ndim - len(axes)] + (-1,))
+    idx = lex_arg(flat, -1, name)
+    m = np.take_along_axis(flat, idx[..., None], -1)[..., 0]
+    mk = m.reshape(m.shape + (1,) * len(axes))
+    mk = np.moveaxis(mk, list(range(x.ndim - len(axes), x.ndim)), axes)  # keepdims shape, broadcastable
+    if np.isnan(m).any():  # NaN: no derivative is compared; the value is numpy's
+        r = torch.from_numpy(mk.copy())
+    else:
+        mask = torch.from_numpy(np.broadcast_to(x == mk, x.shape).copy())
+        cnt = mask.sum(dim=axes, keepdim=True)
+        s = torch.where(mask, z, torch.zeros_like(z)).sum(dim=axes, keepdim=True)
+        r = torch.complex(s.real / cnt, s.imag / cnt)  # not s / cnt: a complex division, (0+inf j) / 1 is NaN
+    if not keep:
+        for a in sorted(axes, reverse=True):
+            r = r.squeeze(a)
+    return r
+
+
+def cref_reduce(name):
+    def ref(ts, dts, p):
+        z = ts[0]
+        axes = norm_axes(p["axes"], z.dim())
+        keep = p.get("keepdims", False)
+        if name in ("logsumexp",):
+            raise TypeError("logsumexp is not defined for complex64")
+        n = int(np.prod([z.shape[a] for a in axes], dtype=np.int64))
+        if name in ("max", "min"):
+            if n == 0 and axes:
+                deviation("reduce_empty_identity")
+                raise ValueError("empty")
+            return [(select_reduce(z, axes, keep, name) if axes else z.clone(), CDT)]
+        if name in ("all", "any", "count_nonzero"):
+            b = (z != 0).to(torch.int64)
+            if name == "count_nonzero":
+                return [(b.sum(dim=axes, keepdim=keep) if axes else b, "int32")]
+            r = b.sum(dim=axes, keepdim=keep) if axes else b
+            return [((r == n) if name == "all" else (r > 0), "bool")]
+        if name == "sum":
+            return [(z.sum(dim=axes, keepdim=keep) if axes else z.clone(), CDT)]
+        if name == "prod":
+            r = z
+            for a in sorted(axes, reverse=True):
+                r = torch.prod(r, dim=a, keepdim=keep)
+            return [(r if axes else z.clone(), CDT)]
+        if name == "mean":
+            if not axes:
+                return [(z.clone(), CDT)]
+            deviation("mean_of_empty")
+            s = z.sum(dim=axes, keepdim=keep)
+            return [(s / n if n else s * math.nan, CDT)]
+        if name in ("var", "std"):  # numpy: the mean of |z - mean|^2, a float32
+            ddof = p.get("ddof", 0)
+            m = (z.sum(dim=axes, keepdim=True) / n if n else z * math.nan) if axes else z
+            d = z - m
+            sq = d.real * d.real + d.imag * d.imag
+            s = sq.sum(dim=axes, keepdim=keep) if axes else sq
+            if n - ddof <= 0:
+                deviation("ddof_too_large")
+                v = s * math.nan
+            else:
+                v = s / (n - ddof)
+            return [(torch.sqrt(v) if name == "std" else v, "float32")]
+        if name == "median":  # numpy: the middle of the lexicographic sort, the mean of two middles
+            if n == 0 and axes:
+                deviation("median_empty")
+                raise ValueError("empty")
+            if not axes:
+                return [(z.clone(), CDT)]
+            x = np_c(z)
+            if x.size == 0:
+                return [(z.sum(dim=axes, keepdim=keep), CDT)]
+            moved = np.moveaxis(x, axes, list(range(x.ndim - len(axes), x.ndim)))
+            flat = moved.reshape(moved.shape[:x.ndim - len(axes)] + (-1,))
+            s = np.take_along_axis(flat, lex_argsort(flat, -1), -1)
+            r = (s[..., (n - 1) // 2] + s[..., n // 2]) / 2
+            if keep:
+                r = r.reshape(r.shape + (1,) * len(axes))
+                r = np.moveaxis(r, list(range(x.ndim - len(axes), x.ndim)), axes)
+            return [(torch.from_numpy(np.asarray(r)), CDT)]
+        raise AssertionError(name)
+    return ref
+
+
+def cscale_reduce(name):
+    def scale(ts, dts, p):
+        z = ts[0]
+        axes = norm_axes(p["axes"], z.dim())
+        if not axes or name not in ("sum", "prod", "mean", "var", "std"):
+            return None
+        a = z.abs()
+        n = max(1, int(np.prod([z.shape[x] for x in axes], dtype=np.int64)))
+        if name == "sum":
+            return finite_or_zero(a.sum(dim=axes, keepdim=p.get("keepdims", False)))
+        if name == "mean":
+            return finite_or_zero(a.sum(dim=axes, keepdim=p.get("keepdims", False)) / n)
+        if name == "prod":
+            r = a
+            for x in sorted(axes, reverse=True):
+                r = torch.prod(r, dim=x, keepdim=p.get("keepdims", False))
+            return finite_or_zero(r)
+        s = (a * a).sum(dim=axes, keepdim=p.get("keepdims", False)) / max(1, n - p.get("ddof", 0))
+        return finite_or_zero(torch.sqrt(s) if name == "std" else s)
+    return scale
+
+
+def cgen_arg(g, big):
+    shape = cshape(g)
+    axis = None if not shape or g.r.random() < 0.3 else g.r.randrange(-len(shape), len(shape))
+    return [cinput(g, shape)], {"axis": axis, "keepdims": g.r.random() < 0.3}
+
+
+def cref_arg(name):
+    def ref(ts, dts, p):
+        x = np_c(ts[0])
+        deviation("argmax_dtype")
+        ax = p["axis"]
+        if (x.size == 0 and ax is None) or (ax is not None and x.shape[ax] == 0):
+            raise ValueError("empty")
+        r = np.asarray(lex_arg(x.reshape(-1) if ax is None else x, None if ax is None else ax, name))
+        if p["keepdims"]:
+            r = r.reshape([1] * x.ndim) if ax is None else np.expand_dims(r, ax)
+        return [(torch.from_numpy(r.astype(np.int32)), "int32")]
+    return ref
+
+
+def cgen_scan(name):
+    def gen(g, big):
+        shape = cshape(g, min_rank=1)
+        lo, hi = (-1.4, 1.4) if name == "cumprod" else (None, None)
+        return [cinput(g, shape, inf_nan=name in C_INF_NAN_OK, lo=lo, hi=hi)], {
+            "axis": g.r.randrange(-len(shape), len(shape)), "reverse": g.r.random() < 0.4,
+            "inclusive": g.r.random() < 0.7}
+    return gen
+
+
+def cref_scan(name):
+    def ref(ts, dts, p):
+        z = ts[0]
+        if name == "logcumsumexp":
+            raise TypeError("logcumsumexp is not defined for complex64")
+        ax = p["axis"] % z.dim()
+        x = torch.flip(z, [ax]) if p["reverse"] else z
+        n = x.shape[ax]
+        if name in ("cumsum", "cumprod"):
+            r = (torch.cumsum if name == "cumsum" else torch.cumprod)(x, dim=ax)
+            ident = 0.0 if name == "cumsum" else 1.0
+        else:  # numpy's running maximum / minimum, as a selection of the elements it picked
+            v = np_c(x)
+            fn = np.maximum if name == "cummax" else np.minimum
+            with np.errstate(all="ignore"):
+                acc = fn.accumulate(v, axis=ax) if n else v
+            # The index each running value came from: the latest position holding it (ties: any,
+            # equal values; the derivative is compared only without ties, below).
+            pos = np.zeros(v.shape, dtype=np.int64)
+            if n:
+                idx = np.zeros(np.take(v, 0, axis=ax).shape, dtype=np.int64)
+                for k in range(n):
+                    vk, ak = np.take(v, k, axis=ax), np.take(acc, k, axis=ax)
+                    same = ((vk.real == ak.real) | (np.isnan(vk.real) & np.isnan(ak.real))) & (
+                        (vk.imag == ak.imag) | (np.isnan(vk.imag) & np.isnan(ak.imag)))
+                    idx = np.where(same, k, idx)
+                    sl = [slice(None)] * v.ndim
+                    sl[ax] = k
+                    pos[tuple(sl)] = idx
+            r = torch.gather(x, ax, torch.from_numpy(pos)) if n else x.clone()
+            ident = complex(-math.inf, -math.inf) if name == "cummax" else complex(math.inf, math.inf)
+        if not p["inclusive"]:
+            first = torch.full_like(x.narrow(ax, 0, min(1, n)), ident)
+            r = torch.cat([first, r.narrow(ax, 0, max(n - 1, 0))], dim=ax)
+        return [(torch.flip(r, [ax]) if p["reverse"] else r, CDT)]
+    return ref
+
+
+def cscale_scan(name):
+    def scale(ts, dts, p):
+        if name not in ("cumsum", "cumprod"):
+            return None
+        a = ts[0].abs()
+        ax = p["axis"] % a.dim()
+        x = torch.flip(a, [ax]) if p["reverse"] else a
+        r = (torch.cumsum if name == "cumsum" else torch.cumprod)(x, dim=ax)
+        if not p["inclusive"]:  # the exclusive scan's values are the inclusive ones moved by one
+            r = torch.cat([torch.ones_like(x.narrow(ax, 0, min(1, x.shape[ax]))), r.narrow(ax, 0, max(x.shape[ax] - 1, 0))], dim=ax)
+        return finite_or_zero(torch.flip(r, [ax]) if p["reverse"] else r)
+    return scale
+
+
+def lex_argsort(x, axis):
+    """numpy's lexicographic stable argsort of complex128 x along axis, values with a NaN part last
+    in their original order (Loom's rule, docs/coming-from-mlx.md; numpy orders NaN kinds)."""
+    x = np.moveaxis(x, axis, -1)
+    nan = np.isnan(x.real) | np.isnan(x.imag)
+    re, im = np.where(nan, 0.0, x.real), np.where(nan, 0.0, x.imag)
+    order = np.lexsort((im, re, nan), axis=-1)
+    return np.moveaxis(order, -1, axis)
+
+
+def cgen_sort(name):
+    def gen(g, big):
+        shape = cshape(g, min_rank=1)
+        axis = g.r.randrange(-len(shape), len(shape))
+        p = {"axis": axis}
+        if name == "topk":
+            p["k"] = g.r.randint(0, shape[axis])
+        return [cinput(g, shape)], p
+    return gen
+
+
+def cref_sort(name):
+    def ref(ts, dts, p):
+        z = ts[0]
+        ax = p["axis"] % z.dim()
+        order = torch.from_numpy(lex_argsort(np_c(z), ax).copy())
+        if name == "argsort":
+            deviation("argmax_dtype")
+            return [(order.to(torch.int32), "int32")]
+        s = torch.gather(z, ax, order)
+        if name == "topk":
+            deviation("topk_order")
+            n = z.shape[ax]
+            s = s.narrow(ax, n - p["k"], p["k"])
+        return [(s, CDT)]
+    return ref
+
+
+def cgen_matmul(g, big):
+    ins, p = OPS["matmul"].gen(g, big)
+    out = []
+    for i in ins:
+        if g.r.random() < 0.85:
+            out.append(Input(CDT, i.shape, cvalues(g, len(i.values), special=g.r.random() < 0.2, inf_nan=False),
+                             i.recipe, i.base_shape))
+        else:  # a real operand: promoted
+            out.append(i)
+    return out, p
+
+
+def cref_matmul(ts, dts, p):
+    return [(torch.matmul(ccast(ts[0], dts[0]), ccast(ts[1], dts[1])), CDT)]
+
+
+def cscale_matmul(ts, dts, p):
+    return finite_or_zero(torch.matmul(ccast(ts[0], dts[0]).abs(), ccast(ts[1], dts[1]).abs()))
+
+
+# Real-linear ops that move, select or add values: which inputs hold the values (the others are
+# indices, masks or conditions); the reference is the ordinary one on the real and imaginary parts.
+CLINEAR = {n: [0] for n in ["reshape", "transpose", "flatten", "swapaxes", "moveaxis", "squeeze", "expand_dims",
+                            "broadcast_to", "slice", "tile", "repeat", "split", "take", "take_along_axis", "gather",
+                            "as_strided", "full", "copy", "contiguous"]}
+CLINEAR.update({"slice_update": [0, 1], "pad": [0, 1], "put_along_axis": [0, 2], "masked_scatter": [0, 2],
+                "scatter": [0, -1], "scatter_add": [0, -1], "slice_update_add": [0, 1], "scatter_add_axis": [0, 2],
+                "scatter_add_take": [0, 2], "concatenate": None, "stack": None})
+
+
+def cgen_linear(name):
+    def gen(g, big):
+        ins, p = OPS[name].gen(g, False)
+        pos = CLINEAR[name] if CLINEAR[name] is not None else range(len(ins))
+        for k in pos:
+            i = ins[k]
+            ins[k] = Input(CDT, i.shape, cvalues(g, len(i.values)), i.recipe, i.base_shape)
+        return ins, p
+    return gen
+
+
+def cref_linear(name):
+    def ref(ts, dts, p):
+        parts = []
+        for part in (torch.real, torch.imag):
+            xs = [part(t) if d == CDT else t for t, d in zip(ts, dts)]
+            parts.append(OPS[name].ref(xs, ["float32" if d == CDT else d for d in dts], p))
+        out = []
+        for (re, d), (im, _) in zip(*parts):
+            out.append((torch.complex(re, im), CDT) if d == "float32" else (re, d))
+        return out
+    return ref
+
+
+def cscale_linear(name):
+    def scale(ts, dts, p):
+        if OPS[name].scale is None:
+            return None
+        m = OPS[name].scale([t.abs() if d == CDT else t for t, d in zip(ts, dts)],
+                            ["float32" if d == CDT else d for d in dts], p)
+        return None if m is None else finite_or_zero(m)
+    return scale
+
+
+# Chains of complex elementwise ops (sizes of 256 and more go through elementwise fusion).
+CCHAIN_UNARY = ["negative", "square", "exp", "sin", "cos", "tanh", "sqrt", "conjugate", "reciprocal", "log"]
+CCHAIN_BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum"]
+
+
+def cgen_chain(g, big):
+    shape = g.shape() if g.r.random() < 0.5 else [g.r.choice([256, 300, 1000, 4097])]
+    k = g.r.randint(1, 3)
+    ins = [cinput(g, shape if i == 0 else g.broadcastable(shape), special=g.r.random() < 0.3, inf_nan=False,
+                  lo=-1.5, hi=1.5) for i in range(k)]
+    steps, nreg = chain_steps(g, k, 0.5, CCHAIN_UNARY, CCHAIN_BINARY)
+    steps[-1] = steps[-1][:1] + [nreg - 2 if nreg - 2 >= k else 0] + steps[-1][2:]
+    return ins, {"steps": steps}
+
+
+def crun_chain(ts, dts, steps, perturb=None):
+    """The chain's registers, each step rounded to its dtype; perturb = (register, factor) multiplies
+    that register (an input or a step's result) by the factor first."""
+    regs = []
+    for n, (t, d) in enumerate(zip(ts, dts)):
+        regs.append((t * perturb[1] if perturb and perturb[0] == n and d == CDT else t, d))
+    for step in steps:
+        args = [regs[i] for i in step[1:]]
+        cop = COPS[step[0]]
+        (t, d), = cop.ref([a[0] for a in args], [a[1] for a in args], {})
+        t = crt(t) if d == CDT else t
+        if perturb and perturb[0] == len(regs):
+            t = t * perturb[1]
+        regs.append((t, d))
+    return regs
+
+
+def cref_chain(ts, dts, p):
+    return [crun_chain(ts, dts, p["steps"])[-1]]
+
+
+def cscale_chain(ts, dts, p):
+    # Each register's error carried through the rest of the chain: the change of the result when the
+    # register moves by a small relative step (along the real and the imaginary direction), in units
+    # of that step; a singularity downstream gives an unbounded change (+inf: any value agrees).
+    regs = crun_chain(ts, dts, p["steps"])
+    out = regs[-1][0]
+    eps = 1e-7
+    cond = torch.zeros(out.shape, dtype=torch.float64)
+    # Where a step's value is not finite (a reciprocal of 0), the rest of the chain meets C99's special
+    # cases, where torch and std::complex differ (complex_divide_by_zero): any value agrees there.
+    for t, d in regs[len(ts):]:
+        nf = ~(torch.isfinite(t.real) & torch.isfinite(t.imag)) if t.is_complex() else ~torch.isfinite(t)
+        cond = torch.where(nf.expand(out.shape), torch.full_like(cond, math.inf), cond) if nf.any() else cond
+    for n in range(len(ts) + len(p["steps"])):
+        for f in (1 + eps, complex(1, eps)):
+            o = crun_chain(ts, dts, p["steps"], (n, f))[-1][0]
+            diff = (o - out).abs() / eps
+            bad = torch.isnan(o) != torch.isnan(out)
+            if o.is_complex():
+                bad = (torch.isnan(o.real) | torch.isnan(o.imag)) != (torch.isnan(out.real) | torch.isnan(out.imag))
+            diff = torch.where(bad, torch.full_like(diff, math.inf), torch.nan_to_num(diff, nan=0.0))
+            cond = cond + diff
+    return cond
+
+
+def crounded(outs):
+    return [(crt(t) if d == CDT else rt(t, d) if d in FLOATS else t, d) for t, d in outs]
+
+
+for _n in list(CUNARY) + ["sign", "conjugate", "abs", "real", "imag", "round", "isnan", "isinf", "isfinite",
+                          "logical_not", "stop_gradient"] + C_REFUSED_UNARY:
+    COp(_n, cgen_unary(_n), cref_unary(_n), grad=_n not in ("round", "isnan", "isinf", "isfinite", "logical_not",
+                                                            "stop_gradient") and _n not in C_REFUSED_UNARY,
+        scale=cscale_unary(_n) if _n in CUNARY and _n not in ("negative",) else None)
+for _n in ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "equal", "not_equal", "less",
+           "less_equal", "greater", "greater_equal"] + C_REFUSED_BINARY:
+    COp(_n, cgen_binary(_n), cref_binary(_n), grad=_n in ("add", "subtract", "multiply", "divide", "power", "maximum",
+                                                         "minimum"), scale=cscale_binary(_n))
+COp("where", cgen_where, cref_where)
+COp("clip", cgen_clip, cref_clip)
+COp("astype", cgen_astype, cref_astype)
+for _n in ["sum", "prod", "mean", "var", "std", "max", "min", "all", "any", "count_nonzero", "median", "logsumexp"]:
+    # std: no derivative where a group's spread is 0 (known_differences std_at_zero), so none compared.
+    COp(_n, cgen_reduce(_n), cref_reduce(_n), grad=_n in ("sum", "prod", "mean", "var", "max", "min"),
+        scale=cscale_reduce(_n))
+for _n in ["argmax", "argmin"]:
+    COp(_n, cgen_arg, cref_arg(_n), grad=False)
+for _n in ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"]:
+    COp(_n, cgen_scan(_n), cref_scan(_n), grad=_n != "logcumsumexp", scale=cscale_scan(_n))
+for _n in ["sort", "argsort", "topk"]:
+    COp(_n, cgen_sort(_n), cref_sort(_n), grad=_n != "argsort")
+COp("matmul", cgen_matmul, cref_matmul, scale=cscale_matmul)
+for _n in CLINEAR:
+    COp(_n, cgen_linear(_n), cref_linear(_n), grad=OPS[_n].grad, jvp=OPS[_n].jvp, scale=cscale_linear(_n))
+COp("chain", cgen_chain, cref_chain, scale=cscale_chain)
+
+
+def make_complex_case(g, cid, op_name=None):
+    name = op_name or g.r.choice(sorted(COPS))
+    op = COPS[name]
+    inputs, params = op.gen(g, False)
+    case = {"id": cid, "op": name, "_inputs": inputs, "params": params}
+    if op.grad and g.r.random() < 0.5:
+        outs = cdifferentiable_outputs(case, op)
+        if outs:
+            case["vjp"] = [{"dtype": d, "shape": list(t.shape), "data": enc_values(crandn(g.np, t.numel(), d), d)}
+                           for t, d in outs]
+    side = np.random.default_rng([g.seed, cid, 2])
+    if op.jvp and side.random() < JVP_FRACTION and cdifferentiable_outputs(case, op):
+        case["jvp"] = [{"dtype": i.dt, "shape": list(i.base_shape), "data": enc_values(crandn(side, len(i.values), i.dt), i.dt)}
+                       if i.dt in FLOATS or i.dt == CDT else None for i in inputs]
+    return case
+
+
+def crandn(rng, n, d):
+    if d == CDT:
+        z = np.empty(n, dtype=np.complex128)
+        z.real, z.imag = round_to(rng.standard_normal(n), "float32"), round_to(rng.standard_normal(n), "float32")
+        return z
+    return round_to(rng.standard_normal(n), d)
+
+
+def cfinite(t):
+    t = t.detach()
+    return bool(torch.isfinite(t.real).all() and torch.isfinite(t.imag).all()) if t.is_complex() else bool(
+        torch.isfinite(t).all())
+
+
+# Orderings whose derivative at equal values depends on which of them the op took (a stable sort's
+# first, a scan's latest...): with repeated input values their derivatives are not compared.
+C_TIE_AMBIGUOUS = {"sort", "topk", "cummax", "cummin"}
+
+
+def cdifferentiable_outputs(case, op):
+    """The rounded reference outputs when all are complex64 / floating and finite, and so are the
+    inputs and the cotangent-carrying path; else None."""
+    if case["op"] in C_TIE_AMBIGUOUS and any(
+            i.dt == CDT and np.unique(np.asarray(i.values)).size < np.asarray(i.values).size for i in case["_inputs"]):
+        return None
+    try:
+        _, _, _, outs = creference(case, op, False)
+    except Exception:
+        return None
+    if outs and all((d == CDT or d in FLOATS) and cfinite(t) for t, d in outs) and all(
+            np.isfinite(np.asarray(i.values)).all() for i in case["_inputs"] if i.dt in FLOATS or i.dt == CDT):
+        return outs
+    return None
+
+
+def cbase_tensor(inp, grad):
+    if inp.dt == CDT:
+        t = torch.tensor(np.asarray(inp.values, dtype=np.complex128).reshape(inp.base_shape))
+        return t.requires_grad_(grad)
+    return base_tensor(inp, grad)
+
+
+def creference(case, op, with_grad, tangents=None):
+    ins = case["_inputs"]
+    bases = [cbase_tensor(i, with_grad and (i.dt in FLOATS or i.dt == CDT)) for i in ins]
+    if tangents is not None:
+        bases = [fwAD.make_dual(b, t) if t is not None else b for b, t in zip(bases, tangents)]
+    ts = [viewed(b, i) for b, i in zip(bases, ins)]
+    dts = [i.dt for i in ins]
+    outs = crounded(op.ref(ts, dts, case.get("params", {})))
+    return bases, ts, dts, outs
+
+
+def cdecode(o, d):
+    """A result's values as numpy: complex128 for complex64, else as dec_values."""
+    return dec_values(o["data"], d)
+
+
+def compare_complex(got, want, rtol, scale=None, singular_ok=False, any_infinity=False):
+    """compare() for complex64: errors relative to |want| (plus the scale) in the complex plane; a
+    value with a NaN part matches any value with a NaN part; infinite parts must match exactly."""
+    got, want = np.asarray(got, dtype=np.complex128), np.asarray(want, dtype=np.complex128)
+    if got.shape != want.shape:
+        return "size %s, expected %s" % (got.shape, want.shape)
+    tol = RTOL["float32"] * rtol
+    sc = np.zeros(want.shape) if scale is None else np.broadcast_to(
+        np.nan_to_num(np.asarray(scale, dtype=np.float64), nan=0.0, posinf=0.0), want.shape)
+    unbounded = np.zeros(want.shape, bool) if scale is None else np.broadcast_to(
+        np.isposinf(np.asarray(scale, dtype=np.float64)), want.shape)
+    with np.errstate(all="ignore"):
+        gn = np.isnan(got.real) | np.isnan(got.imag)
+        wn = np.isnan(want.real) | np.isnan(want.imag)
+        fin = np.isfinite(want) & np.isfinite(got)
+        ok = (gn & wn) | (got == want) | (fin & (np.abs(got - want) <= tol * (np.abs(want) + sc) + 2 * TINY["float32"]))
+        # Infinite parts exactly, the other part within the tolerance (a rounding at the top of the
+        # range may give the largest finite value or an infinity).
+        part_ok = np.ones(want.shape, bool)
+        for gp, wp in ((got.real, want.real), (got.imag, want.imag)):
+            near = np.abs(gp - wp) <= tol * (np.abs(wp) + sc) + 2 * TINY["float32"]
+            top = (np.abs(gp) >= FMAX["float32"] * (1 - tol)) & (np.abs(wp) >= FMAX["float32"] * (1 - tol)) & (
+                np.sign(gp) == np.sign(wp))
+            part_ok &= (gp == wp) | (np.isfinite(gp) & np.isfinite(wp) & near) | top
+        ok |= ~gn & ~wn & part_ok
+        ok |= unbounded
+        # At a singular point (arctan(+-i), arctanh(+-1)) the result's infinite part is determined and the
+        # other is C99's (Loom, std::complex) or NaN (PyTorch): the infinite part must match.
+        sing = (np.isinf(want.real) & np.isnan(want.imag) & (got.real == want.real)) | (
+            np.isinf(want.imag) & np.isnan(want.real) & (got.imag == want.imag))
+        ok |= sing & bool(deviation("complex_singular_values"))
+        if any_infinity:  # complex division by zero: one infinity (complex_divide_by_zero)
+            ok |= (np.isinf(want.real) | np.isinf(want.imag)) & (np.isinf(got.real) | np.isinf(got.imag))
+        if singular_ok:  # a derivative at a singular point (arccos at 1): NaN or infinite either way
+            ok |= ~np.isfinite(want) & ~np.isfinite(got)
+    bad = np.nonzero(~ok.reshape(-1))[0]
+    if bad.size:
+        i = bad[0]
+        return "at flat index %d: %r, expected %r (tolerance %.3g relative; %d of %d elements differ)" % (
+            i, got.reshape(-1)[i], want.reshape(-1)[i], tol, bad.size, got.size)
+    return None
+
+
+def ccompare(got, want, d, rtol, scale=None, singular_ok=False):
+    if d == CDT:
+        return compare_complex(got, want, rtol, scale, singular_ok)
+    if singular_ok:
+        bad = ~np.isfinite(np.asarray(want, dtype=np.float64)) & ~np.isfinite(np.asarray(got, dtype=np.float64))
+        got = np.where(bad, 0.0, np.asarray(got, dtype=np.float64))
+        want = np.where(bad, 0.0, np.asarray(want, dtype=np.float64))
+    return compare(got, want, d, rtol, scale)
+
+
+def cto_np(t, d):
+    return t.detach().numpy().reshape(-1) if d == CDT else to_np(t, d)
+
+
+def check_complex(case, res):
+    """check() for the complex family: values, vjps (torch.autograd) and jvps (forward mode)."""
+    op = COPS[case["op"]]
+    params = case.get("params", {})
+    want_grad = "vjp" in case
+    try:
+        bases, ts, dts, outs = creference(case, op, want_grad)
+    except Exception as e:  # the reference rejects the input
+        if "error" in res:
+            return []
+        return ["reference rejects (%s: %s) but Loom returned %s" % (type(e).__name__, e, summarize(res))]
+    if "error" in res:
+        return ["Loom throws: %s" % res["error"]]
+    scale = None
+    if op.scale is not None:
+        try:
+            with torch.no_grad():
+                m = op.scale([t.detach() for t in ts], dts, params)
+            scale = None if m is None else m.detach().to(torch.float64).numpy()
+        except Exception:
+            scale = None
+    problems = []
+    for variant, r in [("", res)] + ([("[fusion off] ", res["nofuse"])] if "nofuse" in res else []):
+        if "error" in r:
+            problems.append(variant + "Loom throws: %s" % r["error"])
+            continue
+        if len(r["outputs"]) != len(outs):
+            problems.append(variant + "%d outputs, expected %d" % (len(r["outputs"]), len(outs)))
+            continue
+        for k, ((t, d), o) in enumerate(zip(outs, r["outputs"])):
+            name = variant + ("output %d" % k if len(outs) > 1 else "value")
+            if o["dtype"] != d:
+                problems.append("%s: dtype %s, expected %s" % (name, o["dtype"], d))
+                continue
+            if list(o["shape"]) != list(t.shape):
+                problems.append("%s: shape %s, expected %s" % (name, o["shape"], list(t.shape)))
+                continue
+            sc = None if scale is None or k else scale.reshape(-1) if scale.size == t.numel() else scale
+            if d == CDT:
+                msg = compare_complex(cdecode(o, d), cto_np(t, d), 1.0, sc, any_infinity=case["op"] == "divide")
+            else:
+                msg = ccompare(cdecode(o, d), cto_np(t, d), d, 1.0, sc)
+            if msg:
+                problems.append("%s: %s" % (name, msg))
+        if problems:
+            continue
+        if want_grad:
+            problems += ccheck_vjp(case, bases, ts, outs, r, variant)
+        if "jvp" in case:
+            problems += ccheck_jvp(case, op, r, variant)
+    return problems
+
+
+def grad_tol(case, dt):
+    """16x the float32 tolerance, or the input's (half types), or that of the least precise input."""
+    worst = max([RTOL[i.dt] for i in case["_inputs"] if i.dt in FLOATS] + [RTOL["float32"]])
+    return 16.0 * worst / RTOL["float32"]
+
+
+def ccheck_vjp(case, bases, ts, outs, r, variant):
+    if "vjp" not in r:
+        return [variant + "no vjp in the result"]
+    cots = [torch.tensor(dec_values(c["data"], c["dtype"]).reshape(c["shape"])) for c in case["vjp"]]
+    leaves = [b for b in bases if b.requires_grad]
+    if not leaves:
+        return []
+    terms = [t for t in ts if t.requires_grad and not t.is_leaf]
+    live = [(t, c) for (t, d), c in zip(outs, cots) if t.requires_grad]  # imag of a real array: zeros
+    grads = torch.autograd.grad([t for t, c in live], leaves + terms, [c for t, c in live], allow_unused=True,
+                                retain_graph=True) if live else [None] * (len(leaves) + len(terms))
+    sc_terms = max([term_scale([g.abs() if g is not None else None for g in grads[len(leaves):]])] +
+                   [float(c.abs().max()) for c in cots if c.numel()])
+    grads = iter(grads[:len(leaves)])
+    problems = []
+    for k, (inp, b) in enumerate(zip(case["_inputs"], bases)):
+        if not b.requires_grad:
+            continue
+        gr = next(grads)
+        want = (torch.zeros_like(b) if gr is None else gr).detach()
+        want = crt(want) if inp.dt == CDT else rt(want, inp.dt)
+        want = want.numpy().reshape(-1)
+        got = r["vjp"][k]
+        if got["dtype"] != inp.dt or list(got["shape"]) != inp.base_shape:
+            problems.append("%svjp %d: %s %s, expected %s %s" % (variant, k, got["dtype"], got["shape"], inp.dt,
+                                                                inp.base_shape))
+            continue
+        gv = dec_values(got["data"], inp.dt)
+        if inp.dt in ("float16", "bfloat16"):
+            gv, want = masked_grads(case, inp, gv, want)
+        finite = np.abs(want[np.isfinite(want)])
+        sc = max(finite.max() if finite.size else 0.0, sc_terms)
+        msg = ccompare(gv, want, inp.dt, grad_tol(case, inp.dt) * (RTOL["float32"] / RTOL[inp.dt]
+                                                                    if inp.dt in FLOATS else 1.0), sc, singular_ok=True)
+        if msg:
+            problems.append("%svjp of input %d: %s" % (variant, k, msg))
+    return problems
+
+
+def ccheck_jvp(case, op, r, variant):
+    if "jvp" not in r:
+        return [variant + "no jvp in the result"]
+    tans = [None if j is None else torch.tensor(dec_values(j["data"], j["dtype"]).reshape(j["shape"]))
+            for j in case["jvp"]]
+    try:
+        with fwAD.dual_level():
+            bases, ts, dts, outs = creference(case, op, True, tans)
+            want = []
+            for t, d in outs:
+                tan = fwAD.unpack_dual(t).tangent if (d == CDT or d in FLOATS) else None
+                if tan is None and (d == CDT or d in FLOATS):
+                    tan = torch.zeros_like(t)
+                want.append((None if tan is None else tan.detach().clone(), d))
+            terms = [fwAD.unpack_dual(x).tangent for x in ts if x.requires_grad and not x.is_leaf]
+    except Exception as e:
+        return ["reference jvp failed: %s: %s" % (type(e).__name__, e)]
+    sc_terms = term_scale([None if x is None else x.abs() for x in terms] + [t.abs() for t in tans if t is not None])
+    if len(r["jvp"]) != len(want):
+        return ["%s%d jvp outputs, expected %d" % (variant, len(r["jvp"]), len(want))]
+    problems = []
+    for k, ((w, d), got) in enumerate(zip(want, r["jvp"])):
+        if w is None:
+            continue
+        if got["dtype"] != d or list(got["shape"]) != list(w.shape):
+            problems.append("%sjvp %d: %s %s, expected %s %s" % (variant, k, got["dtype"], got["shape"], d,
+                                                                list(w.shape)))
+            continue
+        wv = (crt(w) if d == CDT else rt(w, d)).numpy().reshape(-1)
+        finite = np.abs(wv[np.isfinite(wv)])
+        sc = max(finite.max() if finite.size else 0.0, sc_terms)
+        msg = ccompare(dec_values(got["data"], d), wv, d, grad_tol(case, d), sc, singular_ok=True)
+        if msg:
+            problems.append("%sjvp of output %d: %s" % (variant, k, msg))
+    return problems
+
+
 # ---- reference evaluation ----
 def base_tensor(inp, grad):
     v = inp.values
@@ -3284,6 +4291,8 @@ def compare(got, want, dt, rtol, scale=None, nan_may_be_inf=False, bound=None, n
 
 def check(case, res):
     """Disagreements of one result with the reference: a list of strings (empty when they agree)."""
+    if complex_case(case):
+        return check_complex(case, res)
     if unsigned_case(case):
         return check_unsigned(case, res)
     op = OPS[case["op"]]
@@ -3616,6 +4625,10 @@ def make_case(g, cid, op_name=None):
             case["jvp"] = [{"dtype": i.dt, "shape": list(i.base_shape),
                             "data": enc_values(round_to(side.standard_normal(len(i.values)), i.dt), i.dt)}
                            if i.dt in FLOATS else None for i in inputs]
+    # The complex64 family (above) replaces the case now and then, drawn from a stream of its own.
+    cs = np.random.default_rng([g.seed, cid, 4])
+    if cs.random() < COMPLEX_FRACTION and (op_name is None or op_name in COPS):
+        return make_complex_case(Gen(int(cs.integers(1 << 62))), cid, op_name)
     # The unsigned family (above) replaces the case now and then, drawn from a stream of its own.
     us = np.random.default_rng([g.seed, cid, 3])
     if us.random() < UNSIGNED_FRACTION and (op_name is None or op_name in UOPS):
@@ -3750,6 +4763,8 @@ def main():
     ap.add_argument("--regressions", default=os.path.join(HERE, "regressions.jsonl"))
     ap.add_argument("--unsigned-fraction", type=float, default=UNSIGNED_FRACTION_DEFAULT,
                     help="share of cases drawn from the uint16/32/64 family (1: only those)")
+    ap.add_argument("--complex-fraction", type=float, default=COMPLEX_FRACTION_DEFAULT,
+                    help="share of cases drawn from the complex64 family (1: only those)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every case's result")
     a = ap.parse_args()
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 31)
@@ -3758,6 +4773,7 @@ def main():
         sys.stdout.flush()
 
     globals()["UNSIGNED_FRACTION"] = a.unsigned_fraction
+    globals()["COMPLEX_FRACTION"] = a.complex_fraction
     g = Gen(seed)
     cases = []
     for cid in range(a.cases):
@@ -3824,7 +4840,8 @@ def main():
         if isinstance(cid, int):
             print("    replay: /usr/bin/python3 %s --runner %s --seed %d --cases %d --replay %d" % (
                 os.path.relpath(__file__), a.runner, seed, a.cases, cid) + (" --op " + a.op if a.op else "") +
-                  (" --unsigned-fraction %g" % a.unsigned_fraction if a.unsigned_fraction != UNSIGNED_FRACTION_DEFAULT else ""))
+                  (" --unsigned-fraction %g" % a.unsigned_fraction if a.unsigned_fraction != UNSIGNED_FRACTION_DEFAULT else "") +
+                  (" --complex-fraction %g" % a.complex_fraction if a.complex_fraction != COMPLEX_FRACTION_DEFAULT else ""))
         else:
             print("    replay: grep '\"%s\"' %s | %s" % (c["name"], os.path.relpath(a.regressions), a.runner))
 

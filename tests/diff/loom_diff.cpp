@@ -8,7 +8,8 @@
 // Result: {"id", "outputs": [{"dtype", "shape", "data"}], "vjp"?: [...], "jvp"?: [...],
 //          "nofuse"?: {...the same, from a run with fusion off, when it differs...}}
 //         or {"id", "error": "..."} when Loom throws.
-// Floating values are numbers or the strings "nan", "inf", "-inf"; a view recipe is a list of
+// Floating values are numbers or the strings "nan", "inf", "-inf", a complex64 value a [real, imag]
+// pair of them; a view recipe is a list of
 // {"transpose": axes}, {"slice": {"start", "stop", "strides"}}, {"broadcast": shape},
 // {"reshape": shape} applied with Loom's own ops to the base array, inside the differentiated function.
 #include <loom/core/primitive.h>  // detail::set_primitive_hook, for --primitives
@@ -34,7 +35,7 @@ Dtype dtype_from(const std::string& s) {
                                                  {"uint16", uint16},    {"uint32", uint32},     {"uint64", uint64},
                                                  {"int16", int16},      {"int32", int32},
                                                  {"int64", int64},      {"float16", float16},   {"bfloat16", bfloat16},
-                                                 {"float32", float32},  {"float64", float64}};
+                                                 {"float32", float32},  {"float64", float64},   {"complex64", complex64}};
   auto it = m.find(s);
   if (it == m.end()) throw std::runtime_error("loom_diff: unknown dtype " + s);
   return it->second;
@@ -69,6 +70,11 @@ array make_array(const json& j) {
     for (const auto& x : d) v.push_back(x.get<uint64_t>());
     return array(v.data(), shape, dt);
   }
+  if (dt == complex64) {  // each element a [real, imag] pair
+    std::vector<complex64_t> v;
+    for (const auto& x : d) v.emplace_back(static_cast<float>(number(x.at(0))), static_cast<float>(number(x.at(1))));
+    return array(v.data(), shape, dt);
+  }
   if (is_integral(dt) || dt == bool_) {
     std::vector<int64_t> v;
     for (const auto& x : d) v.push_back(x.is_boolean() ? int64_t(x.get<bool>()) : x.get<int64_t>());
@@ -97,18 +103,21 @@ json encode(array a) {
   out["dtype"] = to_string(a.dtype());
   out["shape"] = std::vector<int>(a.shape().begin(), a.shape().end());
   json data = json::array();
-  if (a.dtype() == int64) {
+  auto num = [](double x) -> json {
+    if (std::isnan(x)) return "nan";
+    if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+    return x;
+  };
+  if (a.dtype() == complex64) {
+    for (complex64_t z : a.to_vector<complex64_t>()) data.push_back(json::array({num(z.real()), num(z.imag())}));
+  } else if (a.dtype() == int64) {
     for (int64_t x : a.to_vector<int64_t>()) data.push_back(x);
   } else if (a.dtype() == uint64) {
     for (uint64_t x : a.to_vector<uint64_t>()) data.push_back(x);
   } else if (is_integral(a.dtype()) || a.dtype() == bool_) {
     for (double x : a.to_vector<double>()) data.push_back(static_cast<int64_t>(x));
   } else {
-    for (double x : a.to_vector<double>()) {
-      if (std::isnan(x)) data.push_back("nan");
-      else if (std::isinf(x)) data.push_back(x > 0 ? "inf" : "-inf");
-      else data.push_back(x);
-    }
+    for (double x : a.to_vector<double>()) data.push_back(num(x));
   }
   out["data"] = std::move(data);
   return out;
@@ -137,6 +146,7 @@ const std::map<std::string, Op>& ops() {
     UNARY(sigmoid) UNARY(erf) UNARY(erfinv) UNARY(floor) UNARY(ceil) UNARY(round) UNARY(logical_not)
     UNARY(isnan) UNARY(isinf) UNARY(isfinite) UNARY(copy) UNARY(contiguous) UNARY(stop_gradient) UNARY(arcsin) UNARY(arccos)
     UNARY(arctan) UNARY(sinh) UNARY(cosh) UNARY(arcsinh) UNARY(arccosh) UNARY(arctanh) UNARY(bitwise_invert)
+    UNARY(real) UNARY(imag) UNARY(conjugate)
 #undef UNARY
 #define BINARY(N) t[#N] = one([](const Args& x, const json&) { return N(x[0], x[1]); });
     BINARY(add) BINARY(subtract) BINARY(multiply) BINARY(divide) BINARY(floor_divide) BINARY(remainder)
