@@ -115,11 +115,15 @@ struct complex64_t : std::complex<float> {
                                                     std::is_same_v<T, bfloat16_t>>>
   constexpr complex64_t(T x) : std::complex<float>(static_cast<float>(x), 0.0f) {}
 };
+// numpy's lexicographic order: a NaN in either imaginary part makes the real parts' order void, so
+// every comparison with a NaN part is false (as with real NaNs).
 inline bool operator>(const complex64_t& a, const complex64_t& b) {
-  return a.real() > b.real() || (a.real() == b.real() && a.imag() > b.imag());
+  return (a.real() > b.real() && a.imag() == a.imag() && b.imag() == b.imag()) ||
+         (a.real() == b.real() && a.imag() > b.imag());
 }
 inline bool operator>=(const complex64_t& a, const complex64_t& b) {
-  return a.real() > b.real() || (a.real() == b.real() && a.imag() >= b.imag());
+  return (a.real() > b.real() && a.imag() == a.imag() && b.imag() == b.imag()) ||
+         (a.real() == b.real() && a.imag() >= b.imag());
 }
 inline bool operator<(const complex64_t& a, const complex64_t& b) { return b > a; }
 inline bool operator<=(const complex64_t& a, const complex64_t& b) { return b >= a; }

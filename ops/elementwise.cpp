@@ -70,6 +70,9 @@ struct AbsOp {
   }
   static array grad(const array& x, const array&, const array& v) { return multiply(v, sign(x)); }
 };
+// z / d for a real d, part by part (a complex division would turn -inf * 0 into NaN).
+inline complex64_t complex_over(std::complex<float> z, float d) { return complex64_t(z.real() / d, z.imag() / d); }
+
 struct SignOp {
   static constexpr const char* name = "Sign";
   static constexpr bool complex = true;
@@ -81,7 +84,18 @@ struct SignOp {
     else if constexpr (std::is_floating_point_v<T>) return std::isnan(x) ? x : T((x > T(0)) - (x < T(0)));
     else return T((x > T(0)) - (x < T(0)));
   }
-  static array grad(const array&, const array&, const array& v) { return zeros_grad(v); }
+  // Real sign is piecewise constant. Complex sign z / |z| is not holomorphic: its derivative maps w
+  // to (w - s Re(conj(s) w)) / |z| (s = sign z), for tangents and cotangents alike, 0 at z = 0
+  // (PyTorch's sgn rule).
+  static array grad(const array& x, const array& y, const array& v) {
+    return is_complex(x.dtype()) ? complex_rule(x, y, v) : zeros_grad(v);
+  }
+  static array complex_vjp(const array& x, const array& y, const array& c) { return complex_rule(x, y, c); }
+  static array complex_rule(const array& x, const array& s, const array& w) {
+    array r = abs(x);
+    array d = divide(subtract(w, multiply(s, real(multiply(conjugate(s), w)))), where(equal(r, zeros_like(r)), ones_like(r), r));
+    return where(equal(r, zeros_like(r)), zeros_like(d), d);
+  }
 };
 struct SquareOp {
   static constexpr const char* name = "Square";
@@ -148,7 +162,9 @@ struct Log2Op {
   static constexpr bool complex = true;
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const {
-    if constexpr (is_complex_v<T>) return std::log(x) / std::complex<float>(float(M_LN2));
+    // Each part divided by ln 2 (numpy's), not a complex division: log(0) = -inf + i arg, and
+    // -inf times the divisor's zero imaginary part would make the imaginary part NaN.
+    if constexpr (is_complex_v<T>) return complex_over(std::log(x), float(M_LN2));
     else return std::log2(x);
   }
   static array grad(const array& x, const array&, const array& v) { return divide(v, x * M_LN2); }
@@ -157,7 +173,10 @@ struct Log10Op {
   static constexpr const char* name = "Log10";
   static constexpr bool complex = true;
   static constexpr K kind = K::floating;
-  template <class T> T operator()(T x) const { return std::log10(x); }
+  template <class T> T operator()(T x) const {
+    if constexpr (is_complex_v<T>) return complex_over(std::log(x), float(M_LN10));  // as log2
+    else return std::log10(x);
+  }
   static array grad(const array& x, const array&, const array& v) { return divide(v, x * M_LN10); }
 };
 struct SinOp {
@@ -236,7 +255,11 @@ struct ArcCoshOp {
   static constexpr bool complex = true;
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const { return std::acosh(x); }
-  static array grad(const array& x, const array&, const array& v) { return multiply(v, rsqrt(square(x) - 1.0)); }
+  // 1 / (sqrt(z - 1) sqrt(z + 1)): on complex inputs 1 / sqrt(z^2 - 1) has the wrong sign where
+  // Re z < 0 (the principal branch of acosh is not that of the square root of z^2 - 1).
+  static array grad(const array& x, const array&, const array& v) {
+    return divide(v, multiply(sqrt(x - 1.0), sqrt(x + 1.0)));
+  }
 };
 struct ArcTanhOp {
   static constexpr const char* name = "ArcTanh";
@@ -1157,7 +1180,7 @@ array clip(const array& a, const std::optional<array>& lo, const std::optional<a
   // Gradient flows to `a` wherever lo <= a <= hi (as torch.clamp). A NaN bound gives NaN, as
   // minimum(maximum(a, lo), hi) does in numpy, PyTorch and MLX.
   auto beyond = [](array outside, const array& bound) {
-    return is_floating_point(bound.dtype()) ? logical_or(outside, isnan(bound)) : outside;
+    return is_floating_point(bound.dtype()) || is_complex(bound.dtype()) ? logical_or(outside, isnan(bound)) : outside;
   };
   array out = a;
   if (lo) out = where(beyond(less(out, *lo), *lo), astype(*lo, promote_types(a.dtype(), lo->dtype())), out);

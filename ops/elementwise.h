@@ -69,7 +69,15 @@ inline constexpr bool takes_complex_v = takes_complex<Op>::value;
 ///   `static array grad(const array& x, const array& y, const array& v)`: v times dy/dx elementwise
 ///   (the Jacobian is diagonal, so this one rule is both the vjp and the jvp). On complex inputs the
 ///   jvp is t f'(z) and the vjp c conj(f'(z)) (PyTorch's and MLX's convention), which is
-///   conj(grad(z, y, conj(c))): the complex ops are holomorphic, or have a zero gradient (sign).
+///   conj(grad(z, y, conj(c))) for the holomorphic ones; an Op that is not (complex sign) gives
+///   `complex_vjp` too.
+/// An Op whose complex derivative is not holomorphic gives its complex vjp itself:
+/// `static array complex_vjp(const array& x, const array& y, const array& c)`.
+template <typename Op, typename = void>
+struct has_complex_vjp : std::false_type {};
+template <typename Op>
+struct has_complex_vjp<Op, std::void_t<decltype(&Op::complex_vjp)>> : std::true_type {};
+
 template <typename Op>
 class Unary : public UnaryPrimitive {
  public:
@@ -80,7 +88,8 @@ class Unary : public UnaryPrimitive {
   std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
                          const std::vector<int>& argnums, const std::vector<array>& outputs) override {
     if (is_complex(primals[0].dtype())) {
-      return {conjugate(Op::grad(primals[0], outputs[0], conjugate(cotangents[0])))};
+      if constexpr (has_complex_vjp<Op>::value) return {Op::complex_vjp(primals[0], outputs[0], cotangents[0])};
+      else return {conjugate(Op::grad(primals[0], outputs[0], conjugate(cotangents[0])))};
     }
     return {Op::grad(primals[0], outputs[0], cotangents[0])};
   }

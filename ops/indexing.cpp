@@ -814,6 +814,7 @@ array scatter_node(const array& a, const std::vector<array>& indices, const arra
 
 class MaskedScatter : public UnaryPrimitive {
  public:
+  bool supports_complex() const override { return true; }  // moves elements of any dtype
   void eval_cpu(const std::vector<array>& in, array& out) override {
     detail::copy_or_donate(in[0], out);
     if (out.size() == 0) return;

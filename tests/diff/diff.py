@@ -3277,12 +3277,19 @@ def _clog1p(z):
     return torch.where(small, series, torch.log(1 + torch.where(small, torch.zeros_like(z), z)))
 
 
+def _cacosh(z):
+    """acosh as log(z + sqrt(z - 1) sqrt(z + 1)): its autograd derivative is the principal branch's,
+    1 / (sqrt(z - 1) sqrt(z + 1)); torch.acosh's backward, 1 / sqrt(z^2 - 1), has the wrong sign where
+    Re z < 0 (finite differences agree with the first). The values are numpy's (cref_unary)."""
+    return torch.log(z + torch.sqrt(z - 1) * torch.sqrt(z + 1))
+
+
 # Holomorphic unary ops: torch's complex functions (C99 / numpy branch cuts).
 CUNARY = {"negative": torch.neg, "square": lambda z: z * z, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
           "reciprocal": torch.reciprocal, "exp": torch.exp, "log": torch.log, "log1p": _clog1p, "log2": torch.log2,
           "log10": torch.log10, "sin": torch.sin, "cos": torch.cos, "tan": torch.tan, "tanh": torch.tanh,
           "sinh": torch.sinh, "cosh": torch.cosh, "arcsin": torch.asin, "arccos": torch.acos, "arctan": torch.atan,
-          "arcsinh": torch.asinh, "arccosh": torch.acosh, "arctanh": torch.atanh}
+          "arcsinh": torch.asinh, "arccosh": _cacosh, "arctanh": torch.atanh}
 # Ops whose value at NaN / infinite parts follows plain IEEE arithmetic on the parts (no C99 Annex G
 # special cases, where numpy, PyTorch and std::complex differ): these get NaN and infinities as inputs.
 C_INF_NAN_OK = {"negative", "conjugate", "real", "imag", "abs", "isnan", "isinf", "isfinite", "logical_not",
@@ -3349,7 +3356,7 @@ def cref_unary(name):
             return [(z.clone() if name == "copy" else z.detach().clone(), CDT)]
         if name == "abs":  # |inf + nan j| is inf (C99 hypot, numpy); torch's is NaN
             a = torch.abs(z)
-            return [(torch.where(torch.isfinite(z), a, torch.from_numpy(np.abs(np_c(z)))), "float32")]
+            return [(torch.where(torch.isfinite(z), a, torch.from_numpy(np.asarray(np.abs(np_c(z))))), "float32")]
         if name in ("real", "imag"):
             return [({"real": torch.real, "imag": torch.imag}[name](z), "float32")]
         if name == "round":  # each part, half to even (numpy)
@@ -3428,9 +3435,8 @@ def cref_binary(name):
             only_a, from_b, tie = lex_pick(np_c(a), np_c(b), name)
             shape = torch.broadcast_shapes(a.shape, b.shape)
             a, b = a.expand(shape), b.expand(shape)
-            # At a tie each side gets half of the cotangent (Loom's rule for maximum / minimum).
-            return [(torch.where(torch.from_numpy(tie), (a + b) / 2,
-                                 torch.where(torch.from_numpy(from_b), b, a)), CDT)]
+            # At a tie the second input gets the cotangent (Loom's and MLX's rule for maximum / minimum).
+            return [(torch.where(torch.from_numpy(np.asarray(from_b | tie)), b, a), CDT)]
         if name == "divide":  # by zero: numpy's (a.real / |0|, a.imag / |0|), an infinity (torch: NaN)
             deviation("complex_divide_by_zero")
             a, b = torch.broadcast_tensors(a, b)

@@ -154,41 +154,20 @@ NOT_COVERED = {
 #     "prod_vjp_empty": ("vjp of prod over a 0-size axis throws",
 #                        lambda c: c["op"] == "prod" and "vjp" in c and 0 in c["_inputs"][0].shape),
 # The long run (scripts/diff.sh) ignores this list. (The bugs it held before landed on main: c64fc7a,
-# 14241b0, 398048b.) The entries below are complex64 bugs the complex family found.
+# 14241b0, 398048b, and the five complex64 bugs the complex family found first: NaN-part
+# comparisons, sign and arccosh derivatives, log2/log10 of 0, masked_scatter.)
 def _cvals(c):
     """The complex64 inputs' values of a case (complex128 numpy arrays)."""
     import numpy as np
     return [np.asarray(i.values, dtype=np.complex128) for i in c["_inputs"] if i.dt == "complex64"]
 
 
-def _has_nan_part(c):
-    import numpy as np
-    return any((np.isnan(v.real) | np.isnan(v.imag)).any() for v in _cvals(c))
-
-
 PENDING_FIXES = {
-    "complex_compare_nan": (
-        "less / less_equal / greater / greater_equal of complex64 ignore a NaN imaginary part when the real parts "
-        "differ ((2.5+nanj) > (1+1j) is true; numpy, which Loom's docs follow, says false: a value with a NaN part is "
-        "unordered); maximum / minimum then fail to propagate a NaN in the second operand's imaginary part "
-        "(maximum(1+1j, 0+nanj) is 1+1j, numpy 0+nanj) and clip of (2.5+nanj) to [0, 2] gives 2 (numpy 2.5+nanj)",
-        lambda c: c["op"] in ("less", "less_equal", "greater", "greater_equal", "maximum", "minimum", "clip")
-        and _has_nan_part(c)),
-    "complex_sign_derivative": (
-        "the vjp and jvp of sign(z) = z / |z| for complex64 are 0 (the real sign's rule); z / |z| is not constant: "
-        "torch (and finite differences) give (c - Re(c conj(s)) s) / |z| for the vjp",
-        lambda c: c["op"] == "sign" and ("vjp" in c or "jvp" in c) and bool(_cvals(c))),
-    "complex_arccosh_derivative": (
-        "the derivative of arccosh for complex64 has the wrong sign on part of the plane (mostly Re z < 0): "
-        "-1 / (sqrt(z - 1) sqrt(z + 1)) where the principal branch's derivative, which finite differences and torch "
-        "give, is 1 / (sqrt(z - 1) sqrt(z + 1)) (as if computed as 1 / sqrt(z^2 - 1))",
-        lambda c: c["op"] == "arccosh" and ("vjp" in c or "jvp" in c) and bool(_cvals(c))),
-    "complex_log2_log10_zero": (
-        "log2 / log10 of a complex64 zero give an imaginary part NaN (log(z) divided by log(2) as a complex "
-        "division: -inf * 0), where numpy gives arg(z) / log(2) (-inf - 4.53j for -0-0j)",
-        lambda c: c["op"] in ("log2", "log10") and any((v == 0).any() for v in _cvals(c))),
-    "complex_masked_scatter": (
-        "masked_scatter refuses complex64 at eval ([MaskedScatter] does not support complex64), although the docs "
-        "say every indexing op takes complex64 (scatter, put_along_axis, slice_update... do)",
-        lambda c: c["op"] == "masked_scatter" and bool(_cvals(c))),
+    "complex_arccosh_cut_derivative": (
+        "the derivative of arccosh at a point on its branch cut (imaginary part exactly +0, real part in (-1, 1)) "
+        "came out with the opposite sign to the reference in one case of seed 3105 (--complex-fraction 1, case "
+        "145), although Loom and torch agree at that value alone (a vjp of 1 gives +1.0012j in both); not yet "
+        "understood",
+        lambda c: c["op"] == "arccosh" and ("vjp" in c or "jvp" in c)
+        and any(((v.imag == 0) & (abs(v.real) < 1)).any() for v in _cvals(c))),
 }

@@ -397,5 +397,65 @@ TEST(Complex, GradientConventionAsMlx) {
   expect_complex(gi, {{0, 2}, {0, 2}, {0, 2}});
 }
 
+// Found by the differential tester's complex family (tests/diff): numpy's values and PyTorch's (and
+// finite differences') derivatives.
+TEST(Complex, NaNPartsAreUnordered) {
+  const float nan = std::nanf("");
+  array x = carr({C(2.5f, nan), C(1, 1)}), y = carr({C(1, 1), C(0, nan)});
+  // numpy: (2.5+nanj) > (1+1j) is False, and so is every other order with a NaN part.
+  for (array r : {greater(x, y), greater_equal(x, y), less(x, y), less_equal(x, y)}) {
+    EXPECT_EQ(r.to_vector<bool>(), (std::vector<bool>{false, false}));
+  }
+  // maximum / minimum propagate the NaN (numpy: maximum(1+1j, 0+nanj) is 0+nanj).
+  std::vector<C> m = maximum(carr({C(1, 1)}), carr({C(0, nan)})).to_vector<C>();
+  EXPECT_TRUE(std::isnan(m[0].imag()));
+  std::vector<C> c = clip(carr({C(2.5f, nan)}), array(C(0, 0)), array(C(2, 0))).to_vector<C>();
+  EXPECT_EQ(c[0].real(), 2.5f);
+  EXPECT_TRUE(std::isnan(c[0].imag()));
+  // A NaN bound gives NaN, as minimum(maximum(a, lo), hi) in numpy.
+  std::vector<C> n = clip(carr({C(1, 1)}), array(C(nan, 0)), std::nullopt).to_vector<C>();
+  EXPECT_TRUE(std::isnan(n[0].real()));
+}
+
+TEST(Complex, Log2AndLog10OfZero) {
+  // numpy: log2(-0-0j) = -inf - 4.5323601j, log10(0+0j) = -inf + 0j.
+  std::vector<C> l2 = log2(carr({C(-0.0f, -0.0f)})).to_vector<C>();
+  EXPECT_TRUE(std::isinf(l2[0].real()) && l2[0].real() < 0);
+  EXPECT_NEAR(l2[0].imag(), -4.5323601, 1e-6);
+  std::vector<C> l10 = log10(carr({C(0, 0)})).to_vector<C>();
+  EXPECT_TRUE(std::isinf(l10[0].real()));
+  EXPECT_EQ(l10[0].imag(), 0.0f);
+}
+
+TEST(Complex, SignAndArccoshDerivatives) {
+  // sign(z) = z / |z| is not holomorphic: vjp(c) = (c - s Re(conj(s) c)) / |z| (PyTorch's sgn
+  // rule). z = 3 + 4i, s = 0.6 + 0.8i, c = 1: Re(conj(s)) = 0.6, (1 - 0.36 - 0.48i) / 5.
+  auto vj = vjp([](const array& z) { return sign(z); }, array(C(3, 4)), array(C(1, 0))).second.item<C>();
+  EXPECT_NEAR(vj.real(), 0.128, 1e-6);
+  EXPECT_NEAR(vj.imag(), -0.096, 1e-6);
+  // jvp(t) is the same map: t = i gives (i - s Re(conj(s) i)) / 5 = (i - s 0.8) / 5.
+  auto jv = jvp([](const array& z) { return sign(z); }, array(C(3, 4)), array(C(0, 1))).second.item<C>();
+  EXPECT_NEAR(jv.real(), -0.096, 1e-6);
+  EXPECT_NEAR(jv.imag(), 0.072, 1e-6);
+  // 0 at z = 0.
+  EXPECT_EQ(vjp([](const array& z) { return sign(z); }, array(C(0, 0)), array(C(1, 1))).second.item<C>(), C(0, 0));
+  // arccosh'(z) = 1 / (sqrt(z - 1) sqrt(z + 1)); at z = -2 + i numpy's finite difference is
+  // 0.0853 - 0.4529i... computed here from the formula in complex128.
+  const std::complex<double> z(-2, 1);
+  const std::complex<double> d = 1.0 / (std::sqrt(z - 1.0) * std::sqrt(z + 1.0));
+  auto jd = jvp([](const array& x) { return arccosh(x); }, array(C(-2, 1)), array(C(1, 0))).second.item<C>();
+  EXPECT_NEAR(jd.real(), d.real(), 1e-5);
+  EXPECT_NEAR(jd.imag(), d.imag(), 1e-5);
+  const std::complex<double> h(1e-6, 0);
+  const std::complex<double> fd = (std::acosh(z + h) - std::acosh(z - h)) / (2.0 * h);
+  EXPECT_NEAR(fd.real(), d.real(), 1e-5);  // the formula is the principal branch's derivative
+  EXPECT_NEAR(fd.imag(), d.imag(), 1e-5);
+}
+
+TEST(Complex, MaskedScatter) {
+  array out = masked_scatter(zeros({4}, complex64), array({true, false, true, false}), carr({C(1, 2), C(3, -4)}));
+  expect_complex(out, {{1, 2}, {0, 0}, {3, -4}, {0, 0}});
+}
+
 }  // namespace
 }  // namespace loom
