@@ -152,8 +152,15 @@ struct Log1pOp {
   static constexpr bool complex = true;
   static constexpr K kind = K::floating;
   template <class T> T operator()(T x) const {
-    if constexpr (is_complex_v<T>) return std::log(T(1) + x);
-    else return std::log1p(x);
+    if constexpr (is_complex_v<T>) {
+      // Near 0, |1 + z|^2 = 1 + (x (2 + x) + y^2) and log1p of the small part keeps the relative
+      // precision that log(1 + z) loses by rounding 1 + z (numpy's way); farther out, log(1 + z).
+      const double re = x.real(), im = x.imag();
+      if (re * re + im * im < 0.25) return T(float(0.5 * std::log1p(re * (2.0 + re) + im * im)), float(std::atan2(im, 1.0 + re)));
+      return std::log(T(1) + x);
+    } else {
+      return std::log1p(x);
+    }
   }
   static array grad(const array& x, const array&, const array& v) { return divide(v, x + 1.0); }
 };

@@ -99,9 +99,9 @@ DIFFERENCES = {
     "complex_singular_values": "At the singular points of the complex functions (arctan(+-i), arctanh(+-1)) Loom "
     "gives C99's value (std::complex: catanh(1) = inf + 0j), PyTorch an infinite part beside a NaN one; the comparator "
     "accepts any value whose infinite part is the reference's.",
-    "complex_log1p": "log1p of complex64 is log(1 + z) computed in float32, as numpy 1.24 computes it, so the real "
-    "part loses its relative precision for |z| << 1 (1 + z is rounded); PyTorch has no complex log1p. The reference "
-    "is an accurate log1p, with a tolerance for the rounding of 1 + z (one unit of the result's scale).",
+    "complex_log1p": "log1p of complex64 keeps its relative precision for |z| << 1 (Loom computes log|1 + z| as "
+    "log1p(x (2 + x) + y^2) / 2 there), where numpy 1.24 computes log(1 + z) and rounds 1 + z; PyTorch has no "
+    "complex log1p. The reference is an accurate log1p.",
 }
 
 _used = set()

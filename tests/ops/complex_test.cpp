@@ -452,6 +452,17 @@ TEST(Complex, SignAndArccoshDerivatives) {
   EXPECT_NEAR(fd.imag(), d.imag(), 1e-5);
 }
 
+TEST(Complex, Log1pKeepsPrecisionNearZero) {
+  // log1p(z) for z = 1e-7 (1 + i): real part log1p(x (2 + x) + y^2) / 2 = 1e-7 to 7 digits;
+  // log(1 + z) in float32 rounds 1 + z and gives 1.19e-7. Imaginary part atan2(1e-7, 1 + 1e-7).
+  std::vector<C> l = log1p(carr({C(1e-7f, 1e-7f), C(-0.25f, 0.125f)})).to_vector<C>();
+  EXPECT_NEAR(l[0].real(), 1.0e-7, 1e-13);
+  EXPECT_NEAR(l[0].imag(), 9.99999900e-8, 1e-13);
+  // Farther from 0 the result is log(1 + z): log(0.75 + 0.125i) = -0.27398259 + 0.16514868i.
+  EXPECT_NEAR(l[1].real(), -0.27398259, 1e-6);
+  EXPECT_NEAR(l[1].imag(), 0.16514868, 1e-6);
+}
+
 TEST(Complex, MaskedScatter) {
   array out = masked_scatter(zeros({4}, complex64), array({true, false, true, false}), carr({C(1, 2), C(3, -4)}));
   expect_complex(out, {{1, 2}, {0, 0}, {3, -4}, {0, 0}});
