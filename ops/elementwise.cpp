@@ -93,8 +93,9 @@ struct SignOp {
   static array complex_vjp(const array& x, const array& y, const array& c) { return complex_rule(x, y, c); }
   static array complex_rule(const array& x, const array& s, const array& w) {
     array r = abs(x);
-    array d = divide(subtract(w, multiply(s, real(multiply(conjugate(s), w)))), where(equal(r, zeros_like(r)), ones_like(r), r));
-    return where(equal(r, zeros_like(r)), zeros_like(d), d);
+    array at0 = equal(r, zeros_like(r));
+    array d = divide(subtract(w, multiply(s, real(multiply(conjugate(s), w)))), where(at0, ones_like(r), r));
+    return where(at0, zeros_like(d), d);
   }
 };
 struct SquareOp {
