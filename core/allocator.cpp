@@ -1,7 +1,10 @@
 #include "loom/core/allocator.h"
 
+#include "loom/core/stream.h"
+
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -30,6 +33,9 @@ size_t size_class(size_t n) {
 // ranks on one machine takes half the time). The tail past the last whole huge page keeps small
 // pages, so a block never adds more than its own size to the resident set.
 constexpr size_t kHugePage = size_t(2) << 20;
+constexpr size_t kPage = 4096;
+
+size_t block_bytes(const allocator::Buffer& b) { return b.block ? b.block : size_class(b.size); }
 
 void* system_alloc(size_t cls) {
   if (cls < kHugePage) return std::aligned_alloc(64, cls);
@@ -64,12 +70,17 @@ struct Allocator {
     size_t cls = size_class(size);
     std::lock_guard<std::mutex> lock(mu);
     void* p = nullptr;
-    auto it = cache.find(cls);
-    if (it != cache.end() && !it->second.empty()) {
+    // The smallest cached block that fits and wastes less than half of itself and at most two pages.
+    const size_t reuse_below = std::min(2 * cls, cls + 2 * kPage);
+    for (auto it = cache.lower_bound(cls); it != cache.end() && it->first < reuse_below; ++it) {
+      if (it->second.empty()) continue;
       p = it->second.back();
       it->second.pop_back();
+      cls = it->first;
       cached -= cls;
-    } else {
+      break;
+    }
+    if (!p) {
       if (limit && active + cached + cls > limit) release_cache_locked(0);
       if (limit && active + cls > limit) {
         throw out_of_memory("[malloc] allocating " + std::to_string(size) +
@@ -88,13 +99,13 @@ struct Allocator {
     }
     active += cls;
     if (active > peak) peak = active;
-    return {p, size};
+    return {p, size, cls};
   }
 
   void free(allocator::Buffer buf) {
     if (!buf.ptr) return;
     std::lock_guard<std::mutex> lock(mu);
-    size_t cls = size_class(buf.size);
+    size_t cls = block_bytes(buf);
     active -= cls;
     cache[cls].push_back(buf.ptr);
     cached += cls;
@@ -114,7 +125,7 @@ Allocator& the_allocator() {
 namespace allocator {
 Buffer malloc(size_t size) { return the_allocator().malloc(size); }
 void free(Buffer buf) { the_allocator().free(buf); }
-size_t Allocator::size(Buffer buf) const { return buf.ptr ? size_class(buf.size) : 0; }
+size_t Allocator::size(Buffer buf) const { return buf.ptr ? block_bytes(buf) : 0; }
 Allocator& allocator() {
   static Allocator a;
   return a;
@@ -142,6 +153,7 @@ size_t get_cache_memory() {
   return a.cached;
 }
 void clear_cache() {
+  detail::synchronize_all_streams();
   auto& a = the_allocator();
   std::lock_guard<std::mutex> lock(a.mu);
   a.release_cache_locked(0);

@@ -17,11 +17,14 @@ namespace allocator {
 
 struct Buffer {
   void* ptr = nullptr;
-  size_t size = 0;  // bytes requested (the block may be larger)
+  size_t size = 0;   // bytes requested
+  size_t block = 0;  // bytes of the block behind ptr (malloc sets it; 0: the size class of `size`)
   void* raw_ptr() const { return ptr; }  // MLX's name for the pointer
 };
 
-/// Returns a 64-byte aligned block from the cache or the system. Throws out_of_memory when the system
+/// Returns a 64-byte aligned block from the cache or the system. A cached block a little larger than
+/// asked for (less than twice the size and at most 8 KiB more, MLX's rule) is reused as it is, so
+/// sizes that vary from step to step find their blocks again. Throws out_of_memory when the system
 /// has no block that large or the memory limit would be exceeded even after the cache is emptied.
 Buffer malloc(size_t size);
 /// Returns a block to the cache.
@@ -32,7 +35,7 @@ class Allocator {
  public:
   Buffer malloc(size_t size) { return allocator::malloc(size); }
   void free(Buffer buf) { allocator::free(buf); }
-  /// Bytes of the block behind `buf`: its size class, at least what was asked for.
+  /// Bytes of the block behind `buf`: at least what was asked for.
   size_t size(Buffer buf) const;
 };
 Allocator& allocator();
@@ -46,7 +49,8 @@ size_t get_peak_memory();
 void reset_peak_memory();
 /// Bytes held in the cache for reuse (not by any array).
 size_t get_cache_memory();
-/// Returns every cached block to the system.
+/// Returns every cached block to the system, after the work queued on every stream so far has run
+/// (that work frees blocks into the cache).
 void clear_cache();
 /// Caps active + cached memory; returns the previous limit. 0 means no limit.
 size_t set_memory_limit(size_t limit);

@@ -1,6 +1,8 @@
 #include "loom/core/stream.h"
 
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -29,8 +31,20 @@ void check_cpu(const Device& d, const char* op) {
 }
 
 std::atomic<int> stream_count{1};  // stream 0 always exists
-thread_local int default_index = 0;
+// Each thread has its own default stream, as in MLX: stream 0 for the process's main thread, a new
+// stream made at first use for any other, and its own stream for a stream's thread. So two threads
+// that each async_eval their work do not queue behind one another.
+thread_local int default_index = -1;  // -1: not chosen yet
 thread_local const detail::Event* running_event = nullptr;
+thread_local int running_stream = -1;  // on a stream's thread, that stream
+
+int thread_default_index() {
+  if (default_index < 0) {
+    const bool main_thread = static_cast<pid_t>(syscall(SYS_gettid)) == getpid();  // Linux: tid == pid
+    default_index = main_thread ? 0 : stream_count.fetch_add(1);
+  }
+  return default_index;
+}
 
 // One thread per stream that has been given work; it runs the stream's tasks in order.
 struct Worker {
@@ -44,8 +58,9 @@ struct Worker {
   bool stop = false;
   std::thread thread;
 
-  Worker() : thread([this] { loop(); }) {}
-  void loop() {
+  explicit Worker(int stream) : thread([this, stream] { loop(stream); }) {}
+  void loop(int stream) {
+    default_index = running_stream = stream;
     for (;;) {
       Task t;
       {
@@ -107,7 +122,7 @@ Worker* find_worker(int stream, bool create) {
   auto it = ws.by_stream.find(stream);
   if (it != ws.by_stream.end()) return it->second.get();
   if (!create) return nullptr;
-  return (ws.by_stream[stream] = std::make_unique<Worker>()).get();
+  return (ws.by_stream[stream] = std::make_unique<Worker>(stream)).get();
 }
 
 }  // namespace
@@ -131,7 +146,7 @@ int device_count(Device::DeviceType type) { return type == Device::cpu ? 1 : 0; 
 
 Stream default_stream(Device d) {
   check_cpu(d, "default_stream");
-  return Stream(default_index, d);
+  return Stream(thread_default_index(), d);
 }
 
 
@@ -225,7 +240,19 @@ StreamContext::~StreamContext() { default_index = previous_.index; }
 
 namespace detail {
 
-int current_stream_index() { return default_index; }
+int current_stream_index() { return thread_default_index(); }
+
+void synchronize_all_streams() {
+  std::vector<int> streams;
+  {
+    Workers& ws = workers();
+    std::lock_guard<std::mutex> lock(ws.mu);
+    for (auto& [i, w] : ws.by_stream) {
+      if (i != running_stream) streams.push_back(i);  // a stream's own thread cannot wait for itself
+    }
+  }
+  for (int i : streams) synchronize(Stream(i, cpu_device()));
+}
 
 struct Event::State {
   mutable std::mutex mu;

@@ -58,7 +58,9 @@ struct Stream {
   bool operator<(const Stream& o) const { return std::tie(device, index) < std::tie(o.device, o.index); }
 };
 
-/// The calling thread's default stream for `d` (stream 0 until set_default_stream changes it).
+/// The calling thread's default stream for `d`: until set_default_stream changes it, stream 0 on the
+/// process's main thread and, as in MLX, a stream of its own on any other thread,
+/// made the first time the thread records an op or asks.
 Stream default_stream(Device d);
 /// Makes `s` the calling thread's default stream: ops called on this thread from now on belong to it.
 void set_default_stream(Stream s);
@@ -126,8 +128,12 @@ class OnStream {
 };
 
 namespace detail {
-/// The index of the calling thread's default stream (what a new node records): no checks, no locks.
+/// The index of the calling thread's default stream (what a new node records): no checks, no locks
+/// once the thread has one.
 int current_stream_index();
+/// Waits until the work queued so far on every stream has run (but the calling thread's own, when
+/// it is a stream's thread).
+void synchronize_all_streams();
 
 /// A stream's unit of queued work, as arrays being evaluated in the background see it: readers wait
 /// on it; it holds the error of a run that failed.

@@ -547,18 +547,31 @@ struct ArcTan2Op {
 
 struct LogAddExpOp {
   static constexpr const char* name = "LogAddExp";
+  static constexpr bool complex = true;
   static constexpr K kind = K::floating;
   template <class T> T operator()(T a, T b) const {
-    if (a != a || b != b) return a + b;  // NaN
-    const T hi = a > b ? a : b, lo = a > b ? b : a;
-    // Equal infinities (and -inf with anything) give the larger input: hi - hi would be NaN.
-    if (hi == std::numeric_limits<T>::infinity() || lo == -std::numeric_limits<T>::infinity()) return hi;
-    return hi + std::log1p(std::exp(lo - hi));
+    if constexpr (is_complex_v<T>) {
+      // MLX's: hi + log1p(exp(lo - hi)) with hi the larger in complex64's (lexicographic) order, so
+      // that exp never overflows; a NaN part makes the whole result NaN (PyTorch's).
+      const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+      if (std::isnan(a.real()) || std::isnan(a.imag()) || std::isnan(b.real()) || std::isnan(b.imag())) return T(nan, nan);
+      const T hi = a > b ? a : b, lo = a > b ? b : a;
+      if (hi.real() == inf || lo.real() == -inf) return hi;
+      return hi + Log1pOp{}(T(std::exp(static_cast<std::complex<float>>(lo - hi))));
+    } else {
+      if (a != a || b != b) return a + b;  // NaN
+      const T hi = a > b ? a : b, lo = a > b ? b : a;
+      // Equal infinities (and -inf with anything) give the larger input: hi - hi would be NaN.
+      if (hi == std::numeric_limits<T>::infinity() || lo == -std::numeric_limits<T>::infinity()) return hi;
+      return hi + std::log1p(std::exp(lo - hi));
+    }
   }
   // d/da = exp(a - y), the share of exp(a) in the sum, = sigmoid(a - b): written so because
   // exp(a - y) is exp(inf - inf) = NaN at a = inf where the share is 1 (MLX's and PyTorch's answer).
+  // complex64 has no sigmoid: 1 / (1 + exp(b - a)), the same share.
   static array grad(int arg, const array& a, const array& b, const array&, const array& v) {
-    return multiply(v, sigmoid(arg == 0 ? subtract(a, b) : subtract(b, a)));
+    array d = arg == 0 ? subtract(a, b) : subtract(b, a);
+    return multiply(v, is_complex(d.dtype()) ? reciprocal(exp(negative(d)) + 1.0f) : sigmoid(d));
   }
 };
 

@@ -152,7 +152,8 @@ array power(const array& a, const array& b, StreamOrDevice s = {});
 array maximum(const array& a, const array& b, StreamOrDevice s = {});
 array minimum(const array& a, const array& b, StreamOrDevice s = {});
 array arctan2(const array& a, const array& b, StreamOrDevice s = {});
-/// log(exp(a) + exp(b)) without overflow.
+/// log(exp(a) + exp(b)) without overflow. complex64 as MLX: hi + log1p(exp(lo - hi)), hi the larger in
+/// complex64's lexicographic order (its imaginary part is not reduced to (-pi, pi]).
 array logaddexp(const array& a, const array& b, StreamOrDevice s = {});
 array equal(const array& a, const array& b, StreamOrDevice s = {});
 array not_equal(const array& a, const array& b, StreamOrDevice s = {});

@@ -1,7 +1,11 @@
 // The array constructors and memory API under MLX's names and signatures (mlx/array.h, mlx/memory.h,
 // mlx/allocator.h), which MLX's own tests use (scripts/mlx_compat.py).
+#include <atomic>
+#include <chrono>
+#include <future>
 #include <list>
 #include <sstream>
+#include <thread>
 
 #include "../test_utils.h"
 
@@ -68,13 +72,90 @@ TEST(MlxCompatMemory, AllocatorObjectAndBufferPointer) {
   EXPECT_EQ(buf.raw_ptr(), buf.ptr);
   *static_cast<float*>(buf.raw_ptr()) = 0.5f;
   EXPECT_EQ(*static_cast<float*>(buf.raw_ptr()), 0.5f);
-  // The block is the size class: 64-byte steps below 4 KiB, quarter steps of a power of two above.
+  // With nothing cached, the block is the size class: 64-byte steps below 4 KiB, quarter steps of a
+  // power of two above.
+  clear_cache();
   EXPECT_EQ(allocator::allocator().size(buf), 64u);
   allocator::allocator().free(buf);
   auto big = allocator::allocator().malloc(6000);
   EXPECT_EQ(allocator::allocator().size(big), 6144u);
   allocator::free(big);
   EXPECT_EQ(allocator::allocator().size(allocator::malloc(0)), 0u);
+  clear_cache();
+}
+
+// A cached block somewhat larger than a request serves it (MLX's rule: less than twice the size and at
+// most two 4 KiB pages more) and goes back to the cache at its own size; one far larger does not.
+TEST(MlxCompatMemory, CachedBlocksServeSmallerRequests) {
+  clear_cache();
+  auto& alloc = allocator::allocator();
+  auto large = alloc.malloc(8192);
+  alloc.free(large);
+  ASSERT_EQ(get_cache_memory(), 8192u);
+  const size_t active = get_active_memory();
+  auto small = alloc.malloc(6000);
+  EXPECT_EQ(small.ptr, large.ptr);
+  EXPECT_EQ(alloc.size(small), 8192u);
+  EXPECT_EQ(get_cache_memory(), 0u);
+  EXPECT_EQ(get_active_memory(), active + 8192);
+  alloc.free(small);
+  EXPECT_EQ(get_cache_memory(), 8192u);
+  EXPECT_EQ(get_active_memory(), active);
+  // 8192 is twice 4096 and 64 KiB is more than 8 KiB over 6000: neither serves.
+  auto half = alloc.malloc(4096);
+  EXPECT_EQ(alloc.size(half), 4096u);
+  auto huge = alloc.malloc(65536);
+  alloc.free(huge);
+  auto mid = alloc.malloc(20000);
+  EXPECT_EQ(alloc.size(mid), 20480u);
+  alloc.free(half);
+  alloc.free(mid);
+  // Below 4 KiB the classes are 64 bytes apart: a cached 128-byte block serves 100 bytes, not 64.
+  clear_cache();
+  auto b128 = alloc.malloc(128);
+  alloc.free(b128);
+  auto b64 = alloc.malloc(64);
+  EXPECT_EQ(alloc.size(b64), 64u);
+  auto b100 = alloc.malloc(100);
+  EXPECT_EQ(alloc.size(b100), 128u);
+  EXPECT_EQ(b100.ptr, b128.ptr);
+  alloc.free(b64);
+  alloc.free(b100);
+  clear_cache();
+  EXPECT_EQ(get_cache_memory(), 0u);
+}
+
+// clear_cache waits for the work already queued on the streams (it frees blocks into the cache).
+TEST(MlxCompatMemory, ClearCacheWaitsForTheStreams) {
+  const Stream s = new_stream(Device::cpu);
+  std::promise<void> started, release;
+  std::shared_future<void> release_f = release.get_future().share();
+  std::atomic<bool> task_done{false}, clear_done{false};
+  scheduler::enqueue(s, [&] {
+    started.set_value();
+    release_f.wait();
+    allocator::free(allocator::malloc(8192));
+    task_done = true;
+  });
+  started.get_future().wait();
+  std::thread clearer([&] {
+    clear_cache();
+    EXPECT_TRUE(task_done.load());
+    EXPECT_EQ(get_cache_memory(), 0u);  // the task's block too
+    clear_done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(clear_done.load());  // the task is still held, so clear_cache is still waiting
+  release.set_value();
+  clearer.join();
+  EXPECT_TRUE(clear_done.load());
+  // On a stream's own thread clear_cache does not wait for that stream (it would wait forever).
+  std::promise<void> cleared;
+  scheduler::enqueue(s, [&] {
+    clear_cache();
+    cleared.set_value();
+  });
+  EXPECT_EQ(cleared.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
 }
 
 TEST(MlxCompatMemory, LimitsReturnThePreviousValue) {

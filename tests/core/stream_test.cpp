@@ -113,13 +113,50 @@ TEST(Stream, DefaultNewAndContext) {
   EXPECT_EQ(b.primitive().stream(), s1);
   EXPECT_EQ(x.stream(), s0);
 
-  // The default stream is the calling thread's own.
+  // The default stream is the calling thread's own: another thread starts on a new stream of its own
+  // (MLX's rule), which its ops record, and setting one thread's leaves the other's alone.
   set_default_stream(s1);
-  Stream seen = s0;
-  std::thread([&] { seen = default_stream(Device::cpu); }).join();
-  EXPECT_EQ(seen, s0);
+  const size_t streams_before = get_streams().size();
+  Stream seen = s0, seen_again = s0, recorded = s0;
+  std::thread([&] {
+    seen = default_stream(Device::cpu);
+    seen_again = default_stream(Device::cpu);
+    recorded = exp(x).stream();
+  }).join();
+  EXPECT_NE(seen, s0);
+  EXPECT_NE(seen, s1);
+  EXPECT_NE(seen, s2);
+  EXPECT_EQ(seen_again, seen);
+  EXPECT_EQ(recorded, seen);
+  EXPECT_EQ(get_streams().size(), streams_before + 1);
+  EXPECT_EQ(get_streams().back(), seen);
   EXPECT_EQ(default_stream(Device::cpu), s1);
   set_default_stream(s0);
+}
+
+// Two threads that each async_eval on their default streams run side by side: each thread's work
+// waits for a signal that only the other thread's work gives, which would deadlock on one stream.
+TEST(Stream, ThreadsDefaultStreamsRunConcurrently) {
+  std::promise<void> a_started, b_started;
+  std::shared_future<void> a_go = a_started.get_future().share(), b_go = b_started.get_future().share();
+  int a_value = 0, b_value = 0;
+  auto worker = [](std::promise<void>& mine, std::shared_future<void> theirs, int& value, int base) {
+    const Stream s = default_stream(Device::cpu);
+    scheduler::enqueue(s, [&mine, theirs] {
+      mine.set_value();
+      theirs.wait();
+    });
+    array r = sum(arange(base, base + 10));
+    EXPECT_EQ(r.stream(), s);
+    async_eval(r);
+    value = r.item<int>();
+  };
+  std::thread ta(worker, std::ref(a_started), b_go, std::ref(a_value), 0);
+  std::thread tb(worker, std::ref(b_started), a_go, std::ref(b_value), 10);
+  ta.join();
+  tb.join();
+  EXPECT_EQ(a_value, 45);
+  EXPECT_EQ(b_value, 145);
 }
 
 // Every op takes MLX's trailing StreamOrDevice: the nodes it records (all of them, for an op built from

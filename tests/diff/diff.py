@@ -3299,7 +3299,7 @@ C_INF_NAN_OK = {"negative", "conjugate", "real", "imag", "abs", "isnan", "isinf"
 # Ops Loom refuses for complex64 when they are built (docs/coming-from-mlx.md: every op not listed as
 # taking complex64): the reference refuses too, and both refusing is agreement.
 C_REFUSED_UNARY = ["expm1", "sigmoid", "erf", "erfinv", "floor", "ceil", "bitwise_invert"]
-C_REFUSED_BINARY = ["floor_divide", "remainder", "arctan2", "logaddexp", "logical_and", "logical_or", "bitwise_and",
+C_REFUSED_BINARY = ["floor_divide", "remainder", "arctan2", "logical_and", "logical_or", "bitwise_and",
                     "bitwise_or", "bitwise_xor", "left_shift", "right_shift"]
 
 
@@ -3445,6 +3445,12 @@ def cref_binary(name):
         if name in ("add", "subtract"):  # by parts: torch's add of a 0-d operand multiplies by alpha = 1 + 0j,
             sg = 1 if name == "add" else -1  # and inf * 0 makes a NaN
             return [(torch.complex(a.real + sg * b.real, a.imag + sg * b.imag), CDT)]
+        if name == "logaddexp":  # MLX's: hi + log1p(exp(lo - hi)), hi the larger in lexicographic order
+            a, b = torch.broadcast_tensors(a, b)
+            _, from_b, tie = lex_pick(np_c(a), np_c(b), "maximum")
+            hi_is_b = torch.from_numpy(np.asarray(from_b | tie))
+            hi, lo = torch.where(hi_is_b, b, a), torch.where(hi_is_b, a, b)
+            return [(hi + _clog1p(torch.exp(lo - hi)), CDT)]
         fn = {"multiply": torch.mul, "power": torch.pow}[name]
         return [(fn(a, b), CDT)]
     return ref
@@ -3453,7 +3459,7 @@ def cref_binary(name):
 def cscale_binary(name):
     def scale(ts, dts, p):
         a, b = ccast(ts[0], dts[0]).abs(), ccast(ts[1], dts[1]).abs()
-        if name in ("add", "subtract"):
+        if name in ("add", "subtract", "logaddexp"):  # logaddexp: hi plus a term of modulus <= log 2
             return finite_or_zero(a + b)
         if name == "multiply":
             return finite_or_zero(a * b)
@@ -3904,10 +3910,10 @@ for _n in list(CUNARY) + ["sign", "conjugate", "abs", "real", "imag", "round", "
     COp(_n, cgen_unary(_n), cref_unary(_n), grad=_n not in ("round", "isnan", "isinf", "isfinite", "logical_not",
                                                             "stop_gradient") and _n not in C_REFUSED_UNARY,
         scale=cscale_unary(_n) if _n in CUNARY and _n not in ("negative",) else None)
-for _n in ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "equal", "not_equal", "less",
-           "less_equal", "greater", "greater_equal"] + C_REFUSED_BINARY:
+for _n in ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "logaddexp", "equal", "not_equal",
+           "less", "less_equal", "greater", "greater_equal"] + C_REFUSED_BINARY:
     COp(_n, cgen_binary(_n), cref_binary(_n), grad=_n in ("add", "subtract", "multiply", "divide", "power", "maximum",
-                                                         "minimum"), scale=cscale_binary(_n))
+                                                         "minimum", "logaddexp"), scale=cscale_binary(_n))
 COp("where", cgen_where, cref_where)
 COp("clip", cgen_clip, cref_clip)
 COp("astype", cgen_astype, cref_astype)

@@ -367,6 +367,7 @@ TEST(Complex, GradsMatchFiniteDifferences) {
       {"cummin", [](const array& x) { return cummin(x, 0, true); }},
       {"real_times_complex", [&](const array& x) { return multiply(real(x), w); }},
       {"abs_of_product", [&](const array& x) { return abs(multiply(x, x)); }},
+      {"logaddexp", [&](const array& x) { return logaddexp(x, w); }},
   };
   for (const Case& cs : cases) {
     SCOPED_TRACE(cs.name);
@@ -425,6 +426,25 @@ TEST(Complex, Log2AndLog10OfZero) {
   std::vector<C> l10 = log10(carr({C(0, 0)})).to_vector<C>();
   EXPECT_TRUE(std::isinf(l10[0].real()));
   EXPECT_EQ(l10[0].imag(), 0.0f);
+}
+
+// logaddexp of complex64 as MLX computes it: hi + log1p(exp(lo - hi)), hi the larger in lexicographic
+// order (exact values from Python's cmath; the first two equal the principal log(e^a + e^b)). Far apart,
+// exp(lo - hi) underflows and the result is hi; a NaN part makes both parts NaN.
+TEST(Complex, LogAddExp) {
+  const array a = carr({C(1, 2), C(-3, 0.5f), C(100, 1), C(2, -1), C(NAN, 0)});
+  const array b = carr({C(0.5f, -1), C(-3, 0.25f), C(-50, 2), C(2, -1), C(1, 1)});
+  const Pairs want = {{0.10499301432446873, 1.7889591478473275}, {-2.3146857496673308, 0.375}, {100, 1},
+                      {2.6931471805599454, -1}};
+  for (array r : {logaddexp(a, b), logaddexp(b, a)}) {  // symmetric
+    expect_complex(slice(r, {0}, {4}), want);
+    const C last = r.to_vector<C>()[4];
+    EXPECT_TRUE(std::isnan(last.real()) && std::isnan(last.imag()));
+  }
+  // A real operand is promoted; an infinite real part wins (hi), -inf adds nothing.
+  const std::vector<C> inf = logaddexp(carr({C(INFINITY, 1), C(1, 2)}), array({0.0f, -INFINITY})).to_vector<C>();
+  EXPECT_EQ(inf[0], C(INFINITY, 1));
+  EXPECT_EQ(inf[1], C(1, 2));
 }
 
 TEST(Complex, SignAndArccoshDerivatives) {
