@@ -145,6 +145,17 @@ array all_gather(const array& x, std::optional<Group> group, StreamOrDevice s) {
   return detail::all_gather_node(x, g);
 }
 
+array sum_scatter(const array& x, std::optional<Group> group, StreamOrDevice s) {
+  OnStream on(s);
+  Group g = resolve(group);
+  if (x.ndim() == 0 || x.shape(0) % g.size() != 0) {
+    throw std::invalid_argument(msg("[sum_scatter] ", shape_str(x.shape()), " cannot be split among a group of ",
+                                    g.size(), ": axis 0 must exist and be a multiple of the group size"));
+  }
+  if (g.size() == 1) return x;
+  return detail::sum_scatter_node(x, g);
+}
+
 array send(const array& x, int dst, std::optional<Group> group, StreamOrDevice s) {
   OnStream on(s);
   Group g = resolve(group);

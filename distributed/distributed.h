@@ -66,6 +66,11 @@ array all_max(const array& x, std::optional<Group> group = std::nullopt, StreamO
 array all_min(const array& x, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
 /// The arrays of every process concatenated along axis 0, in rank order.
 array all_gather(const array& x, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
+/// MLX's sum_scatter (a reduce-scatter): `x`'s axis 0 is cut into group-size equal blocks, and rank r
+/// gets the sum over the group of block r (shape: x's with axis 0 divided by the group size). Its
+/// gradient is all_gather of the cotangent. Throws std::invalid_argument when axis 0 is missing or not
+/// a multiple of the group size; a group of size 1 returns `x`.
+array sum_scatter(const array& x, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
 /// Sends `x` to `dst`; the result (x itself) must be evaluated for the send to happen.
 array send(const array& x, int dst, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
 /// Receives an array of `shape` and `dtype` from `src`.

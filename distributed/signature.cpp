@@ -15,7 +15,7 @@ using loom::detail::shape_str;
 
 namespace {
 
-const char* const kKindNames[] = {"all_sum", "all_max", "all_min", "all_gather", "send/recv", "all_mean"};
+const char* const kKindNames[] = {"all_sum", "all_max", "all_min", "all_gather", "send/recv", "all_mean", "sum_scatter"};
 
 // 64-bit FNV-1a: signatures are compared by this hash, so a difference anywhere in them shows.
 uint64_t fnv(const void* data, size_t n, uint64_t h = 1469598103934665603ull) {

@@ -34,6 +34,8 @@ class GroupImpl {
   virtual void all_reduce(const void* in, void* out, size_t count, Dtype dtype, ReduceOp op) = 0;
   /// out = every member's `count` elements of `in`, in rank order.
   virtual void all_gather(const void* in, void* out, size_t count, Dtype dtype) = 0;
+  /// `in` holds size() blocks of `count` elements; out = block rank() of `in` reduced over the group.
+  virtual void reduce_scatter(const void* in, void* out, size_t count, Dtype dtype, ReduceOp op) = 0;
   /// Messages between two members arrive in the order they were sent.
   virtual void send(const void* in, size_t count, Dtype dtype, int dst) = 0;
   virtual void recv(void* out, size_t count, Dtype dtype, int src) = 0;

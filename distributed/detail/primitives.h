@@ -18,6 +18,7 @@ const char* reduce_name(ReduceKind k);
 array all_reduce_node(const array& x, ReduceKind k, const Group& group);
 array all_reduce_flat_node(const std::vector<array>& xs, ReduceKind k, const Group& group);
 array all_gather_node(const array& x, const Group& group);
+array sum_scatter_node(const array& x, const Group& group);
 array send_node(const array& x, int dst, const Group& group);
 array recv_node(const Shape& shape, Dtype dtype, int src, const Group& group);
 

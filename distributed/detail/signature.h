@@ -17,7 +17,8 @@ namespace loom::distributed::detail {
 class GroupImpl;
 
 /// Collective kinds, as signatures carry them.
-enum Kind { kSumKind = 0, kMaxKind = 1, kMinKind = 2, kGatherKind = 3, kPointToPointKind = 4, kMeanKind = 5 };
+enum Kind { kSumKind = 0, kMaxKind = 1, kMinKind = 2, kGatherKind = 3, kPointToPointKind = 4, kMeanKind = 5,
+           kScatterKind = 6 };
 
 /// "float32 (2,3)": how collectives are named in errors.
 std::string typed_shape(Dtype d, const Shape& s);

@@ -182,6 +182,11 @@ class MpiGroup : public GroupImpl {
     const int n = mpi_count(count, "all_gather");
     check_mpi(MPI_Allgather(in, n, mpi_type(dtype), out, n, mpi_type(dtype), comm_), "all_gather");
   }
+  void reduce_scatter(const void* in, void* out, size_t count, Dtype dtype, ReduceOp op) override {
+    const int n = mpi_count(count, "sum_scatter");
+    mpi_count(count * static_cast<size_t>(size()), "sum_scatter");  // the whole input's count fits too
+    check_mpi(MPI_Reduce_scatter_block(in, out, n, mpi_type(dtype), mpi_op(dtype, op), comm_), "sum_scatter");
+  }
   void send(const void* in, size_t count, Dtype dtype, int dst) override {
     check_mpi(MPI_Send(in, mpi_count(count, "send"), mpi_type(dtype), dst, 0, comm_), "send");
   }

@@ -253,6 +253,7 @@ std::string distributed_worker() {
       {"all_max", [&](const array& a) { return dist::all_max(a, world); }},
       {"all_min", [&](const array& a) { return dist::all_min(a * 2.0, world); }},
       {"all_gather", [&](const array& a) { return sin(dist::all_gather(transpose(a), world)); }},
+      {"sum_scatter", [&](const array& a) { return cos(dist::sum_scatter(a * a, world)); }},
       // The flat forms: one collective over several arrays (one a strided view), as a 1-D result.
       {"all_sum_flat", [&](const array& a) { return dist::all_sum_flat({a * a, transpose(a)}, world); }},
       {"all_mean_flat", [&](const array& a) { return dist::all_mean_flat({exp(a), sum(a, 0), a}, world); }},

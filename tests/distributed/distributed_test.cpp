@@ -38,7 +38,7 @@ TEST(Distributed, EveryCollectiveOfASizeOneGroupIsItsInput) {
   array x = reshape(arange(0.0, 6.0, 1.0, float32), {2, 3});
   eval(x);
   for (const array& y : {dist::all_sum(x), dist::all_mean(x), dist::all_max(x), dist::all_min(x), dist::all_gather(x),
-                         dist::all_sum(x, g.split(0))}) {
+                         dist::sum_scatter(x), dist::all_sum(x, g.split(0))}) {
     EXPECT_EQ(y.id(), x.id());
   }
   expect_array(dist::all_sum_flat({x, ones({2}, float32)}), {8}, {0, 1, 2, 3, 4, 5, 1, 1});
@@ -88,6 +88,87 @@ TEST(Distributed, AllMaxMinAndGather) {
   for (int i = 0; i < n; ++i) want.insert(want.end(), {double(i), double(i)});
   expect_array(dist::all_gather(rows), {n, 2}, want);
   EXPECT_THROW_MSG(dist::all_gather(array(1.0f)), std::invalid_argument, "at least 1 dimension");
+}
+
+// sum_scatter: rank r holds x[i, j] = (r + 1) (3 i + j) over 2n rows; rank r gets rows 2r, 2r + 1 of
+// the sum over ranks, S (3 i + j) with S = n (n + 1) / 2 (at most 230 for 4 ranks: exact in every dtype).
+TEST(Distributed, SumScatterEveryDtype) {
+  auto g = dist::init();
+  const int n = g.size(), r = g.rank();
+  const double S = n * (n + 1) / 2.0;
+  std::vector<double> xs, want;
+  for (int i = 0; i < 2 * n; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      xs.push_back((r + 1) * (3 * i + j));
+      if (i / 2 == r) want.push_back(S * (3 * i + j));
+    }
+  }
+  const array x64 = array(xs, {2 * n, 3});
+  for (Dtype d : {uint8, int32, int64, float16, bfloat16, float32, float64}) {
+    SCOPED_TRACE(to_string(d));
+    array y = dist::sum_scatter(astype(x64, d));
+    EXPECT_EQ(y.dtype(), d);
+    expect_array(y, {2, 3}, want);
+  }
+  // complex64: both parts summed.
+  array c = dist::sum_scatter(multiply(astype(x64, complex64), array(complex64_t(1.0f, -2.0f))));
+  ASSERT_EQ(c.dtype(), complex64);
+  expect_array(real(c), {2, 3}, want);
+  std::vector<double> want_im;
+  for (double v : want) want_im.push_back(-2 * v);
+  expect_array(imag(c), {2, 3}, want_im);
+  // bool: a logical or; only rank 0 sets its own block's first element (and every rank the last).
+  std::vector<float> flags(2 * n, 0.0f);
+  flags[2 * n - 1] = 1;
+  if (r == 0) flags[0] = 1;
+  array bits = astype(array(flags, {2 * n}), bool_);
+  expect_array(dist::sum_scatter(bits), {2}, {r == 0 ? 1.0 : 0.0, r == n - 1 ? 1.0 : 0.0});
+  // A strided view (transposed) is made contiguous first; more axes keep their shape.
+  array t = transpose(reshape(astype(x64, float32), {2 * n, 3}));  // (3, 2n)
+  array back = dist::sum_scatter(transpose(t));
+  expect_array(back, {2, 3}, want);
+  array cube = dist::sum_scatter(reshape(astype(x64, float32), {2 * n, 3, 1}));
+  expect_array(cube, {2, 3, 1}, want);
+}
+
+TEST(Distributed, SumScatterAndAllGatherAreEachOthersGradients) {
+  // L_r = sum(w_r * sum_scatter(x_r)), w_r = r + 1 everywhere. The total loss sum_r L_r has
+  // d/dx_r = all_gather(w): block k of every rank's gradient is k + 1.
+  auto g = dist::init();
+  const int n = g.size(), r = g.rank();
+  const array w = full({2, 3}, array(float(r + 1)));
+  array x = reshape(arange(0.0, 6.0 * n, 1.0, float32), {2 * n, 3});
+  array gx = grad([&](const array& v) { return sum(w * dist::sum_scatter(v)); })(x);
+  std::vector<double> want;
+  for (int i = 0; i < 2 * n; ++i) want.insert(want.end(), 3, double(i / 2 + 1));
+  expect_array(gx, {2 * n, 3}, want);
+  // all_gather's gradient is sum_scatter's: L_r = sum((r + 1) c * all_gather(v_r)) has
+  // d/dv_r = S * block r of c, S = n (n + 1) / 2.
+  const array c = reshape(arange(0.0, 6.0 * n, 1.0, float32), {2 * n, 3});
+  array gv = grad([&](const array& v) { return sum(c * float(r + 1) * dist::all_gather(v)); })(ones({2, 3}));
+  std::vector<double> want_v;
+  for (int k = 0; k < 6; ++k) want_v.push_back(n * (n + 1) / 2.0 * (6 * r + k));
+  expect_array(gv, {2, 3}, want_v);
+  // jvp: sum_scatter of the tangent; the tangent x gives the value itself.
+  auto [out, tan] = jvp([&](const array& v) { return dist::sum_scatter(v); }, x, x);
+  const std::vector<float> ov = out.to_vector<float>();
+  expect_array(tan, {2, 3}, std::vector<double>(ov.begin(), ov.end()));
+}
+
+TEST(Distributed, SumScatterRejectsUnevenAxes) {
+  auto g = dist::init();
+  const int n = g.size();
+  EXPECT_THROW_MSG(dist::sum_scatter(array(1.0f)), std::invalid_argument, "[sum_scatter] () cannot be split");
+  if (n == 1) {
+    expect_array(dist::sum_scatter(ones({3})), {3}, {1, 1, 1});
+    return;
+  }
+  EXPECT_THROW_MSG(dist::sum_scatter(ones({2 * n + 1, 2})), std::invalid_argument,
+                   "axis 0 must exist and be a multiple of the group size");
+  // Ranks whose inputs disagree all throw, naming each rank's collective.
+  EXPECT_THROW_MSG(eval(dist::sum_scatter(ones({n, g.rank() + 2}))), std::runtime_error,
+                   "rank 0: sum_scatter float32 (" + std::to_string(n) + ",2); rank 1: sum_scatter float32 (" +
+                       std::to_string(n) + ",3)");
 }
 
 TEST(Distributed, SendRecvRing) {
