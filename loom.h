@@ -41,6 +41,7 @@
 #include "loom/nn/transformer.h"
 #include "loom/nn/losses.h"
 #include "loom/nn/average_gradients.h"
+#include "loom/nn/distributed.h"
 #include "loom/optim/optimizers.h"
 #include "loom/optim/schedulers.h"
 #include "loom/optim/clip.h"

@@ -176,4 +176,48 @@ int Join::finish(const ParamTree& like, const std::function<void(const ParamTree
   }
 }
 
+GradientAccumulator::GradientAccumulator(int steps, std::ptrdiff_t all_reduce_size,
+                                         std::optional<Dtype> communication_type,
+                                         std::optional<distributed::Group> group)
+    : steps_(steps),
+      all_reduce_size_(all_reduce_size),
+      communication_type_(communication_type),
+      group_(group ? *group : distributed::init()) {
+  if (steps < 1) {
+    throw std::invalid_argument("[GradientAccumulator] steps must be at least 1, got " + std::to_string(steps));
+  }
+}
+
+std::optional<ParamTree> GradientAccumulator::accumulate(const ParamTree& grads) {
+  if (count_ > 0) {
+    if (grads.size() != sum_.size()) {
+      throw std::invalid_argument("[GradientAccumulator] got " + std::to_string(grads.size()) +
+                                  " gradients after " + std::to_string(sum_.size()) + " in this step");
+    }
+    for (const auto& [name, g] : grads) {
+      if (!sum_.contains(name) || sum_.at(name).shape() != g.shape()) {
+        throw std::invalid_argument("[GradientAccumulator] gradient '" + name +
+                                    "' does not match the ones accumulated in this step (name or shape)");
+      }
+    }
+  }
+  ++count_;
+  const bool last = count_ == steps_;
+  // The mean of the micro-batches: the last addition also scales, in the same fused pass.
+  const double scale = 1.0 / steps_;
+  ParamTree total = count_ == 1 ? grads : tree_map(sum_, grads, [](const array& s, const array& g) { return s + g; });
+  if (!last) {
+    sum_ = std::move(total);
+    return std::nullopt;
+  }
+  if (steps_ > 1) total = tree_map(total, [scale](const array& s) { return s * scale; });
+  reset();
+  return average_gradients(total, all_reduce_size_, communication_type_, group_);
+}
+
+void GradientAccumulator::reset() {
+  sum_ = ParamTree();
+  count_ = 0;
+}
+
 }  // namespace loom::nn

@@ -23,6 +23,47 @@ ParamTree average_gradients(const ParamTree& grads, std::ptrdiff_t all_reduce_si
                             std::optional<Dtype> communication_type = std::nullopt,
                             std::optional<distributed::Group> group = std::nullopt);
 
+/// Gradient accumulation (what PyTorch's `DDP.no_sync()` gives): the gradients of `steps`
+/// micro-batches are summed on each rank with no communication, and every `steps`-th call to
+/// accumulate returns their mean averaged over the group by one average_gradients (bucketed, with
+/// `all_reduce_size` and `communication_type` as there). With micro-batches of equal size the update
+/// is the one a `steps`-times larger batch would give, to float rounding. Evaluating state() with each
+/// micro-batch's step keeps only the running sums between micro-batches, so memory stays one
+/// micro-batch's step plus one copy of the gradients:
+///
+///     nn::GradientAccumulator acc(4);                 // 4 micro-batches per optimizer step
+///     for (const auto& [x, y] : micro_batches) {
+///       auto [loss, grads] = loss_and_grad(model, x, y);
+///       if (auto g = acc.accumulate(grads)) opt.update(model, *g);
+///       eval(loss, model.parameters(), opt.state(), acc.state());
+///     }
+///
+/// Every rank must call accumulate the same number of times.
+class GradientAccumulator {
+ public:
+  explicit GradientAccumulator(int steps, std::ptrdiff_t all_reduce_size = 32 << 20,
+                               std::optional<Dtype> communication_type = std::nullopt,
+                               std::optional<distributed::Group> group = std::nullopt);
+  /// Adds `grads` (the same names and shapes every time) to the running sum. Returns nothing until
+  /// the `steps`-th call since the last step, which returns the averaged mean and starts over.
+  std::optional<ParamTree> accumulate(const ParamTree& grads);
+  /// The running sums (empty right after a step): evaluate them with each micro-batch's step.
+  const ParamTree& state() const { return sum_; }
+  /// Micro-batches summed since the last step.
+  int count() const { return count_; }
+  int steps() const { return steps_; }
+  /// Drops the running sums (a step abandoned midway).
+  void reset();
+
+ private:
+  int steps_;
+  std::ptrdiff_t all_reduce_size_;
+  std::optional<Dtype> communication_type_;
+  distributed::Group group_;
+  ParamTree sum_;
+  int count_ = 0;
+};
+
 /// Uneven data across ranks (PyTorch's `Join` for DistributedDataParallel): ranks may run
 /// different numbers of steps. A rank that still has data averages its gradients with
 /// `join.average_gradients(grads)` instead of nn::average_gradients; a rank that has run out calls

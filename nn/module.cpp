@@ -215,14 +215,14 @@ size_t Module::num_parameters() const {
   return n;
 }
 
-void Module::update(const ParamTree& params) {
+void Module::update(const ParamTree& params, bool check_shapes) {
   std::unordered_map<std::string, array*> slots;
   walk("", [&](const std::string& path, const Entry& e) { slots.emplace(path, e.value); });
   // Check everything first so a bad update changes nothing.
   for (const auto& [name, value] : params) {
     auto it = slots.find(name);
     if (it == slots.end()) throw std::invalid_argument("[Module::update] the model has no parameter named '" + name + "'");
-    if (it->second->shape() != value.shape()) {
+    if (check_shapes && it->second->shape() != value.shape()) {
       throw std::invalid_argument("[Module::update] '" + name + "' has shape " + detail::shape_str(it->second->shape()) +
                                   " but the update has shape " + detail::shape_str(value.shape()));
     }

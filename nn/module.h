@@ -41,9 +41,10 @@ class Module {
   /// Total number of elements of parameters() that are not buffers.
   size_t num_parameters() const;
 
-  /// Replaces the named parameters and buffers with the given arrays. Every name must exist and
-  /// every shape must match; names not given keep their arrays.
-  void update(const ParamTree& params);
+  /// Replaces the named parameters and buffers with the given arrays. Every name must exist and,
+  /// with `check_shapes`, every shape must match (shard_inplace gives each rank smaller slices);
+  /// names not given keep their arrays.
+  void update(const ParamTree& params, bool check_shapes = true);
 
   /// Freezes (excludes from trainable_parameters) everything, or the named parameters and modules
   /// ("l1" freezes all of l1, "l1.bias" just that).

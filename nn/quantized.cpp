@@ -13,10 +13,9 @@ namespace loom::nn {
 
 using detail::msg;
 
-namespace {
-
 // MLX's _defaults_for_mode (quantize checks the values themselves).
-std::pair<int, int> defaults(const std::string& mode, std::optional<int> gs, std::optional<int> bits, const char* op) {
+std::pair<int, int> quantization_defaults(const std::string& mode, std::optional<int> gs, std::optional<int> bits,
+                                          const char* op) {
   int dg, db = 4;
   if (mode == "affine") {
     dg = 64;
@@ -33,6 +32,8 @@ std::pair<int, int> defaults(const std::string& mode, std::optional<int> gs, std
   return {gs.value_or(dg), bits.value_or(db)};
 }
 
+namespace {
+
 void check_dims(int a, int b, const char* op, const char* na, const char* nb) {
   if (a <= 0 || b <= 0) throw std::invalid_argument(msg("[", op, "] ", na, " and ", nb, " must be positive, got ", a, " and ", b));
 }
@@ -43,7 +44,7 @@ QuantizedLinear::QuantizedLinear(int input_dims, int output_dims, bool with_bias
                                  std::optional<int> nbits, const std::string& mode_)
     : weight(zeros({0})), scales(zeros({0})), mode(mode_) {
   check_dims(input_dims, output_dims, "nn::QuantizedLinear", "input_dims", "output_dims");
-  std::tie(group_size, bits) = defaults(mode, gs, nbits, "nn::QuantizedLinear");
+  std::tie(group_size, bits) = quantization_defaults(mode, gs, nbits, "nn::QuantizedLinear");
   const double k = 1.0 / std::sqrt(static_cast<double>(input_dims));
   auto q = loom::quantize(init::uniform({output_dims, input_dims}, -k, k), group_size, bits, mode);
   weight = q[0];
@@ -91,7 +92,7 @@ QuantizedEmbedding::QuantizedEmbedding(int num_embeddings, int dims, std::option
                                        const std::string& mode_)
     : weight(zeros({0})), scales(zeros({0})), mode(mode_) {
   check_dims(num_embeddings, dims, "nn::QuantizedEmbedding", "num_embeddings", "dims");
-  std::tie(group_size, bits) = defaults(mode, gs, nbits, "nn::QuantizedEmbedding");
+  std::tie(group_size, bits) = quantization_defaults(mode, gs, nbits, "nn::QuantizedEmbedding");
   auto q = loom::quantize(init::normal({num_embeddings, dims}, 0.0, std::sqrt(1.0 / dims)), group_size, bits, mode);
   weight = q[0];
   scales = q[1];
@@ -136,7 +137,7 @@ std::shared_ptr<Module> to_quantized(const Module& layer, std::optional<int> gs,
 
 ParamTree quantize(Module& model, std::optional<int> gs, std::optional<int> bits, const std::string& mode,
                    const QuantizePredicate& class_predicate) {
-  const auto [group_size, nbits] = defaults(mode, gs, bits, "nn::quantize");
+  const auto [group_size, nbits] = quantization_defaults(mode, gs, bits, "nn::quantize");
   ParamTree params = model.parameters();
   ParamTree out;
   // The quantized entries of each converted layer, by its path.

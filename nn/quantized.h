@@ -62,6 +62,11 @@ struct QuantizedEmbedding : Module {
                                                             const std::string& mode = "affine");
 };
 
+/// The group size and bits of `mode` where not given (MLX's: affine 64 / 4, mxfp4 32 / 4, nvfp4 16 / 4,
+/// mxfp8 32 / 8); throws std::invalid_argument naming `op` for an unknown mode.
+std::pair<int, int> quantization_defaults(const std::string& mode, std::optional<int> group_size,
+                                          std::optional<int> bits, const char* op);
+
 /// Decides which layers nn::quantize converts: called with each module's dotted path and the module.
 using QuantizePredicate = std::function<bool(const std::string& path, const Module& module)>;
 

@@ -168,6 +168,71 @@ TEST(DataParallel, TwentyStepsOnShardsEqualOneProcessOnTheGlobalBatch) {
   }
 }
 
+// Gradient accumulation: 3 micro-batches per step, each rank taking its share of every micro-batch,
+// trained 20 AdamW steps, equal one process on the 3-times larger global batch; the micro-batches before
+// the last communicate nothing, the last one sends one bucket.
+TEST(GradientAccumulator, EqualsOneLargerBatch) {
+  auto g = dist::init();
+  const int n = g.size(), r = g.rank(), micro = 3, per_rank = 8;  // a micro-batch: 8 rows per rank
+  const int global = micro * n * per_rank;
+  array X = random::normal({global, 6}, random::key(7)), Y = random::normal({global, 3}, random::key(8));
+  auto train = [&](bool accumulate) {
+    random::seed(42);
+    MLP model;
+    optim::AdamW opt(1e-2);
+    auto step = nn::value_and_grad(model, [&](const array& x, const array& y) { return mean(square(model(x) - y)); });
+    nn::GradientAccumulator acc(micro);
+    std::vector<float> losses;
+    for (int s = 0; s < 20; ++s) {
+      if (!accumulate) {
+        auto [loss, grads] = step(X, Y);
+        opt.update(model, grads);
+        eval(loss, model.parameters(), opt.state());
+        continue;
+      }
+      for (int m = 0; m < micro; ++m) {
+        const int first = (m * n + r) * per_rank;  // micro-batch m, rank r's rows
+        auto [loss, grads] = step(slice(X, {first, 0}, {first + per_rank, 6}), slice(Y, {first, 0}, {first + per_rank, 3}));
+        auto avg = acc.accumulate(grads);
+        EXPECT_EQ(bool(avg), m == micro - 1);
+        EXPECT_EQ(acc.count(), (m + 1) % micro);
+        if (avg) {
+          if (n > 1) EXPECT_EQ(all_sum_sizes(*avg).size(), 1u);  // one bucket
+          opt.update(model, *avg);
+        } else {
+          EXPECT_TRUE(all_sum_sizes(acc.state()).empty());  // nothing communicated
+        }
+        eval(loss, model.parameters(), opt.state(), acc.state());
+      }
+    }
+    return model.parameters();
+  };
+  nn::ParamTree accumulated = train(true), whole = train(false);
+  for (auto [name, p] : whole) {
+    const std::vector<float> want = p.to_vector<float>(), got = accumulated.at(name).to_vector<float>();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5) << name << "[" << i << "]";
+  }
+}
+
+TEST(GradientAccumulator, BadUse) {
+  EXPECT_THROW_MSG(nn::GradientAccumulator(0), std::invalid_argument, "steps must be at least 1");
+  nn::GradientAccumulator acc(3);
+  EXPECT_FALSE(acc.accumulate({{"w", ones({2})}}));
+  EXPECT_THROW_MSG(acc.accumulate({{"w", ones({3})}}), std::invalid_argument, "gradient 'w' does not match");
+  EXPECT_THROW_MSG(acc.accumulate({{"v", ones({2})}}), std::invalid_argument, "gradient 'v' does not match");
+  EXPECT_THROW_MSG(acc.accumulate({{"w", ones({2})}, {"v", ones({2})}}), std::invalid_argument, "got 2 gradients after 1");
+  EXPECT_EQ(acc.count(), 1);
+  acc.reset();
+  EXPECT_EQ(acc.count(), 0);
+  EXPECT_TRUE(acc.state().empty());
+  // A step of one micro-batch is average_gradients itself.
+  nn::GradientAccumulator one(1);
+  auto avg = one.accumulate({{"w", full({2}, array(2.0f))}});
+  ASSERT_TRUE(avg);
+  expect_array(avg->at("w"), {2}, {2, 2});
+}
+
 TEST(Threads, ProcessesLaunchedTogetherShareTheCores) {
   if (std::getenv("OMP_NUM_THREADS")) GTEST_SKIP() << "OMP_NUM_THREADS decides";
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");

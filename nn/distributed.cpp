@@ -1,0 +1,346 @@
+#include "loom/nn/distributed.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <tuple>
+
+#include "loom/autograd/transforms.h"
+#include "loom/nn/init.h"
+#include "loom/ops/ops.h"
+#include "loom/ops/quantized.h"
+#include "loom/ops/utils.h"
+
+namespace loom::nn {
+
+using detail::msg;
+namespace dist = loom::distributed;
+
+namespace {
+
+dist::Group resolve(const std::optional<dist::Group>& g) { return g ? *g : dist::init(); }
+
+// An all_sum whose vjp passes the cotangent through: every rank's loss is the same replicated value
+// here, so the gradient of this rank's partial sum is the cotangent itself (MLX's all_sum vjp).
+array all_sum_replicated(const array& x, const dist::Group& g) {
+  if (g.size() == 1) return x;
+  auto f = custom_vjp([g](const std::vector<array>& in) { return std::vector<array>{dist::all_sum(in[0], g)}; },
+                      [](const std::vector<array>&, const std::vector<array>& cot, const std::vector<array>&) {
+                        return std::vector<array>{cot[0]};
+                      });
+  return f({x})[0];
+}
+
+// The whole (rows, cols) weight or (n) bias drawn as Linear draws it, then this rank's slice: every rank
+// draws the same numbers (Loom's key is the same on every rank until seeded), so the sharded layers
+// of a model equal the unsplit one's built at the same point.
+array uniform_slice(const Shape& full, int axis, const dist::Group& g, double k) {
+  array w = init::uniform(full, -k, k);
+  const int n = full[axis] / g.size();
+  Shape start(full.size(), 0), stop = full;
+  start[axis] = g.rank() * n;
+  stop[axis] = (g.rank() + 1) * n;
+  return contiguous(slice(w, start, stop));
+}
+
+void check_divides(int dims, const dist::Group& g, const char* op, const char* what) {
+  if (dims <= 0) throw std::invalid_argument(msg("[", op, "] ", what, " must be positive, got ", dims));
+  if (dims % g.size() != 0) {
+    throw std::invalid_argument(msg("[", op, "] cannot split ", what, " ", dims, " among a group of ", g.size()));
+  }
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The quantized layers' shared construction: a (rows, cols) weight drawn as Linear's (whole, then this
+// rank's slice along `axis`), quantized and frozen; the bias starts at zero (MLX).
+template <class Layer>
+void init_quantized(Layer& l, int input_dims, int output_dims, bool with_bias, int axis, int bias_size,
+                    std::optional<int> gs, std::optional<int> nbits) {
+  const std::string& mode = l.mode;
+  std::tie(l.group_size, l.bits) = quantization_defaults(mode, gs, nbits, Layer::name);
+  const double k = 1.0 / std::sqrt(static_cast<double>(input_dims));
+  auto q = loom::quantize(uniform_slice({output_dims, input_dims}, axis, l.group, k), l.group_size, l.bits, mode);
+  l.weight = q[0];
+  l.scales = q[1];
+  if (q.size() > 2) l.biases = q[2];
+  if (with_bias) l.bias = zeros({bias_size});
+}
+
+array quantized_forward(const array& x, const array& w, const array& scales, const std::optional<array>& biases,
+                        int group_size, int bits, const std::string& mode, int input_dims, const char* op) {
+  if (x.ndim() < 1 || x.shape().back() != input_dims) {
+    throw std::invalid_argument(
+        msg("[", op, "] expected input with last axis ", input_dims, ", got shape ", detail::shape_str(x.shape())));
+  }
+  return quantized_matmul(x, w, scales, biases, true, group_size, bits, mode);
+}
+
+void check_input(const array& x, int dims, const char* op) {
+  if (x.ndim() < 1 || x.shape().back() != dims) {
+    throw std::invalid_argument(
+        msg("[", op, "] expected input with last axis ", dims, ", got shape ", detail::shape_str(x.shape())));
+  }
+}
+
+}  // namespace
+
+array sum_gradients(const array& x, std::optional<dist::Group> group) {
+  dist::Group g = resolve(group);
+  if (g.size() == 1) return x;
+  auto f = custom_vjp([](const std::vector<array>& in) { return std::vector<array>{in[0]}; },
+                      [g](const std::vector<array>&, const std::vector<array>& cot, const std::vector<array>&) {
+                        return std::vector<array>{dist::all_sum(cot[0], g)};
+                      });
+  return f({x})[0];
+}
+
+// ---- Segments and sharding ----
+
+Segments::Segments(int count) : count_(count) {
+  if (count < 1) throw std::invalid_argument(msg("[Segments] the number of parts must be positive, got ", count));
+}
+
+Segments Segments::at(std::vector<int> indices) {
+  Segments s;
+  s.indices_ = std::move(indices);
+  s.count_ = static_cast<int>(s.indices_.size()) + 1;
+  return s;
+}
+
+Segments Segments::fractions(std::vector<double> fractions) {
+  for (size_t i = 0; i < fractions.size(); ++i) {
+    if (!(fractions[i] > 0 && fractions[i] < 1) || (i > 0 && !(fractions[i] > fractions[i - 1]))) {
+      throw std::invalid_argument("[Segments] fractions must increase strictly within (0, 1)");
+    }
+  }
+  Segments s;
+  s.fractions_ = std::move(fractions);
+  s.count_ = static_cast<int>(s.fractions_.size()) + 1;
+  return s;
+}
+
+std::vector<int> Segments::boundaries(int n, const char* op) const {
+  std::vector<int> b;
+  if (!fractions_.empty()) {
+    for (double f : fractions_) b.push_back(static_cast<int>(f * n));  // MLX: int(s * N)
+  } else if (!indices_.empty()) {
+    b = indices_;
+  } else {
+    if (n % count_ != 0) {
+      throw std::invalid_argument(msg("[", op, "] an axis of ", n, " cannot be cut into ", count_, " equal parts"));
+    }
+    for (int i = 1; i < count_; ++i) b.push_back(i * (n / count_));
+  }
+  for (size_t i = 0; i < b.size(); ++i) {
+    if (b[i] < 0 || b[i] > n || (i > 0 && b[i] < b[i - 1])) {
+      throw std::invalid_argument(msg("[", op, "] part boundaries must increase within [0, ", n, "]"));
+    }
+  }
+  return b;
+}
+
+ShardingFn sharding_rule(const std::string& sharding, Segments segments) {
+  if (sharding == "all-to-sharded") {
+    return [segments](const std::string& path, const array& w) -> std::optional<std::pair<int, Segments>> {
+      if (ends_with(path, "bias")) return std::make_pair(-1, segments);
+      return std::make_pair(std::max(static_cast<int>(w.ndim()) - 2, 0), segments);
+    };
+  }
+  if (sharding == "sharded-to-all") {
+    return [segments](const std::string& path, const array&) -> std::optional<std::pair<int, Segments>> {
+      if (ends_with(path, "bias")) return std::nullopt;
+      return std::make_pair(-1, segments);
+    };
+  }
+  throw std::invalid_argument("[shard] sharding '" + sharding + "' is not supported; choose 'all-to-sharded' or 'sharded-to-all'");
+}
+
+ParamTree shard(const ParamTree& params, const ShardingFn& sharding, std::optional<dist::Group> group) {
+  dist::Group g = resolve(group);
+  const int n = g.size(), r = g.rank();
+  ParamTree out;
+  for (const auto& [path, w] : params) {
+    auto rule = sharding(path, w);
+    if (!rule) {
+      out.insert(path, w);
+      continue;
+    }
+    if (w.ndim() == 0) throw std::invalid_argument("[shard] '" + path + "' is a scalar: it has no axis to split");
+    const int nd = static_cast<int>(w.ndim()), axis = rule->first < 0 ? rule->first + nd : rule->first;
+    if (axis < 0 || axis >= nd) {
+      throw std::out_of_range(msg("[shard] axis ", rule->first, " is out of range for '", path, "' of shape ",
+                                  detail::shape_str(w.shape())));
+    }
+    std::vector<array> mine;
+    for (const array& part : split(w, rule->second.boundaries(w.shape(axis), "shard"), axis)) {
+      if (part.shape(axis) % n != 0) {
+        throw std::invalid_argument(msg("[shard] '", path, "' of shape ", detail::shape_str(w.shape()), ": a part of ",
+                                        part.shape(axis), " along axis ", axis, " cannot be split among ", n, " ranks"));
+      }
+      mine.push_back(split(part, n, axis)[r]);
+    }
+    out.insert(path, contiguous(mine.size() == 1 ? mine[0] : concatenate(mine, axis)));
+  }
+  return out;
+}
+
+void shard_inplace(Module& module, const ShardingFn& sharding, std::optional<dist::Group> group) {
+  module.update(shard(module.parameters(), sharding, group), /*check_shapes=*/false);
+}
+
+void shard_inplace(Module& module, const std::string& sharding, Segments segments, std::optional<dist::Group> group) {
+  shard_inplace(module, sharding_rule(sharding, segments), group);
+}
+
+// ---- the float layers ----
+
+AllToShardedLinear::AllToShardedLinear(int input_dims, int output_dims, bool with_bias, std::optional<dist::Group> grp)
+    : weight(zeros({0})), group(resolve(grp)) {
+  check_divides(output_dims, group, "nn::AllToShardedLinear", "output_dims");
+  if (input_dims <= 0) throw std::invalid_argument(msg("[nn::AllToShardedLinear] input_dims must be positive, got ", input_dims));
+  const double k = 1.0 / std::sqrt(static_cast<double>(input_dims));
+  weight = uniform_slice({output_dims, input_dims}, 0, group, k);
+  register_parameter("weight", weight);
+  if (with_bias) {
+    bias = uniform_slice({output_dims}, 0, group, k);
+    register_parameter("bias", *bias);
+  }
+}
+
+AllToShardedLinear::AllToShardedLinear(array w, std::optional<array> b, dist::Group grp)
+    : weight(std::move(w)), bias(std::move(b)), group(std::move(grp)) {
+  register_parameter("weight", weight);
+  if (bias) register_parameter("bias", *bias);
+}
+
+array AllToShardedLinear::operator()(const array& x) const {
+  check_input(x, weight.shape(1), "nn::AllToShardedLinear");
+  array xs = sum_gradients(x, group);
+  return bias ? addmm(*bias, xs, transpose(weight)) : matmul(xs, transpose(weight));
+}
+
+std::shared_ptr<AllToShardedLinear> AllToShardedLinear::from_linear(const Linear& linear, Segments segments,
+                                                                    std::optional<dist::Group> grp) {
+  dist::Group g = resolve(grp);
+  check_divides(linear.weight.shape(0), g, "nn::AllToShardedLinear", "output_dims");
+  const ParamTree p = shard(linear.parameters(), sharding_rule("all-to-sharded", segments), g);
+  return std::make_shared<AllToShardedLinear>(p.at("weight"), linear.bias ? std::optional<array>(p.at("bias")) : std::nullopt, g);
+}
+
+ShardedToAllLinear::ShardedToAllLinear(int input_dims, int output_dims, bool with_bias, std::optional<dist::Group> grp)
+    : weight(zeros({0})), group(resolve(grp)) {
+  check_divides(input_dims, group, "nn::ShardedToAllLinear", "input_dims");
+  if (output_dims <= 0) throw std::invalid_argument(msg("[nn::ShardedToAllLinear] output_dims must be positive, got ", output_dims));
+  const double k = 1.0 / std::sqrt(static_cast<double>(input_dims));
+  weight = uniform_slice({output_dims, input_dims}, 1, group, k);
+  register_parameter("weight", weight);
+  if (with_bias) {
+    bias = init::uniform({output_dims}, -k, k);
+    register_parameter("bias", *bias);
+  }
+}
+
+ShardedToAllLinear::ShardedToAllLinear(array w, std::optional<array> b, dist::Group grp)
+    : weight(std::move(w)), bias(std::move(b)), group(std::move(grp)) {
+  register_parameter("weight", weight);
+  if (bias) register_parameter("bias", *bias);
+}
+
+array ShardedToAllLinear::operator()(const array& x) const {
+  check_input(x, weight.shape(1), "nn::ShardedToAllLinear");
+  array y = all_sum_replicated(matmul(x, transpose(weight)), group);
+  return bias ? add(y, *bias) : y;
+}
+
+std::shared_ptr<ShardedToAllLinear> ShardedToAllLinear::from_linear(const Linear& linear, Segments segments,
+                                                                    std::optional<dist::Group> grp) {
+  dist::Group g = resolve(grp);
+  check_divides(linear.weight.shape(1), g, "nn::ShardedToAllLinear", "input_dims");
+  const ParamTree p = shard(linear.parameters(), sharding_rule("sharded-to-all", segments), g);
+  return std::make_shared<ShardedToAllLinear>(p.at("weight"), linear.bias ? std::optional<array>(p.at("bias")) : std::nullopt, g);
+}
+
+// ---- the quantized layers ----
+
+QuantizedAllToShardedLinear::QuantizedAllToShardedLinear(int input_dims, int output_dims, bool with_bias,
+                                                         std::optional<int> gs, std::optional<int> nbits,
+                                                         const std::string& mode_, std::optional<dist::Group> grp)
+    : weight(zeros({0})), scales(zeros({0})), group_size(0), bits(0), mode(mode_), group(resolve(grp)) {
+  check_divides(output_dims, group, "nn::QuantizedAllToShardedLinear", "output_dims");
+  if (input_dims <= 0) {
+    throw std::invalid_argument(msg("[nn::QuantizedAllToShardedLinear] input_dims must be positive, got ", input_dims));
+  }
+  init_quantized(*this, input_dims, output_dims, with_bias, 0, output_dims / group.size(), gs, nbits);
+  register_parameter("weight", weight);
+  register_parameter("scales", scales);
+  if (biases) register_parameter("biases", *biases);
+  if (bias) register_parameter("bias", *bias);
+  freeze();
+}
+
+array QuantizedAllToShardedLinear::operator()(const array& x) const {
+  const int in = static_cast<int>(int64_t(weight.shape(1)) * 32 / bits);
+  array y = quantized_forward(sum_gradients(x, group), weight, scales, biases, group_size, bits, mode, in,
+                              "nn::QuantizedAllToShardedLinear");
+  return bias ? add(y, *bias) : y;
+}
+
+std::shared_ptr<QuantizedAllToShardedLinear> QuantizedAllToShardedLinear::from_quantized_linear(
+    const QuantizedLinear& ql, Segments segments, std::optional<dist::Group> grp) {
+  dist::Group g = resolve(grp);
+  auto l = std::make_shared<QuantizedAllToShardedLinear>(ql.input_dims(), ql.output_dims(), bool(ql.bias), ql.group_size,
+                                                         ql.bits, ql.mode, g);
+  l->update(shard(ql.parameters(), sharding_rule("all-to-sharded", segments), g));
+  return l;
+}
+
+QuantizedShardedToAllLinear::QuantizedShardedToAllLinear(int input_dims, int output_dims, bool with_bias,
+                                                         std::optional<int> gs, std::optional<int> nbits,
+                                                         const std::string& mode_, std::optional<dist::Group> grp)
+    : weight(zeros({0})), scales(zeros({0})), group_size(0), bits(0), mode(mode_), group(resolve(grp)) {
+  check_divides(input_dims, group, "nn::QuantizedShardedToAllLinear", "input_dims");
+  if (output_dims <= 0) {
+    throw std::invalid_argument(msg("[nn::QuantizedShardedToAllLinear] output_dims must be positive, got ", output_dims));
+  }
+  init_quantized(*this, input_dims, output_dims, with_bias, 1, output_dims, gs, nbits);
+  register_parameter("weight", weight);
+  register_parameter("scales", scales);
+  if (biases) register_parameter("biases", *biases);
+  if (bias) register_parameter("bias", *bias);
+  freeze();
+}
+
+array QuantizedShardedToAllLinear::operator()(const array& x) const {
+  const int in = static_cast<int>(int64_t(weight.shape(1)) * 32 / bits);
+  array y = all_sum_replicated(
+      quantized_forward(x, weight, scales, biases, group_size, bits, mode, in, "nn::QuantizedShardedToAllLinear"), group);
+  return bias ? add(y, *bias) : y;
+}
+
+std::shared_ptr<QuantizedShardedToAllLinear> QuantizedShardedToAllLinear::from_quantized_linear(
+    const QuantizedLinear& ql, Segments segments, std::optional<dist::Group> grp) {
+  dist::Group g = resolve(grp);
+  auto l = std::make_shared<QuantizedShardedToAllLinear>(ql.input_dims(), ql.output_dims(), bool(ql.bias), ql.group_size,
+                                                         ql.bits, ql.mode, g);
+  l->update(shard(ql.parameters(), sharding_rule("sharded-to-all", segments), g));
+  return l;
+}
+
+std::shared_ptr<Module> shard_linear(const Module& layer, const std::string& sharding, Segments segments,
+                                     std::optional<dist::Group> group) {
+  sharding_rule(sharding);  // checks the name
+  const bool to_sharded = sharding == "all-to-sharded";
+  if (auto* l = dynamic_cast<const Linear*>(&layer)) {
+    if (to_sharded) return AllToShardedLinear::from_linear(*l, segments, group);
+    return ShardedToAllLinear::from_linear(*l, segments, group);
+  }
+  if (auto* q = dynamic_cast<const QuantizedLinear*>(&layer)) {
+    if (to_sharded) return QuantizedAllToShardedLinear::from_quantized_linear(*q, segments, group);
+    return QuantizedShardedToAllLinear::from_quantized_linear(*q, segments, group);
+  }
+  throw std::invalid_argument("[shard_linear] expects an nn::Linear or nn::QuantizedLinear");
+}
+
+}  // namespace loom::nn

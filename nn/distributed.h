@@ -1,0 +1,152 @@
+// Tensor-parallel layers, as mlx.nn's (python/mlx/nn/layers/distributed.py): a Linear whose weight is
+// split among the ranks of a group, by output features (AllToShardedLinear: a replicated input gives
+// each rank its slice of the output) or by input features (ShardedToAllLinear: sliced inputs give every
+// rank the whole output, summed over the group). A pair of them splits an MLP (columns, then rows) or
+// attention (heads, then the output projection) with one all_sum per pair in the forward pass and one in
+// the backward.
+//
+// Gradients are those of the unsplit model: each rank gets the gradient of the (replicated) loss for
+// the slice it holds, and the whole gradient of every replicated parameter, so any optimizer can update
+// each rank's parameters on its own. This is MLX's convention for these layers; it is why they use
+// sum_gradients and an all_sum whose vjp passes the cotangent through, rather than Loom's all_sum, whose
+// vjp sums the cotangents of every rank's loss (the data-parallel convention, distributed.h).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "loom/distributed/distributed.h"
+#include "loom/nn/linear.h"
+#include "loom/nn/module.h"
+#include "loom/nn/quantized.h"
+
+namespace loom::nn {
+
+/// The identity whose vjp is the all_sum of the cotangent over `group` (MLX's sum_gradients): placed
+/// where a replicated array fans out to ranks that each use it for their own slice of the work.
+array sum_gradients(const array& x, std::optional<distributed::Group> group = std::nullopt);
+
+/// How a weight is made of parts along the axis being sharded, each split among the ranks on its
+/// own (a fused query/key/value projection is 3 parts: rank r holds the r-th slice of each).
+class Segments {
+ public:
+  /// `count` equal parts (1: the weight is one part).
+  Segments(int count = 1);  // NOLINT: an int converts, as MLX's `segments=3`
+  /// Parts that end at these indices along the axis (mx.split's indices; the last part runs to the end).
+  static Segments at(std::vector<int> indices);
+  /// Parts that end at these fractions of the axis (each in (0, 1), increasing).
+  static Segments fractions(std::vector<double> fractions);
+  /// The boundaries for an axis of `n` elements: the start of every part but the first.
+  std::vector<int> boundaries(int n, const char* op) const;
+
+ private:
+  int count_ = 1;
+  std::vector<int> indices_;
+  std::vector<double> fractions_;
+};
+
+/// A sharding rule: for a parameter's dotted path and array, the axis to split and its parts, or
+/// nullopt to keep it whole on every rank.
+using ShardingFn = std::function<std::optional<std::pair<int, Segments>>(const std::string& path, const array& weight)>;
+/// MLX's two rules: "all-to-sharded" splits a weight's output axis (axis -2; a bias's only axis) and
+/// "sharded-to-all" a weight's input axis (-1), keeping biases whole. Throws std::invalid_argument
+/// naming any other string.
+ShardingFn sharding_rule(const std::string& sharding, Segments segments = 1);
+
+/// `params` with every array the rule selects replaced by this rank's slice: each part of the axis is
+/// cut into group-size equal slices and the rank's slices of all parts are concatenated. Throws
+/// std::invalid_argument naming the parameter when a part does not divide evenly.
+ParamTree shard(const ParamTree& params, const ShardingFn& sharding,
+                std::optional<distributed::Group> group = std::nullopt);
+
+/// Replaces `module`'s parameters with this rank's slices (MLX's shard_inplace). The module computes
+/// as before, so it must communicate by itself for the result to mean anything (shard_linear's
+/// layers do).
+void shard_inplace(Module& module, const std::string& sharding, Segments segments = 1,
+                   std::optional<distributed::Group> group = std::nullopt);
+void shard_inplace(Module& module, const ShardingFn& sharding, std::optional<distributed::Group> group = std::nullopt);
+
+/// y = x W_r^T + b_r: rank r holds rows r * O / N ... of W (O = output_dims, N = the group size) and
+/// the same slice of b, and its output is that slice of the features. The input is replicated; its
+/// gradient is summed over the group (sum_gradients). W and b start as Linear's, U(-k, k) with
+/// k = 1/sqrt(input_dims), drawn for this rank's slice.
+struct AllToShardedLinear : Module {
+  array weight;
+  std::optional<array> bias;
+  distributed::Group group;
+
+  AllToShardedLinear(int input_dims, int output_dims, bool bias = true,
+                     std::optional<distributed::Group> group = std::nullopt);
+  /// A layer holding this rank's slices as given (weight (output_dims / N, input_dims)).
+  AllToShardedLinear(array weight, std::optional<array> bias, distributed::Group group);
+  array operator()(const array& x) const;
+  /// This rank's slice of `linear` (draws no random numbers).
+  static std::shared_ptr<AllToShardedLinear> from_linear(const Linear& linear, Segments segments = 1,
+                                                         std::optional<distributed::Group> group = std::nullopt);
+};
+
+/// y = all_sum(x_r W_r^T) + b: rank r holds columns r * I / N ... of W (I = input_dims) and reads
+/// that slice of the input features; every rank gets the whole output. b is whole on every rank.
+struct ShardedToAllLinear : Module {
+  array weight;
+  std::optional<array> bias;
+  distributed::Group group;
+
+  ShardedToAllLinear(int input_dims, int output_dims, bool bias = true,
+                     std::optional<distributed::Group> group = std::nullopt);
+  /// A layer holding this rank's slice of the weight (output_dims, input_dims / N) and the whole bias.
+  ShardedToAllLinear(array weight, std::optional<array> bias, distributed::Group group);
+  array operator()(const array& x) const;
+  static std::shared_ptr<ShardedToAllLinear> from_linear(const Linear& linear, Segments segments = 1,
+                                                         std::optional<distributed::Group> group = std::nullopt);
+};
+
+/// AllToShardedLinear with a quantized weight. Every parameter starts frozen, the bias too (MLX's).
+struct QuantizedAllToShardedLinear : Module {
+  static constexpr const char* name = "nn::QuantizedAllToShardedLinear";
+  array weight, scales;
+  std::optional<array> biases;
+  std::optional<array> bias;
+  int group_size, bits;
+  std::string mode;
+  distributed::Group group;
+
+  QuantizedAllToShardedLinear(int input_dims, int output_dims, bool bias = true,
+                              std::optional<int> group_size = std::nullopt, std::optional<int> bits = std::nullopt,
+                              const std::string& mode = "affine",
+                              std::optional<distributed::Group> group = std::nullopt);
+  array operator()(const array& x) const;
+  static std::shared_ptr<QuantizedAllToShardedLinear> from_quantized_linear(
+      const QuantizedLinear& linear, Segments segments = 1, std::optional<distributed::Group> group = std::nullopt);
+};
+
+/// ShardedToAllLinear with a quantized weight, every parameter frozen. Each rank's input features must
+/// be a whole number of quantization groups.
+struct QuantizedShardedToAllLinear : Module {
+  static constexpr const char* name = "nn::QuantizedShardedToAllLinear";
+  array weight, scales;
+  std::optional<array> biases;
+  std::optional<array> bias;
+  int group_size, bits;
+  std::string mode;
+  distributed::Group group;
+
+  QuantizedShardedToAllLinear(int input_dims, int output_dims, bool bias = true,
+                              std::optional<int> group_size = std::nullopt, std::optional<int> bits = std::nullopt,
+                              const std::string& mode = "affine",
+                              std::optional<distributed::Group> group = std::nullopt);
+  array operator()(const array& x) const;
+  static std::shared_ptr<QuantizedShardedToAllLinear> from_quantized_linear(
+      const QuantizedLinear& linear, Segments segments = 1, std::optional<distributed::Group> group = std::nullopt);
+};
+
+/// The sharded copy of a Linear or QuantizedLinear (MLX's shard_linear): "all-to-sharded" or
+/// "sharded-to-all". Throws std::invalid_argument for another module or sharding.
+std::shared_ptr<Module> shard_linear(const Module& linear, const std::string& sharding, Segments segments = 1,
+                                     std::optional<distributed::Group> group = std::nullopt);
+
+}  // namespace loom::nn
