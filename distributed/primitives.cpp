@@ -245,18 +245,28 @@ class AllReduce : public Communication {
   bool flat_;
 };
 
-class AllGather : public Communication {
+// A collective that reads its one input whole (made row-contiguous first) into a fresh output.
+class WholeArray : public Communication {
  public:
-  explicit AllGather(Group g) : Communication(kGatherKind, std::move(g)) {}
-  const char* name() const override { return "all_gather"; }
+  using Communication::Communication;
   bool supports_complex() const override { return true; }
   Run prepare(const std::vector<array>& in, array& out) override {
     out.alloc();
     array x = kernels::row_contiguous(in[0]);
-    return {x, [this, x, out]() { communicate(x, out); }};
+    return {x, [this, x, out]() {
+              if (out.size() != 0) communicate(x, out);
+            }};
   }
-  void communicate(const array& x, const array& out) const {
-    if (out.size() == 0) return;
+
+ protected:
+  virtual void communicate(const array& x, const array& out) const = 0;
+};
+
+class AllGather : public WholeArray {
+ public:
+  explicit AllGather(Group g) : WholeArray(kGatherKind, std::move(g)) {}
+  const char* name() const override { return "all_gather"; }
+  void communicate(const array& x, const array& out) const override {
     impl().all_gather(x.raw_data(), out.raw_data(), x.size(), x.dtype());
   }
   // Block r of the sum of every rank's cotangent: a reduce-scatter, which moves 1/size of the bytes
@@ -272,18 +282,11 @@ class AllGather : public Communication {
 
 // The sum over the group of block rank() of x (x's axis 0 cut into size() equal blocks). Its vjp is
 // all_gather: every rank's block of the input reached exactly one rank's output.
-class SumScatter : public Communication {
+class SumScatter : public WholeArray {
  public:
-  explicit SumScatter(Group g) : Communication(kScatterKind, std::move(g)) {}
+  explicit SumScatter(Group g) : WholeArray(kScatterKind, std::move(g)) {}
   const char* name() const override { return "sum_scatter"; }
-  bool supports_complex() const override { return true; }
-  Run prepare(const std::vector<array>& in, array& out) override {
-    out.alloc();
-    array x = kernels::row_contiguous(in[0]);
-    return {x, [this, x, out]() { communicate(x, out); }};
-  }
-  void communicate(const array& x, const array& out) const {
-    if (out.size() == 0) return;
+  void communicate(const array& x, const array& out) const override {
     impl().reduce_scatter(x.raw_data(), out.raw_data(), out.size(), x.dtype(), ReduceOp::sum);
   }
   std::vector<array> vjp(const std::vector<array>&, const std::vector<array>& cot, const std::vector<int>&,

@@ -53,30 +53,6 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// The quantized layers' shared construction: a (rows, cols) weight drawn as Linear's (whole, then this
-// rank's slice along `axis`), quantized and frozen; the bias starts at zero (MLX).
-template <class Layer>
-void init_quantized(Layer& l, int input_dims, int output_dims, bool with_bias, int axis, int bias_size,
-                    std::optional<int> gs, std::optional<int> nbits) {
-  const std::string& mode = l.mode;
-  std::tie(l.group_size, l.bits) = quantization_defaults(mode, gs, nbits, Layer::name);
-  const double k = 1.0 / std::sqrt(static_cast<double>(input_dims));
-  auto q = loom::quantize(uniform_slice({output_dims, input_dims}, axis, l.group, k), l.group_size, l.bits, mode);
-  l.weight = q[0];
-  l.scales = q[1];
-  if (q.size() > 2) l.biases = q[2];
-  if (with_bias) l.bias = zeros({bias_size});
-}
-
-array quantized_forward(const array& x, const array& w, const array& scales, const std::optional<array>& biases,
-                        int group_size, int bits, const std::string& mode, int input_dims, const char* op) {
-  if (x.ndim() < 1 || x.shape().back() != input_dims) {
-    throw std::invalid_argument(
-        msg("[", op, "] expected input with last axis ", input_dims, ", got shape ", detail::shape_str(x.shape())));
-  }
-  return quantized_matmul(x, w, scales, biases, true, group_size, bits, mode);
-}
-
 void check_input(const array& x, int dims, const char* op) {
   if (x.ndim() < 1 || x.shape().back() != dims) {
     throw std::invalid_argument(
@@ -194,26 +170,60 @@ void shard_inplace(Module& module, const std::string& sharding, Segments segment
   shard_inplace(module, sharding_rule(sharding, segments), group);
 }
 
-// ---- the float layers ----
+// ---- the layers ----
 
-AllToShardedLinear::AllToShardedLinear(int input_dims, int output_dims, bool with_bias, std::optional<dist::Group> grp)
-    : weight(zeros({0})), group(resolve(grp)) {
-  check_divides(output_dims, group, "nn::AllToShardedLinear", "output_dims");
-  if (input_dims <= 0) throw std::invalid_argument(msg("[nn::AllToShardedLinear] input_dims must be positive, got ", input_dims));
-  const double k = 1.0 / std::sqrt(static_cast<double>(input_dims));
-  weight = uniform_slice({output_dims, input_dims}, 0, group, k);
-  register_parameter("weight", weight);
-  if (with_bias) {
-    bias = uniform_slice({output_dims}, 0, group, k);
-    register_parameter("bias", *bias);
+namespace {
+
+// The slices of a Linear's weight (output_dims, input_dims) and bias, drawn whole as Linear draws them,
+// split by rows (output features; the bias too) or by columns (input features; the bias whole).
+ShardedLinear::Slices linear_slices(int in, int out, bool with_bias, const dist::Group& g, bool by_rows, const char* op) {
+  check_divides(by_rows ? out : in, g, op, by_rows ? "output_dims" : "input_dims");
+  if ((by_rows ? in : out) <= 0) {
+    throw std::invalid_argument(msg("[", op, "] ", by_rows ? "input_dims" : "output_dims", " must be positive, got ",
+                                    by_rows ? in : out));
   }
+  const double k = 1.0 / std::sqrt(static_cast<double>(in));
+  array w = uniform_slice({out, in}, by_rows ? 0 : 1, g, k);
+  std::optional<array> b;
+  if (with_bias) b = by_rows ? uniform_slice({out}, 0, g, k) : init::uniform({out}, -k, k);
+  return {w, b, g};
 }
 
-AllToShardedLinear::AllToShardedLinear(array w, std::optional<array> b, dist::Group grp)
-    : weight(std::move(w)), bias(std::move(b)), group(std::move(grp)) {
+ShardedLinear::Slices linear_slices(const Linear& l, const char* sharding, const Segments& segments,
+                                    const dist::Group& g) {
+  const ParamTree p = shard(l.parameters(), sharding_rule(sharding, segments), g);
+  return {p.at("weight"), l.bias ? std::optional<array>(p.at("bias")) : std::nullopt, g};
+}
+
+// As linear_slices, quantized; the bias starts at zero (MLX's).
+QuantizedShardedLinear::Slices quantized_slices(int in, int out, bool with_bias, std::optional<int> gs,
+                                                std::optional<int> nbits, const std::string& mode, const dist::Group& g,
+                                                bool by_rows, const char* op) {
+  const ShardedLinear::Slices f = linear_slices(in, out, false, g, by_rows, op);
+  const auto [group_size, bits] = quantization_defaults(mode, gs, nbits, op);
+  std::vector<array> q = loom::quantize(f.weight, group_size, bits, mode);
+  std::optional<array> bias;
+  if (with_bias) bias = zeros({by_rows ? out / g.size() : out});
+  return {q[0], q[1], q.size() > 2 ? std::optional<array>(q[2]) : std::nullopt, bias, group_size, bits, mode, g};
+}
+
+QuantizedShardedLinear::Slices quantized_slices(const QuantizedLinear& l, const char* sharding,
+                                                const Segments& segments, const dist::Group& g) {
+  const ParamTree p = shard(l.parameters(), sharding_rule(sharding, segments), g);
+  auto opt = [&](bool has, const char* name) { return has ? std::optional<array>(p.at(name)) : std::nullopt; };
+  return {p.at("weight"), p.at("scales"), opt(bool(l.biases), "biases"), opt(bool(l.bias), "bias"),
+          l.group_size,   l.bits,         l.mode,                        g};
+}
+
+}  // namespace
+
+ShardedLinear::ShardedLinear(Slices s) : weight(std::move(s.weight)), bias(std::move(s.bias)), group(std::move(s.group)) {
   register_parameter("weight", weight);
   if (bias) register_parameter("bias", *bias);
 }
+
+AllToShardedLinear::AllToShardedLinear(int input_dims, int output_dims, bool with_bias, std::optional<dist::Group> g)
+    : ShardedLinear(linear_slices(input_dims, output_dims, with_bias, resolve(g), true, "nn::AllToShardedLinear")) {}
 
 array AllToShardedLinear::operator()(const array& x) const {
   check_input(x, weight.shape(1), "nn::AllToShardedLinear");
@@ -222,31 +232,12 @@ array AllToShardedLinear::operator()(const array& x) const {
 }
 
 std::shared_ptr<AllToShardedLinear> AllToShardedLinear::from_linear(const Linear& linear, Segments segments,
-                                                                    std::optional<dist::Group> grp) {
-  dist::Group g = resolve(grp);
-  check_divides(linear.weight.shape(0), g, "nn::AllToShardedLinear", "output_dims");
-  const ParamTree p = shard(linear.parameters(), sharding_rule("all-to-sharded", segments), g);
-  return std::make_shared<AllToShardedLinear>(p.at("weight"), linear.bias ? std::optional<array>(p.at("bias")) : std::nullopt, g);
+                                                                    std::optional<dist::Group> g) {
+  return std::make_shared<AllToShardedLinear>(linear_slices(linear, "all-to-sharded", segments, resolve(g)));
 }
 
-ShardedToAllLinear::ShardedToAllLinear(int input_dims, int output_dims, bool with_bias, std::optional<dist::Group> grp)
-    : weight(zeros({0})), group(resolve(grp)) {
-  check_divides(input_dims, group, "nn::ShardedToAllLinear", "input_dims");
-  if (output_dims <= 0) throw std::invalid_argument(msg("[nn::ShardedToAllLinear] output_dims must be positive, got ", output_dims));
-  const double k = 1.0 / std::sqrt(static_cast<double>(input_dims));
-  weight = uniform_slice({output_dims, input_dims}, 1, group, k);
-  register_parameter("weight", weight);
-  if (with_bias) {
-    bias = init::uniform({output_dims}, -k, k);
-    register_parameter("bias", *bias);
-  }
-}
-
-ShardedToAllLinear::ShardedToAllLinear(array w, std::optional<array> b, dist::Group grp)
-    : weight(std::move(w)), bias(std::move(b)), group(std::move(grp)) {
-  register_parameter("weight", weight);
-  if (bias) register_parameter("bias", *bias);
-}
+ShardedToAllLinear::ShardedToAllLinear(int input_dims, int output_dims, bool with_bias, std::optional<dist::Group> g)
+    : ShardedLinear(linear_slices(input_dims, output_dims, with_bias, resolve(g), false, "nn::ShardedToAllLinear")) {}
 
 array ShardedToAllLinear::operator()(const array& x) const {
   check_input(x, weight.shape(1), "nn::ShardedToAllLinear");
@@ -255,24 +246,19 @@ array ShardedToAllLinear::operator()(const array& x) const {
 }
 
 std::shared_ptr<ShardedToAllLinear> ShardedToAllLinear::from_linear(const Linear& linear, Segments segments,
-                                                                    std::optional<dist::Group> grp) {
-  dist::Group g = resolve(grp);
-  check_divides(linear.weight.shape(1), g, "nn::ShardedToAllLinear", "input_dims");
-  const ParamTree p = shard(linear.parameters(), sharding_rule("sharded-to-all", segments), g);
-  return std::make_shared<ShardedToAllLinear>(p.at("weight"), linear.bias ? std::optional<array>(p.at("bias")) : std::nullopt, g);
+                                                                    std::optional<dist::Group> g) {
+  return std::make_shared<ShardedToAllLinear>(linear_slices(linear, "sharded-to-all", segments, resolve(g)));
 }
 
-// ---- the quantized layers ----
-
-QuantizedAllToShardedLinear::QuantizedAllToShardedLinear(int input_dims, int output_dims, bool with_bias,
-                                                         std::optional<int> gs, std::optional<int> nbits,
-                                                         const std::string& mode_, std::optional<dist::Group> grp)
-    : weight(zeros({0})), scales(zeros({0})), group_size(0), bits(0), mode(mode_), group(resolve(grp)) {
-  check_divides(output_dims, group, "nn::QuantizedAllToShardedLinear", "output_dims");
-  if (input_dims <= 0) {
-    throw std::invalid_argument(msg("[nn::QuantizedAllToShardedLinear] input_dims must be positive, got ", input_dims));
-  }
-  init_quantized(*this, input_dims, output_dims, with_bias, 0, output_dims / group.size(), gs, nbits);
+QuantizedShardedLinear::QuantizedShardedLinear(Slices s)
+    : weight(std::move(s.weight)),
+      scales(std::move(s.scales)),
+      biases(std::move(s.biases)),
+      bias(std::move(s.bias)),
+      group_size(s.group_size),
+      bits(s.bits),
+      mode(std::move(s.mode)),
+      group(std::move(s.group)) {
   register_parameter("weight", weight);
   register_parameter("scales", scales);
   if (biases) register_parameter("biases", *biases);
@@ -280,52 +266,40 @@ QuantizedAllToShardedLinear::QuantizedAllToShardedLinear(int input_dims, int out
   freeze();
 }
 
+int QuantizedShardedLinear::input_dims() const { return static_cast<int>(int64_t(weight.shape(1)) * 32 / bits); }
+
+QuantizedAllToShardedLinear::QuantizedAllToShardedLinear(int input_dims, int output_dims, bool with_bias,
+                                                         std::optional<int> gs, std::optional<int> nbits,
+                                                         const std::string& mode, std::optional<dist::Group> g)
+    : QuantizedShardedLinear(quantized_slices(input_dims, output_dims, with_bias, gs, nbits, mode, resolve(g), true,
+                                              "nn::QuantizedAllToShardedLinear")) {}
+
 array QuantizedAllToShardedLinear::operator()(const array& x) const {
-  const int in = static_cast<int>(int64_t(weight.shape(1)) * 32 / bits);
-  array y = quantized_forward(sum_gradients(x, group), weight, scales, biases, group_size, bits, mode, in,
-                              "nn::QuantizedAllToShardedLinear");
+  check_input(x, input_dims(), "nn::QuantizedAllToShardedLinear");
+  array y = quantized_matmul(sum_gradients(x, group), weight, scales, biases, true, group_size, bits, mode);
   return bias ? add(y, *bias) : y;
 }
 
 std::shared_ptr<QuantizedAllToShardedLinear> QuantizedAllToShardedLinear::from_quantized_linear(
-    const QuantizedLinear& ql, Segments segments, std::optional<dist::Group> grp) {
-  dist::Group g = resolve(grp);
-  auto l = std::make_shared<QuantizedAllToShardedLinear>(ql.input_dims(), ql.output_dims(), bool(ql.bias), ql.group_size,
-                                                         ql.bits, ql.mode, g);
-  l->update(shard(ql.parameters(), sharding_rule("all-to-sharded", segments), g));
-  return l;
+    const QuantizedLinear& linear, Segments segments, std::optional<dist::Group> g) {
+  return std::make_shared<QuantizedAllToShardedLinear>(quantized_slices(linear, "all-to-sharded", segments, resolve(g)));
 }
 
 QuantizedShardedToAllLinear::QuantizedShardedToAllLinear(int input_dims, int output_dims, bool with_bias,
                                                          std::optional<int> gs, std::optional<int> nbits,
-                                                         const std::string& mode_, std::optional<dist::Group> grp)
-    : weight(zeros({0})), scales(zeros({0})), group_size(0), bits(0), mode(mode_), group(resolve(grp)) {
-  check_divides(input_dims, group, "nn::QuantizedShardedToAllLinear", "input_dims");
-  if (output_dims <= 0) {
-    throw std::invalid_argument(msg("[nn::QuantizedShardedToAllLinear] output_dims must be positive, got ", output_dims));
-  }
-  init_quantized(*this, input_dims, output_dims, with_bias, 1, output_dims, gs, nbits);
-  register_parameter("weight", weight);
-  register_parameter("scales", scales);
-  if (biases) register_parameter("biases", *biases);
-  if (bias) register_parameter("bias", *bias);
-  freeze();
-}
+                                                         const std::string& mode, std::optional<dist::Group> g)
+    : QuantizedShardedLinear(quantized_slices(input_dims, output_dims, with_bias, gs, nbits, mode, resolve(g), false,
+                                              "nn::QuantizedShardedToAllLinear")) {}
 
 array QuantizedShardedToAllLinear::operator()(const array& x) const {
-  const int in = static_cast<int>(int64_t(weight.shape(1)) * 32 / bits);
-  array y = all_sum_replicated(
-      quantized_forward(x, weight, scales, biases, group_size, bits, mode, in, "nn::QuantizedShardedToAllLinear"), group);
+  check_input(x, input_dims(), "nn::QuantizedShardedToAllLinear");
+  array y = all_sum_replicated(quantized_matmul(x, weight, scales, biases, true, group_size, bits, mode), group);
   return bias ? add(y, *bias) : y;
 }
 
 std::shared_ptr<QuantizedShardedToAllLinear> QuantizedShardedToAllLinear::from_quantized_linear(
-    const QuantizedLinear& ql, Segments segments, std::optional<dist::Group> grp) {
-  dist::Group g = resolve(grp);
-  auto l = std::make_shared<QuantizedShardedToAllLinear>(ql.input_dims(), ql.output_dims(), bool(ql.bias), ql.group_size,
-                                                         ql.bits, ql.mode, g);
-  l->update(shard(ql.parameters(), sharding_rule("sharded-to-all", segments), g));
-  return l;
+    const QuantizedLinear& linear, Segments segments, std::optional<dist::Group> g) {
+  return std::make_shared<QuantizedShardedToAllLinear>(quantized_slices(linear, "sharded-to-all", segments, resolve(g)));
 }
 
 std::shared_ptr<Module> shard_linear(const Module& layer, const std::string& sharding, Segments segments,

@@ -70,19 +70,29 @@ void shard_inplace(Module& module, const std::string& sharding, Segments segment
                    std::optional<distributed::Group> group = std::nullopt);
 void shard_inplace(Module& module, const ShardingFn& sharding, std::optional<distributed::Group> group = std::nullopt);
 
-/// y = x W_r^T + b_r: rank r holds rows r * O / N ... of W (O = output_dims, N = the group size) and
-/// the same slice of b, and its output is that slice of the features. The input is replicated; its
-/// gradient is summed over the group (sum_gradients). W and b start as Linear's, U(-k, k) with
-/// k = 1/sqrt(input_dims), drawn for this rank's slice.
-struct AllToShardedLinear : Module {
+/// What the sharded Linear layers hold: this rank's slices of the weight and bias, and the group.
+struct ShardedLinear : Module {
   array weight;
   std::optional<array> bias;
   distributed::Group group;
 
+  struct Slices {
+    array weight;
+    std::optional<array> bias;
+    distributed::Group group;
+  };
+  explicit ShardedLinear(Slices s);
+};
+
+/// y = x W_r^T + b_r: rank r holds rows r * O / N ... of W (O = output_dims, N = the group size) and
+/// the same slice of b, and its output is that slice of the features. The input is replicated; its
+/// gradient is summed over the group (sum_gradients). W and b start as the slices of a Linear's, drawn
+/// whole on every rank: the layers of a model built alike on every rank make up the unsplit model.
+struct AllToShardedLinear : ShardedLinear {
   AllToShardedLinear(int input_dims, int output_dims, bool bias = true,
                      std::optional<distributed::Group> group = std::nullopt);
-  /// A layer holding this rank's slices as given (weight (output_dims / N, input_dims)).
-  AllToShardedLinear(array weight, std::optional<array> bias, distributed::Group group);
+  /// A layer holding this rank's slices as given: weight (output_dims / N, input_dims), bias (output_dims / N).
+  explicit AllToShardedLinear(Slices s) : ShardedLinear(std::move(s)) {}
   array operator()(const array& x) const;
   /// This rank's slice of `linear` (draws no random numbers).
   static std::shared_ptr<AllToShardedLinear> from_linear(const Linear& linear, Segments segments = 1,
@@ -91,23 +101,19 @@ struct AllToShardedLinear : Module {
 
 /// y = all_sum(x_r W_r^T) + b: rank r holds columns r * I / N ... of W (I = input_dims) and reads
 /// that slice of the input features; every rank gets the whole output. b is whole on every rank.
-struct ShardedToAllLinear : Module {
-  array weight;
-  std::optional<array> bias;
-  distributed::Group group;
-
+struct ShardedToAllLinear : ShardedLinear {
   ShardedToAllLinear(int input_dims, int output_dims, bool bias = true,
                      std::optional<distributed::Group> group = std::nullopt);
   /// A layer holding this rank's slice of the weight (output_dims, input_dims / N) and the whole bias.
-  ShardedToAllLinear(array weight, std::optional<array> bias, distributed::Group group);
+  explicit ShardedToAllLinear(Slices s) : ShardedLinear(std::move(s)) {}
   array operator()(const array& x) const;
   static std::shared_ptr<ShardedToAllLinear> from_linear(const Linear& linear, Segments segments = 1,
                                                          std::optional<distributed::Group> group = std::nullopt);
 };
 
-/// AllToShardedLinear with a quantized weight. Every parameter starts frozen, the bias too (MLX's).
-struct QuantizedAllToShardedLinear : Module {
-  static constexpr const char* name = "nn::QuantizedAllToShardedLinear";
+/// What the quantized sharded layers hold (QuantizedLinear's parameters, sliced, and the group). Every
+/// parameter is frozen, the bias too (MLX's).
+struct QuantizedShardedLinear : Module {
   array weight, scales;
   std::optional<array> biases;
   std::optional<array> bias;
@@ -115,30 +121,38 @@ struct QuantizedAllToShardedLinear : Module {
   std::string mode;
   distributed::Group group;
 
+  struct Slices {
+    array weight, scales;
+    std::optional<array> biases, bias;
+    int group_size, bits;
+    std::string mode;
+    distributed::Group group;
+  };
+  explicit QuantizedShardedLinear(Slices s);
+  /// Input features of this rank's slice of the weight.
+  int input_dims() const;
+};
+
+/// AllToShardedLinear with a quantized weight.
+struct QuantizedAllToShardedLinear : QuantizedShardedLinear {
   QuantizedAllToShardedLinear(int input_dims, int output_dims, bool bias = true,
                               std::optional<int> group_size = std::nullopt, std::optional<int> bits = std::nullopt,
                               const std::string& mode = "affine",
                               std::optional<distributed::Group> group = std::nullopt);
+  explicit QuantizedAllToShardedLinear(Slices s) : QuantizedShardedLinear(std::move(s)) {}
   array operator()(const array& x) const;
   static std::shared_ptr<QuantizedAllToShardedLinear> from_quantized_linear(
       const QuantizedLinear& linear, Segments segments = 1, std::optional<distributed::Group> group = std::nullopt);
 };
 
-/// ShardedToAllLinear with a quantized weight, every parameter frozen. Each rank's input features must
-/// be a whole number of quantization groups.
-struct QuantizedShardedToAllLinear : Module {
-  static constexpr const char* name = "nn::QuantizedShardedToAllLinear";
-  array weight, scales;
-  std::optional<array> biases;
-  std::optional<array> bias;
-  int group_size, bits;
-  std::string mode;
-  distributed::Group group;
-
+/// ShardedToAllLinear with a quantized weight. Each rank's input features must be a whole number of
+/// quantization groups.
+struct QuantizedShardedToAllLinear : QuantizedShardedLinear {
   QuantizedShardedToAllLinear(int input_dims, int output_dims, bool bias = true,
                               std::optional<int> group_size = std::nullopt, std::optional<int> bits = std::nullopt,
                               const std::string& mode = "affine",
                               std::optional<distributed::Group> group = std::nullopt);
+  explicit QuantizedShardedToAllLinear(Slices s) : QuantizedShardedLinear(std::move(s)) {}
   array operator()(const array& x) const;
   static std::shared_ptr<QuantizedShardedToAllLinear> from_quantized_linear(
       const QuantizedLinear& linear, Segments segments = 1, std::optional<distributed::Group> group = std::nullopt);
