@@ -1,9 +1,11 @@
 // The Optimizer base: name checks, the step counter, state bookkeeping and set_state.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 
+#include "loom/ops/graph.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 #include "loom/optim/optimizers.h"
@@ -39,10 +41,14 @@ void Optimizer::check_learning_rate(const char* who) const {
 }
 
 void Optimizer::update(nn::Module& model, const nn::ParamTree& grads) {
+  if (sharding_) {
+    sharded_update(model, grads);
+    return;
+  }
   model.update(apply_gradients(grads, model.trainable_parameters()));
 }
 
-nn::ParamTree Optimizer::apply_gradients(const nn::ParamTree& grads, const nn::ParamTree& params) {
+void Optimizer::check_gradients(const nn::ParamTree& grads, const nn::ParamTree& params) const {
   // Names first: list everything that does not line up.
   std::vector<std::string> only_grads, only_params, bad;
   for (const auto& [n, g] : grads) {
@@ -69,7 +75,10 @@ nn::ParamTree Optimizer::apply_gradients(const nn::ParamTree& grads, const nn::P
   if (!bad.empty()) {
     throw std::invalid_argument(msg("[", name(), "::apply_gradients] mismatched gradients: ", join_names(bad)));
   }
+}
 
+nn::ParamTree Optimizer::apply_gradients(const nn::ParamTree& grads, const nn::ParamTree& params) {
+  check_gradients(grads, params);
   const int64_t t = step_ + 1;
   const double lr = lr_(step_);
   if (!(lr >= 0) || !std::isfinite(lr)) {
@@ -197,6 +206,106 @@ void Optimizer::set_state(const nn::ParamTree& state) {
   }
   state_ = std::move(arrays);
   step_ = step;
+}
+
+// ---- ZeRO: the state (and gradients) sharded across the ranks ----
+
+void Optimizer::shard_state(std::optional<distributed::Group> group, int stage) {
+  if (stage != 1 && stage != 2) {
+    throw std::invalid_argument(msg("[", name(), "::shard_state] stage must be 1 or 2, got ", stage));
+  }
+  if (!elementwise()) {
+    throw std::invalid_argument(msg("[", name(), "::shard_state] ", name(),
+                                    " does not update each element on its own, so its state cannot be sharded"));
+  }
+  if (!state_.empty() || step_ != 0) {
+    throw std::invalid_argument(msg("[", name(), "::shard_state] call it before the first update"));
+  }
+  sharding_ = Sharding{group ? *group : distributed::init(), stage};
+}
+
+namespace {
+
+// Elements [begin, end) of the arrays flattened end to end, then padded with zeros: the pieces of the
+// arrays that overlap the range, concatenated (nothing outside it is copied).
+array flat_range(const std::vector<array>& xs, int64_t begin, int64_t end, Dtype dtype) {
+  std::vector<array> pieces;
+  int64_t offset = 0;
+  for (const array& x : xs) {
+    const int64_t n = static_cast<int64_t>(x.size()), lo = std::max(begin, offset), hi = std::min(end, offset + n);
+    if (lo < hi) pieces.push_back(slice(reshape(x, {-1}), {int(lo - offset)}, {int(hi - offset)}));
+    offset += n;
+  }
+  if (end > std::max(begin, offset)) pieces.push_back(zeros({int(end - std::max(begin, offset))}, dtype));
+  return pieces.size() == 1 ? pieces[0] : concatenate(pieces, 0);
+}
+
+}  // namespace
+
+void Optimizer::sharded_update(nn::Module& model, const nn::ParamTree& grads) {
+  const nn::ParamTree params = model.trainable_parameters();
+  check_gradients(grads, params);
+  const distributed::Group& g = sharding_->group;
+  const int n = g.size(), r = g.rank();
+  // The parameters of each dtype, in order of first appearance.
+  std::vector<Dtype> dtypes;
+  std::vector<std::vector<size_t>> members;
+  const auto items = params.begin();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Dtype d = items[i].second.dtype();
+    auto it = std::find(dtypes.begin(), dtypes.end(), d);
+    if (it == dtypes.end()) {
+      dtypes.push_back(d);
+      members.emplace_back();
+      it = dtypes.end() - 1;
+    }
+    members[it - dtypes.begin()].push_back(i);
+  }
+  struct Flat {
+    std::string name;
+    int64_t size, slice;
+    std::vector<Shape> shapes;
+    std::vector<size_t> members;
+  };
+  std::vector<Flat> flats;
+  nn::ParamTree flat_grads, flat_params;
+  for (size_t k = 0; k < dtypes.size(); ++k) {
+    Flat f{msg("flat.", dtypes[k]), 0, 0, {}, members[k]};
+    std::vector<array> ps, gs;
+    for (size_t i : members[k]) {
+      const auto& [pname, p] = items[i];
+      ps.push_back(p);
+      gs.push_back(astype(grads.at(pname), p.dtype()));
+      f.shapes.push_back(p.shape());
+      f.size += static_cast<int64_t>(p.size());
+    }
+    f.slice = (f.size + n - 1) / n;
+    if (f.slice * n > std::numeric_limits<int>::max()) {
+      throw std::invalid_argument(msg("[", name(), "::update] the ", dtypes[k], " parameters hold ", f.size,
+                                      " elements; a sharded update handles at most ", std::numeric_limits<int>::max()));
+    }
+    const int64_t begin = r * f.slice, end = begin + f.slice;
+    // Stage 2: the reduce-scatter hands this rank its slice of the sum alone; stage 1: the whole mean
+    // (one flat all-reduce), of which this rank keeps its slice.
+    array grad_slice = sharding_->stage == 2
+                           ? distributed::sum_scatter(flat_range(gs, 0, f.slice * n, dtypes[k]), g) * (1.0 / n)
+                           : flat_range({distributed::all_mean_flat(gs, g)}, begin, end, dtypes[k]);
+    flat_grads.insert(f.name, grad_slice);
+    flat_params.insert(f.name, flat_range(ps, begin, end, dtypes[k]));
+    flats.push_back(std::move(f));
+  }
+  const nn::ParamTree updated = apply_gradients(flat_grads, flat_params);
+  nn::ParamTree new_params;
+  for (const Flat& f : flats) {
+    array whole = distributed::all_gather(updated.at(f.name), g);
+    if (f.slice * n != f.size) whole = slice(whole, {0}, {int(f.size)});
+    std::vector<array> parts = split_flat(whole, f.shapes);
+    for (size_t j = 0; j < f.members.size(); ++j) new_params.insert(items[f.members[j]].first, parts[j]);
+  }
+  // In the model's order.
+  nn::ParamTree ordered;
+  for (const auto& [pname, p] : params) ordered.insert(pname, new_params.at(pname));
+  model.update(ordered);
 }
 
 }  // namespace loom::optim

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "loom/core/array.h"
+#include "loom/distributed/distributed.h"
 #include "loom/nn/module.h"
 #include "loom/nn/tree.h"
 #include "loom/optim/schedulers.h"
@@ -69,6 +70,26 @@ class Optimizer {
   /// "SGD", "Adam", ... (used in error messages and checkpoints).
   virtual const char* name() const = 0;
 
+  /// ZeRO for data parallelism: shards this optimizer's state (stage 1), and the averaged gradients too
+  /// (stage 2), across the ranks of `group` (default: the world). From then on update(model, grads)
+  /// takes this rank's own gradients (not averaged: no nn::average_gradients) and
+  ///  - flattens the trainable parameters of each dtype end to end (padded to a multiple of N ranks);
+  ///  - averages the gradients over the group: stage 2 by a reduce-scatter (distributed::sum_scatter),
+  ///    so each rank receives only its 1/N slice of the average; stage 1 by all-reduces, of which each
+  ///    rank keeps its slice;
+  ///  - updates this rank's slice of the parameters, keeping state for that slice alone (state() holds
+  ///    "flat.<dtype>.<slot>" slices: 1/N of the replicated state);
+  ///  - all-gathers the updated slices into every rank's model.
+  /// The result is the replicated update's to float rounding. Call it before the first update; only
+  /// optimizers that update each element on its own can shard (not Adafactor). Throws
+  /// std::invalid_argument otherwise or for a stage other than 1 and 2.
+  void shard_state(std::optional<distributed::Group> group = std::nullopt, int stage = 2);
+  /// Whether shard_state is on, and its stage (0: off).
+  int sharding_stage() const { return sharding_ ? sharding_->stage : 0; }
+  /// Whether each element's update depends on that element alone (and its state), so that any slice
+  /// of the flattened parameters can be updated by itself.
+  virtual bool elementwise() const { return true; }
+
  protected:
   explicit Optimizer(LearningRate lr) : lr_(std::move(lr)) {}
 
@@ -91,9 +112,17 @@ class Optimizer {
   void check_learning_rate(const char* who = nullptr) const;
 
  private:
+  void check_gradients(const nn::ParamTree& grads, const nn::ParamTree& params) const;
+  void sharded_update(nn::Module& model, const nn::ParamTree& grads);
+
+  struct Sharding {
+    distributed::Group group;
+    int stage;
+  };
   LearningRate lr_;
   int64_t step_ = 0;
   nn::ParamTree state_;  // "<parameter>.<slot>" -> array, without "step"
+  std::optional<Sharding> sharding_;
 };
 
 /// Stochastic gradient descent with PyTorch's semantics: d = g + weight_decay * p; with momentum the
@@ -210,6 +239,7 @@ class Adafactor : public Optimizer {
                      double weight_decay = 0.0, bool scale_parameter = true, bool relative_step = true,
                      bool warmup_init = false);
   const char* name() const override { return "Adafactor"; }
+  bool elementwise() const override { return false; }  // factored moments, RMS of the parameter
 
  protected:
   array apply_single(const array& grad, const array& param, Slots& slots, int64_t step, double lr) override;
