@@ -1,6 +1,9 @@
 #include "loom/nn/distributed.h"
 
 #include <cmath>
+#include <algorithm>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <tuple>
 
@@ -315,6 +318,156 @@ std::shared_ptr<Module> shard_linear(const Module& layer, const std::string& sha
     return QuantizedShardedToAllLinear::from_quantized_linear(*q, segments, group);
   }
   throw std::invalid_argument("[shard_linear] expects an nn::Linear or nn::QuantizedLinear");
+}
+
+// ---- fully sharded data parallelism ----
+
+namespace {
+
+// The modules whose parameters a FullyShardedModule holds: an enclosing one leaves them alone.
+std::mutex fsdp_mu;
+std::set<const Module*>& fsdp_modules() {
+  static std::set<const Module*> s;
+  return s;
+}
+
+bool under(const std::string& path, const std::string& prefix) {
+  return prefix.empty() || path == prefix || (path.size() > prefix.size() && path.compare(0, prefix.size(), prefix) == 0 &&
+                                              path[prefix.size()] == '.');
+}
+
+// The full parameters from this rank's slices, as one custom function: forward, per dtype, the slices
+// flattened end to end (cast to the compute dtype) and all-gathered, then cut back into the full
+// parameters; backward, the cotangents laid out the same way, reduce-scattered and divided by the
+// group size (the mean over the ranks), cut into the slices' shapes and dtypes.
+// The indices of xs grouped by dtype, in order of first appearance.
+std::vector<std::vector<size_t>> by_dtype(const std::vector<array>& xs) {
+  std::vector<std::vector<size_t>> groups;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& gr) { return xs[gr[0]].dtype() == xs[i].dtype(); });
+    if (it == groups.end()) {
+      groups.push_back({i});
+    } else {
+      it->push_back(i);
+    }
+  }
+  return groups;
+}
+
+// xs[idx] reshaped to (rows, -1) and laid side by side: one (rows, width) array, and the columns at
+// which to cut it back.
+std::pair<array, std::vector<int>> side_by_side(const std::vector<array>& xs, const std::vector<size_t>& idx, int rows) {
+  std::vector<array> parts;
+  std::vector<int> cuts;
+  int width = 0;
+  for (size_t j : idx) {
+    parts.push_back(reshape(xs[j], {rows, -1}));
+    width += static_cast<int>(xs[j].size()) / rows;
+    cuts.push_back(width);
+  }
+  cuts.pop_back();
+  return {parts.size() == 1 ? parts[0] : concatenate(parts, 1), cuts};
+}
+
+std::vector<array> cut(const array& a, const std::vector<int>& cuts) {
+  return cuts.empty() ? std::vector<array>{a} : split(a, cuts, 1);
+}
+
+// The full parameters from this rank's slices, as one custom function: forward, per dtype, the slices
+// flattened side by side (cast to the compute dtype) and all-gathered, then cut back into the full
+// parameters; backward, the cotangents laid out the same way, reduce-scattered and divided by the
+// group size (the mean over the ranks), cut into the slices' shapes and dtypes.
+std::vector<array> gather_full(const std::vector<array>& slices, const std::vector<Shape>& full_shapes,
+                               const dist::Group& g, std::optional<Dtype> compute) {
+  const int n = g.size();
+  auto forward = [full_shapes, g, compute](const std::vector<array>& in) {
+    std::vector<array> cast, out(in.size(), array(0.0f));
+    for (const array& x : in) cast.push_back(compute && x.dtype() != *compute ? astype(x, *compute) : x);
+    for (const auto& idx : by_dtype(cast)) {
+      auto [rows, cuts] = side_by_side(cast, idx, 1);
+      std::vector<array> parts = cut(dist::all_gather(rows, g), cuts);  // (n, width)
+      for (size_t k = 0; k < idx.size(); ++k) out[idx[k]] = reshape(parts[k], full_shapes[idx[k]]);
+    }
+    return out;
+  };
+  auto backward = [g, n](const std::vector<array>& primals, const std::vector<array>& cot, const std::vector<array>&) {
+    std::vector<array> out(primals.size(), array(0.0f));
+    for (const auto& idx : by_dtype(cot)) {
+      auto [rows, cuts] = side_by_side(cot, idx, n);
+      std::vector<array> parts = cut(dist::sum_scatter(rows, g) * (1.0 / n), cuts);
+      for (size_t k = 0; k < idx.size(); ++k) {
+        const array& p = primals[idx[k]];
+        const array c = reshape(parts[k], p.shape());
+        out[idx[k]] = c.dtype() == p.dtype() ? c : astype(c, p.dtype());
+      }
+    }
+    return out;
+  };
+  return custom_function(forward, backward)(slices);
+}
+
+}  // namespace
+
+FullyShardedModule::FullyShardedModule(Module& module, std::optional<dist::Group> group, std::optional<Dtype> compute)
+    : module_(module), group_(resolve(group)), compute_dtype_(compute) {
+  if (compute && !is_floating_point(*compute)) {
+    throw std::invalid_argument(msg("[fully_shard] compute_dtype must be floating point, got ", *compute));
+  }
+  std::lock_guard<std::mutex> lock(fsdp_mu);
+  if (fsdp_modules().count(&module)) throw std::invalid_argument("[fully_shard] the module is already fully sharded");
+  if (group_.size() == 1) {
+    fsdp_modules().insert(&module);
+    return;
+  }
+  // Parameters of submodules that are sharded by themselves stay theirs.
+  std::vector<std::string> inner;
+  for (const auto& [path, m] : module.modules()) {
+    if (fsdp_modules().count(m)) inner.push_back(path);
+  }
+  const ParamTree buffers = module.buffers();
+  ParamTree mine;
+  for (const auto& [path, p] : module.parameters()) {
+    if (buffers.contains(path)) continue;
+    if (std::any_of(inner.begin(), inner.end(), [&, &path = path](const std::string& pre) { return under(path, pre); })) continue;
+    if (p.ndim() == 0) throw std::invalid_argument("[fully_shard] cannot shard parameter '" + path + "': it is a scalar");
+    if (p.shape(0) % group_.size() != 0) {
+      throw std::invalid_argument(msg("[fully_shard] cannot shard parameter '", path, "' of shape ",
+                                      detail::shape_str(p.shape()), " among ", group_.size(),
+                                      " ranks: axis 0 must be a multiple of ", group_.size()));
+    }
+    mine.insert(path, p);
+    paths_.push_back(path);
+    full_shapes_.push_back(p.shape());
+  }
+  module.update(shard(mine, [](const std::string&, const array&) { return std::make_optional(std::make_pair(0, Segments(1))); },
+                      group_),
+                /*check_shapes=*/false);
+  fsdp_modules().insert(&module);
+}
+
+FullyShardedModule::~FullyShardedModule() {
+  std::lock_guard<std::mutex> lock(fsdp_mu);
+  fsdp_modules().erase(&module_);
+}
+
+FullyShardedModule::Gathered::Gathered(const FullyShardedModule& f) : fs(f) {
+  const ParamTree all = f.module_.parameters();
+  std::vector<array> mine;
+  for (const std::string& path : f.paths_) {
+    slices.insert(path, all.at(path));
+    mine.push_back(all.at(path));
+  }
+  const std::vector<array> full = gather_full(mine, f.full_shapes_, f.group_, f.compute_dtype_);
+  ParamTree installed;
+  for (size_t i = 0; i < f.paths_.size(); ++i) installed.insert(f.paths_[i], full[i]);
+  f.module_.update(installed, /*check_shapes=*/false);
+}
+
+FullyShardedModule::Gathered::~Gathered() { fs.module_.update(slices, /*check_shapes=*/false); }
+
+std::shared_ptr<FullyShardedModule> fully_shard(Module& module, std::optional<dist::Group> group,
+                                                std::optional<Dtype> compute_dtype) {
+  return std::make_shared<FullyShardedModule>(module, group, compute_dtype);
 }
 
 }  // namespace loom::nn

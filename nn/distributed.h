@@ -158,6 +158,66 @@ struct QuantizedShardedToAllLinear : QuantizedShardedLinear {
       const QuantizedLinear& linear, Segments segments = 1, std::optional<distributed::Group> group = std::nullopt);
 };
 
+/// Fully sharded data parallelism (MLX's fully_shard / FullyShardedModule): each rank keeps only its
+/// slice, along axis 0, of every parameter of `module` (not its buffers, and not the parameters of a
+/// submodule that has a FullyShardedModule of its own), so an optimizer updating the module updates
+/// the slices and keeps state for them alone. Calling the module through the handle,
+///
+///     auto fs = nn::fully_shard(model);                       // model's parameters become slices
+///     auto step = nn::value_and_grad(model, [&](const array& x, const array& y) {
+///       return fs([&] { return loss(model(x), y); });         // full parameters inside
+///     });
+///     auto [l, grads] = step(x, y);                           // grads: this rank's slices
+///     opt.update(model, grads);                               // no average_gradients
+///
+/// puts the full parameters in place for the call (one all_gather per dtype; cast to `compute_dtype`
+/// when given) and the slices back afterwards. In the backward pass the gradients are
+/// reduce-scattered and divided by the group size: each rank gets its slice of the gradient averaged
+/// over the ranks, as nn::average_gradients would give. Wrapping each layer by itself gathers layer
+/// by layer, and eval starts each layer's all_gather as early as the graph allows. Every parameter's
+/// axis 0 must split evenly among the ranks (std::invalid_argument naming it otherwise). On a group of
+/// size 1 nothing is sharded and the call runs `fn` as it is (MLX's fully_shard returns the module).
+///
+/// Unlike MLX's, the handle does not stand in for the module (a C++ call cannot be intercepted): call
+/// the module inside the handle's operator().
+class FullyShardedModule {
+ public:
+  FullyShardedModule(Module& module, std::optional<distributed::Group> group = std::nullopt,
+                     std::optional<Dtype> compute_dtype = std::nullopt);
+  ~FullyShardedModule();
+  FullyShardedModule(const FullyShardedModule&) = delete;
+  FullyShardedModule& operator=(const FullyShardedModule&) = delete;
+
+  /// fn() with the full parameters in place.
+  template <class Fn>
+  auto operator()(Fn&& fn) const {
+    if (paths_.empty()) return fn();
+    Gathered scope(*this);
+    return fn();
+  }
+  Module& module() const { return module_; }
+  /// The sharded parameters' paths within the module.
+  const std::vector<std::string>& paths() const { return paths_; }
+  const distributed::Group& group() const { return group_; }
+
+ private:
+  struct Gathered {  // installs the full parameters; puts the slices back when the scope ends
+    explicit Gathered(const FullyShardedModule& f);
+    ~Gathered();
+    const FullyShardedModule& fs;
+    ParamTree slices;
+  };
+  Module& module_;
+  distributed::Group group_;
+  std::optional<Dtype> compute_dtype_;
+  std::vector<std::string> paths_;
+  std::vector<Shape> full_shapes_;
+};
+
+/// A FullyShardedModule of `module` (MLX's fully_shard).
+std::shared_ptr<FullyShardedModule> fully_shard(Module& module, std::optional<distributed::Group> group = std::nullopt,
+                                                std::optional<Dtype> compute_dtype = std::nullopt);
+
 /// The sharded copy of a Linear or QuantizedLinear (MLX's shard_linear): "all-to-sharded" or
 /// "sharded-to-all". Throws std::invalid_argument for another module or sharding.
 std::shared_ptr<Module> shard_linear(const Module& linear, const std::string& sharding, Segments segments = 1,

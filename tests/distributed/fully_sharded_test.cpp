@@ -1,0 +1,121 @@
+// Fully sharded data parallelism (nn::fully_shard): alone and under mpirun -np 2 / 3 / 4, each rank
+// holds 1/N of every parameter, and training on each rank's share of the batch equals one process
+// training the unsharded model on the whole batch.
+#include <string>
+
+#include "../test_utils.h"
+#include "loom/nn/distributed.h"
+#include "loom/nn/linear.h"
+#include "loom/nn/normalization.h"
+#include "loom/ops/ops.h"
+#include "loom/ops/random.h"
+#include "loom/optim/optimizers.h"
+
+using namespace loom;
+namespace dist = loom::distributed;
+
+namespace {
+
+struct Net : nn::Module {
+  nn::Linear l1{6, 12}, l2{12, 12};  // every axis 0 splits among 1 to 4 ranks
+  nn::LayerNorm ln{12};
+  Net() {
+    register_module("l1", l1);
+    register_module("ln", ln);
+    register_module("l2", l2);
+  }
+  array operator()(const array& x) const { return l2(tanh(ln(l1(x)))); }
+};
+
+// 20 AdamW steps on rows [first, first + rows); `mode` 0: plain, 1: the whole model fully sharded,
+// 2: each linear layer sharded by itself and the rest (the norm) by the model's handle.
+nn::ParamTree train(int first, int rows, int mode, std::optional<Dtype> compute = std::nullopt) {
+  random::seed(42);
+  Net model;
+  const array X = random::normal({96, 6}, random::key(7)), Y = random::normal({96, 12}, random::key(8));
+  std::shared_ptr<nn::FullyShardedModule> f1, f2, whole;
+  if (mode == 2) {
+    f1 = nn::fully_shard(model.l1, std::nullopt, compute);
+    f2 = nn::fully_shard(model.l2, std::nullopt, compute);
+  }
+  if (mode) whole = nn::fully_shard(model, std::nullopt, compute);
+  if (mode == 2 && dist::init().size() > 1) {
+    EXPECT_EQ(whole->paths(), (std::vector<std::string>{"ln.weight", "ln.bias"}));  // the layers' are theirs
+  }
+  optim::AdamW opt(1e-2);
+  auto forward = [&](const array& x) {
+    if (mode == 2) {
+      return (*whole)([&] {
+        const array h = tanh(model.ln((*f1)([&] { return model.l1(x); })));
+        return (*f2)([&] { return model.l2(h); });
+      });
+    }
+    return mode ? (*whole)([&] { return model(x); }) : model(x);
+  };
+  auto step = nn::value_and_grad(model, [&](const array& x, const array& y) { return mean(square(forward(x) - y)); });
+  for (int s = 0; s < 20; ++s) {
+    auto [loss, grads] = step(slice(X, {first, 0}, {first + rows, 6}), slice(Y, {first, 0}, {first + rows, 12}));
+    opt.update(model, grads);
+    eval(loss, model.parameters(), opt.state());
+  }
+  // This rank holds 1/N of each parameter; gathered, they are the whole parameters.
+  nn::ParamTree out;
+  const int n = mode ? dist::init().size() : 1;
+  for (auto [name, p] : model.parameters()) {
+    EXPECT_EQ(p.shape(0) * n, 12) << name;
+    out.insert(name, n > 1 ? dist::all_gather(p) : p);
+  }
+  return out;
+}
+
+void expect_same(nn::ParamTree got, nn::ParamTree want, double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (auto [name, p] : want) {
+    SCOPED_TRACE(name);
+    const std::vector<double> w = astype(p, float64).to_vector<double>();
+    const std::vector<double> g = astype(got.at(name), float64).to_vector<double>();
+    ASSERT_EQ(g.size(), w.size());
+    for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(g[i], w[i], tol) << "[" << i << "]";
+  }
+}
+
+}  // namespace
+
+TEST(FullyShard, TrainingEqualsOneProcessOnTheWholeBatch) {
+  auto g = dist::init();
+  const int n = g.size(), per_rank = 48 / n, r = g.rank();
+  const nn::ParamTree plain = train(0, 48, 0);
+  expect_same(train(r * per_rank, per_rank, 1), plain, 1e-5);
+  expect_same(train(r * per_rank, per_rank, 2), plain, 1e-5);
+  // bfloat16 compute: the same training to bfloat16's precision.
+  expect_same(train(r * per_rank, per_rank, 1, bfloat16), plain, 5e-2);
+}
+
+TEST(FullyShard, WhatIsShardedAndBadInput) {
+  auto g = dist::init();
+  const int n = g.size();
+  nn::BatchNorm bn(12);
+  auto fs = nn::fully_shard(bn);
+  if (n == 1) {
+    EXPECT_TRUE(fs->paths().empty());  // nothing to shard alone
+  } else {
+    EXPECT_EQ(fs->paths(), (std::vector<std::string>{"weight", "bias"}));  // not the running statistics
+    EXPECT_EQ(bn.weight->shape(), (Shape{12 / n}));
+    EXPECT_EQ(bn.running_mean->shape(), (Shape{12}));
+  }
+  // The full parameters are in place inside the call only.
+  const array y = (*fs)([&] {
+    EXPECT_EQ(bn.weight->shape(), (Shape{12}));
+    return sum(*bn.weight);
+  });
+  EXPECT_FLOAT_EQ(y.item<float>(), 12.0f);
+  EXPECT_EQ(bn.weight->shape(), (Shape{12 / n}));
+  EXPECT_THROW_MSG(nn::fully_shard(bn), std::invalid_argument, "already fully sharded");
+  if (n > 1) {
+    nn::Linear odd(4, n + 1);
+    EXPECT_THROW_MSG(nn::fully_shard(odd), std::invalid_argument,
+                     "cannot shard parameter 'weight' of shape (" + std::to_string(n + 1) + ",4)");
+  }
+  nn::Linear l(4, 4);
+  EXPECT_THROW_MSG(nn::fully_shard(l, std::nullopt, int32), std::invalid_argument, "compute_dtype must be floating point");
+}
