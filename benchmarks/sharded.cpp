@@ -1,0 +1,155 @@
+// sharded (docs/benchmarks.md), under mpirun -np 2 and -np 4: training steps of a small transformer LM
+// whose parameters, gradients and AdamW state dominate memory (4 blocks of width 256, 3.4M parameters,
+// a batch of 4 x 32 tokens per rank), in each of the ways Loom spreads a model over the ranks:
+//   replicated       nn::average_gradients; every rank holds the whole state
+//   zero1, zero2     Optimizer::shard_state(group, 1 or 2)
+//   fully_sharded    nn::fully_shard, each block by itself and the rest by the model's handle
+//   tensor_parallel  the blocks' projections split by nn::shard_linear (the ranks share one batch)
+// One JSON line per mode: state_mb (parameters + averaged gradients + optimizer state held by one rank,
+// the largest rank's), peak_mb (Loom's peak memory during a step, the largest rank's) and median_ms (the
+// slowest rank's step, median over repetitions).
+#include <loom/loom.h>
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench.h"
+
+using namespace loom;
+
+namespace {
+
+constexpr int kDims = 256, kHeads = 8, kLayers = 4, kVocab = 512, kBatch = 4, kTokens = 32;
+
+// A pre-norm block whose six projections are Linear layers or, split among the ranks, the
+// tensor-parallel layers (heads and MLP columns split; the output and down projections summed).
+struct Block : nn::Module {
+  nn::LayerNorm norm1{kDims}, norm2{kDims};
+  std::vector<std::shared_ptr<nn::Module>> proj;  // query, key, value, out, up, down
+  int heads = kHeads;
+
+  explicit Block(const std::optional<distributed::Group>& tp) {
+    register_module("norm1", norm1);
+    register_module("norm2", norm2);
+    const int in[6] = {kDims, kDims, kDims, kDims, kDims, 4 * kDims}, out[6] = {kDims, kDims, kDims, kDims, 4 * kDims, kDims};
+    for (int i = 0; i < 6; ++i) {
+      auto lin = std::make_shared<nn::Linear>(in[i], out[i]);
+      proj.push_back(tp ? nn::shard_linear(*lin, i == 3 || i == 5 ? "sharded-to-all" : "all-to-sharded", 1, tp) : lin);
+      register_module("proj" + std::to_string(i), *proj.back());
+    }
+    if (tp) heads /= tp->size();
+  }
+  array apply(int i, const array& x) const {
+    if (auto* l = dynamic_cast<const nn::Linear*>(proj[i].get())) return (*l)(x);
+    if (auto* l = dynamic_cast<const nn::AllToShardedLinear*>(proj[i].get())) return (*l)(x);
+    return dynamic_cast<const nn::ShardedToAllLinear&>(*proj[i])(x);
+  }
+  array operator()(const array& x) const {
+    const int b = x.shape(0), t = x.shape(1), hd = kDims / kHeads;
+    auto heads_first = [&](const array& y) { return transpose(reshape(y, {b, t, heads, hd}), {0, 2, 1, 3}); };
+    const array h = norm1(x);
+    const array att = fast::scaled_dot_product_attention(heads_first(apply(0, h)), heads_first(apply(1, h)),
+                                                         heads_first(apply(2, h)), 1.0 / std::sqrt(double(hd)));
+    const array x1 = x + apply(3, reshape(transpose(att, {0, 2, 1, 3}), {b, t, heads * hd}));
+    return x1 + apply(5, nn::gelu(apply(4, norm2(x1))));
+  }
+};
+
+struct LM : nn::Module {
+  nn::Embedding embed{kVocab, kDims};
+  std::vector<std::unique_ptr<Block>> blocks;
+  nn::LayerNorm norm{kDims};
+  std::vector<std::shared_ptr<nn::FullyShardedModule>> sharded_blocks;
+  std::shared_ptr<nn::FullyShardedModule> sharded_rest;
+
+  explicit LM(const std::optional<distributed::Group>& tp) {
+    register_module("embed", embed);
+    for (int i = 0; i < kLayers; ++i) {
+      blocks.push_back(std::make_unique<Block>(tp));
+      register_module("blocks." + std::to_string(i), *blocks.back());
+    }
+    register_module("norm", norm);
+  }
+  void fully_shard() {
+    for (auto& b : blocks) sharded_blocks.push_back(nn::fully_shard(*b));
+    sharded_rest = nn::fully_shard(*this);
+  }
+  array loss(const array& tokens, const array& targets) {
+    auto body = [&] {
+      array h = embed(tokens);
+      for (size_t i = 0; i < blocks.size(); ++i) {
+        const Block& b = *blocks[i];
+        h = sharded_blocks.empty() ? b(h) : (*sharded_blocks[i])([&] { return b(h); });
+      }
+      return nn::losses::cross_entropy(embed.as_linear(norm(h)), targets, "mean");
+    };
+    return sharded_rest ? (*sharded_rest)(body) : body();
+  }
+};
+
+double megabytes(const nn::ParamTree& t, bool skip_step = false) {
+  double bytes = 0;
+  for (const auto& [name, a] : t) {
+    if (!(skip_step && name == "step")) bytes += static_cast<double>(a.nbytes());
+  }
+  return bytes / (1 << 20);
+}
+
+double largest(double v, const distributed::Group& g) { return distributed::all_max(array(v, float64), g).item<double>(); }
+
+void run(const std::string& mode, const distributed::Group& world, int warmup, int reps) {
+  const bool tp = mode == "tensor_parallel";
+  random::seed(1);
+  LM model(tp ? std::optional<distributed::Group>(world) : std::nullopt);
+  if (mode == "fully_sharded") model.fully_shard();
+  optim::AdamW opt(1e-3);
+  if (mode == "zero1" || mode == "zero2") opt.shard_state(world, mode == "zero1" ? 1 : 2);
+  // Data-parallel modes read a batch of their own; the tensor-parallel ranks share one.
+  const uint64_t data_key = tp ? 0 : static_cast<uint64_t>(world.rank());
+  const array tokens = random::randint(0, kVocab, {kBatch, kTokens + 1}, int32, random::key(100 + data_key));
+  const array x = slice(tokens, {0, 0}, {kBatch, kTokens}), y = slice(tokens, {0, 1}, {kBatch, kTokens + 1});
+  eval(x, y);
+  auto step = nn::value_and_grad(model, [&](const array& a, const array& b) { return model.loss(a, b); });
+  const array token = full({1}, 1.0f);
+  std::vector<double> ms;
+  double peak = 0, state = 0;
+  for (int r = 0; r < warmup + reps; ++r) {
+    eval(distributed::all_sum(token, world));  // a barrier: every rank starts the step together
+    clear_cache();
+    reset_peak_memory();
+    const double t0 = bench::now_ms();
+    auto [loss, grads] = step(x, y);
+    if (mode == "replicated") grads = nn::average_gradients(grads, 32 << 20, std::nullopt, world);
+    opt.update(model, grads);
+    eval(loss, grads, model.parameters(), opt.state());
+    const double t = bench::now_ms() - t0;
+    if (r >= warmup) {
+      ms.push_back(t);
+      peak = std::max(peak, static_cast<double>(get_peak_memory()) / (1 << 20));
+      // The gradients a rank holds once they are averaged: all of them, or its slice (zero2, whose
+      // reduce-scatter hands each rank only its slice; fully_sharded's are slices already).
+      const double held_grads = megabytes(grads) / (mode == "zero2" ? world.size() : 1);
+      state = megabytes(model.parameters()) + held_grads + megabytes(opt.state(), true);
+    }
+  }
+  array times(ms, {static_cast<int>(ms.size())}, float64);
+  const double median = bench::median(distributed::all_max(times, world).to_vector<double>());
+  state = largest(state, world);
+  peak = largest(peak, world);
+  if (world.rank() == 0) {
+    std::printf("{\"bench\":\"sharded\",\"mode\":\"%s\",\"ranks\":%d,\"state_mb\":%.2f,\"peak_mb\":%.2f,\"median_ms\":%.2f,\"n\":%d}\n",
+                mode.c_str(), world.size(), state, peak, median, reps);
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+
+int main() {
+  auto world = distributed::init();
+  const int warmup = 3, reps = bench::quick() ? 5 : 20;
+  for (const char* mode : {"replicated", "zero1", "zero2", "fully_sharded", "tensor_parallel"}) run(mode, world, warmup, reps);
+}
