@@ -1,7 +1,10 @@
 #include "loom/optim/checkpoint.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <functional>
 #include <stdexcept>
+#include <unordered_set>
 #include <vector>
 
 #include "loom/core/eval.h"
@@ -21,6 +24,8 @@ constexpr const char* kFormatKey = "loom.format";
 constexpr const char* kFormat = "checkpoint/1";
 constexpr const char* kOptimizerKey = "loom.optimizer";
 constexpr const char* kStepKey = "loom.step";
+constexpr const char* kRanksKey = "loom.ranks";  // sharded checkpoints: the group size
+constexpr const char* kRankKey = "loom.rank";    // and the rank whose part this is
 constexpr const char* kModel = "model.";
 constexpr const char* kOptim = "optimizer.";
 constexpr const char* kRandom = "random.state";
@@ -34,31 +39,58 @@ std::string join(const std::vector<std::string>& items, size_t max = 10) {
   return out;
 }
 
-}  // namespace
-
-void save_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer,
-                     const Metadata& metadata) {
+// save_checkpoint's file from the trees it holds; `loom` adds reserved metadata.
+void write_checkpoint(const char* op, const std::string& path, const nn::ParamTree& params, const nn::ParamTree& state,
+                      const optim::Optimizer& optimizer, const Metadata& metadata, const Metadata& loom = {}) {
   Metadata meta;
   for (const auto& [k, v] : metadata) {
     if (starts_with(k, "loom.")) {
-      throw std::invalid_argument(msg("[save_checkpoint] metadata key '", k, "' uses the reserved prefix 'loom.'"));
+      throw std::invalid_argument(msg("[", op, "] metadata key '", k, "' uses the reserved prefix 'loom.'"));
     }
     meta.emplace(k, v);
   }
+  for (const auto& [k, v] : loom) meta[k] = v;
   meta[kFormatKey] = kFormat;
   meta[kOptimizerKey] = optimizer.name();
   meta[kStepKey] = std::to_string(optimizer.step());
 
   std::unordered_map<std::string, array> tensors;
-  for (const auto& [name, a] : model.parameters()) tensors.emplace(kModel + name, a);
-  for (const auto& [name, a] : optimizer.state()) tensors.emplace(kOptim + name, a);
+  for (const auto& [name, a] : params) tensors.emplace(kModel + name, a);
+  for (const auto& [name, a] : state) tensors.emplace(kOptim + name, a);
   tensors.emplace(kRandom, random::get_state());
   save_safetensors(path, tensors, meta);
 }
 
+std::string shard_path(const std::string& path, int rank, int size) {
+  return msg(path, ".rank", rank, "-of-", size);
+}
+
+Metadata load_checkpoint_file(const std::string& op, const std::string& path, nn::Module& model,
+                              optim::Optimizer& optimizer, const std::function<void(const Metadata&)>& check_meta);
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer,
+                     const Metadata& metadata) {
+  write_checkpoint("save_checkpoint", path, model.parameters(), optimizer.state(), optimizer, metadata);
+}
+
 Metadata load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& optimizer) {
+  return load_checkpoint_file("load_checkpoint", path, model, optimizer, [&](const Metadata& meta) {
+    auto ranks = meta.find(kRanksKey);
+    if (ranks != meta.end() && ranks->second != "1") {
+      throw std::invalid_argument(msg("[load_checkpoint] '", path, "' holds one rank's part of a run of ", ranks->second,
+                                      " ranks: load it with load_sharded_checkpoint"));
+    }
+  });
+}
+
+namespace {
+
+Metadata load_checkpoint_file(const std::string& op, const std::string& path, nn::Module& model,
+                              optim::Optimizer& optimizer, const std::function<void(const Metadata&)>& check_meta) {
   auto [tensors, meta] = load_safetensors(path);
-  const std::string who = "[load_checkpoint] '" + path + "'";
+  const std::string who = "[" + op + "] '" + path + "'";
   auto fmt = meta.find(kFormatKey);
   if (fmt == meta.end()) throw std::runtime_error(who + " is not a Loom checkpoint (no \"loom.format\" metadata)");
   if (fmt->second != kFormat) {
@@ -70,6 +102,7 @@ Metadata load_checkpoint(const std::string& path, nn::Module& model, optim::Opti
                                     opt_name == meta.end() ? std::string("(none)") : opt_name->second, ", not ",
                                     optimizer.name()));
   }
+  check_meta(meta);
 
   // Sort the file's tensors into the three groups.
   std::vector<std::string> names;
@@ -160,6 +193,97 @@ Metadata load_checkpoint(const std::string& path, nn::Module& model, optim::Opti
     if (!starts_with(k, "loom.")) user.emplace(k, v);
   }
   return user;
+}
+
+}  // namespace
+
+void save_sharded_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer,
+                             const distributed::Group& group, const Metadata& metadata) {
+  write_checkpoint("save_sharded_checkpoint", shard_path(path, group.rank(), group.size()), model.parameters(),
+                   optimizer.state(), optimizer, metadata,
+                   {{kRanksKey, std::to_string(group.size())}, {kRankKey, std::to_string(group.rank())}});
+}
+
+Metadata load_sharded_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& optimizer,
+                                 const distributed::Group& group) {
+  const int n = group.size(), r = group.rank();
+  const std::string mine = shard_path(path, r, n);
+  if (!std::filesystem::exists(mine)) {
+    // Name the rank count the checkpoint was written for, when its files are there.
+    const std::filesystem::path p(path);
+    const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+    const std::string stem = p.filename().string() + ".rank0-of-";
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+      const std::string f = e.path().filename().string();
+      if (f.compare(0, stem.size(), stem) == 0) {
+        throw std::invalid_argument(msg("[load_sharded_checkpoint] '", path, "' was written by ", f.substr(stem.size()),
+                                        " ranks; this run has ", n));
+      }
+    }
+  }
+  // Every rank reads its file's step first and the ranks compare them, so that files of different
+  // steps, or a file a rank cannot read, fail on every rank alike (a rank that threw alone would
+  // leave the others waiting in the next collective). It reads the file twice: simple, and a
+  // checkpoint is read once per run.
+  int64_t step = -1;
+  try {
+    auto [tensors, meta] = load_safetensors(mine);
+    auto it = meta.find(kStepKey);
+    if (it != meta.end()) step = std::stoll(it->second);
+  } catch (const std::exception&) {
+    step = -1;  // unreadable: load_checkpoint_file below says why
+  }
+  array steps = distributed::all_gather(array({step}, int64), group);
+  const std::vector<int64_t> all = steps.to_vector<int64_t>();
+  if (std::any_of(all.begin(), all.end(), [&](int64_t s) { return s != all[0]; })) {
+    std::string list;
+    for (int i = 0; i < n; ++i) list += msg(i ? ", " : "", "rank ", i, ": ", all[i] < 0 ? std::string("unreadable") : std::to_string(all[i]));
+    throw std::runtime_error(msg("[load_sharded_checkpoint] '", path, "': the ranks' files are not of one step (", list, ")"));
+  }
+  return load_checkpoint_file("load_sharded_checkpoint", mine, model, optimizer, [&](const Metadata& meta) {
+    auto ranks = meta.find(kRanksKey), rank = meta.find(kRankKey);
+    if (ranks == meta.end() || rank == meta.end()) {
+      throw std::invalid_argument(msg("[load_sharded_checkpoint] '", mine, "' is not a sharded checkpoint"));
+    }
+    if (ranks->second != std::to_string(n) || rank->second != std::to_string(r)) {
+      throw std::invalid_argument(msg("[load_sharded_checkpoint] '", mine, "' is rank ", rank->second, " of ",
+                                      ranks->second, "; this is rank ", r, " of ", n));
+    }
+  });
+}
+
+void save_gathered_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer,
+                              const std::vector<std::shared_ptr<nn::FullyShardedModule>>& sharded,
+                              const distributed::Group& group, const Metadata& metadata) {
+  const char* op = "save_gathered_checkpoint";
+  // The fully sharded parameters by their names in `model`.
+  std::unordered_map<const nn::Module*, std::string> prefix{{&model, ""}};
+  for (const auto& [p, m] : const_cast<nn::Module&>(model).modules()) {
+    prefix.emplace(m, p);
+    if (dynamic_cast<const nn::ShardedLinear*>(m) || dynamic_cast<const nn::QuantizedShardedLinear*>(m)) {
+      throw std::invalid_argument(msg("[", op, "] '", p, "' is a tensor-parallel layer: its slices cannot be gathered"));
+    }
+  }
+  std::unordered_set<std::string> gathered;
+  for (const auto& fs : sharded) {
+    auto it = prefix.find(&fs->module());
+    if (it == prefix.end()) throw std::invalid_argument(msg("[", op, "] a FullyShardedModule is not of this model"));
+    for (const std::string& p : fs->paths()) gathered.insert(it->second.empty() ? p : it->second + "." + p);
+  }
+  auto whole = [&](const std::string& name, const array& a) {
+    return gathered.count(name) ? distributed::all_gather(a, group) : a;
+  };
+  nn::ParamTree params, state;
+  for (const auto& [name, a] : model.parameters()) params.insert(name, whole(name, a));
+  const nn::ParamTree own = optimizer.state();
+  state.insert("step", own.at("step"));
+  for (const auto& [key, a] : optimizer.gathered_state(model.trainable_parameters())) {
+    state.insert(key, whole(key.substr(0, key.rfind('.')), a));
+  }
+  eval(params, state);  // every rank takes part in the gathers
+  if (group.rank() == 0) write_checkpoint(op, path, params, state, optimizer, metadata);
+  eval(distributed::all_sum(array(1.0f), group));  // no rank returns before the file is there
 }
 
 }  // namespace loom::optim

@@ -16,9 +16,13 @@
 // checkpoint continues exactly as the run that wrote it.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
+#include "loom/distributed/distributed.h"
+#include "loom/nn/distributed.h"
 #include "loom/nn/module.h"
 #include "loom/optim/optimizers.h"
 
@@ -39,5 +43,28 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const opt
 /// (std::runtime_error for an unreadable, damaged or non-checkpoint file, std::invalid_argument for a
 /// mismatch, listing the differences) the model, optimizer and random state are left as they were.
 Metadata load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& optimizer);
+
+/// Sharded runs (nn::fully_shard, Optimizer::shard_state, tensor-parallel layers): each rank of
+/// `group` writes what it holds to a file of its own, "<path>.rank<r>-of-<N>", as save_checkpoint
+/// writes (atomically, with checksums), recording the rank and the group size. Every rank must call it.
+void save_sharded_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer,
+                             const distributed::Group& group, const Metadata& metadata = {});
+
+/// Restores this rank's file of a save_sharded_checkpoint, as load_checkpoint does: the run resumes
+/// exactly. Every rank must call it. A checkpoint written by another number of ranks is refused
+/// naming both numbers (std::invalid_argument), as are files of different steps on different ranks
+/// (std::runtime_error, on every rank, before anything changes).
+Metadata load_sharded_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& optimizer,
+                                 const distributed::Group& group);
+
+/// The checkpoint an unsharded run would have written, from a sharded one: the whole parameters
+/// (those of the FullyShardedModules in `sharded` all-gathered) and the optimizer state of each whole
+/// parameter (slices of a fully sharded parameter, or ZeRO's flat slices, gathered), written by rank 0
+/// in save_checkpoint's format. A 1-rank run loads it with load_checkpoint into the unsharded model
+/// and optimizer; PyTorch reads its "model.*" tensors with safetensors. Every rank must call it. A
+/// model with tensor-parallel layers is refused (their slices are not along one axis).
+void save_gathered_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer,
+                              const std::vector<std::shared_ptr<nn::FullyShardedModule>>& sharded,
+                              const distributed::Group& group, const Metadata& metadata = {});
 
 }  // namespace loom::optim

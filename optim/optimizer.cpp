@@ -127,6 +127,28 @@ nn::ParamTree Optimizer::state() const {
 void Optimizer::check_state(const nn::ParamTree& state, const nn::ParamTree& params) const {
   const std::vector<std::string> known = slot_names();
   std::vector<std::string> bad;
+  if (sharding_) {  // this rank's slices: "flat.<dtype>.<slot>" of ceil(P / N) elements
+    const std::vector<Flat> flats = flat_layout(params);
+    for (const auto& [k, a] : state) {
+      if (k == kStep) continue;
+      std::optional<int64_t> want;
+      for (const Flat& f : flats) {
+        for (const auto& s : known) {
+          if (k == f.name + "." + s) want = f.slice;
+        }
+      }
+      if (!want) {
+        bad.push_back(msg(k, " (not a slice of this sharded ", name(), "'s state)"));
+      } else if (a.shape() != Shape{static_cast<int>(*want)}) {
+        bad.push_back(msg(k, " (shape ", shape_str(a.shape()), ", this rank's slice is (", *want, "))"));
+      }
+    }
+    if (!bad.empty()) {
+      throw std::invalid_argument(msg("[", name(), "::check_state] state that does not fit the parameters: ",
+                                      join_names(bad)));
+    }
+    return;
+  }
   for (const auto& [k, a] : state) {
     if (k == kStep) continue;
     std::string problem = msg(k, " (no ", name(), " slot)");
@@ -242,70 +264,88 @@ array flat_range(const std::vector<array>& xs, int64_t begin, int64_t end, Dtype
 
 }  // namespace
 
+std::vector<Optimizer::Flat> Optimizer::flat_layout(const nn::ParamTree& params) const {
+  const int n = sharding_->group.size();
+  std::vector<Flat> flats;
+  const auto items = params.begin();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string name = msg("flat.", items[i].second.dtype());
+    auto it = std::find_if(flats.begin(), flats.end(), [&](const Flat& f) { return f.name == name; });
+    if (it == flats.end()) {
+      flats.push_back({name, 0, 0, {}});
+      it = flats.end() - 1;
+    }
+    it->members.push_back(i);
+    it->size += static_cast<int64_t>(items[i].second.size());
+  }
+  for (Flat& f : flats) {
+    f.slice = (f.size + n - 1) / n;
+    if (f.slice * n > std::numeric_limits<int>::max()) {
+      throw std::invalid_argument(msg("[", name(), "] the ", f.name.substr(5), " parameters hold ", f.size,
+                                      " elements; a sharded update handles at most ", std::numeric_limits<int>::max()));
+    }
+  }
+  return flats;
+}
+
 void Optimizer::sharded_update(nn::Module& model, const nn::ParamTree& grads) {
   const nn::ParamTree params = model.trainable_parameters();
   check_gradients(grads, params);
   const distributed::Group& g = sharding_->group;
   const int n = g.size(), r = g.rank();
-  // The parameters of each dtype, in order of first appearance.
-  std::vector<Dtype> dtypes;
-  std::vector<std::vector<size_t>> members;
   const auto items = params.begin();
-  for (size_t i = 0; i < params.size(); ++i) {
-    const Dtype d = items[i].second.dtype();
-    auto it = std::find(dtypes.begin(), dtypes.end(), d);
-    if (it == dtypes.end()) {
-      dtypes.push_back(d);
-      members.emplace_back();
-      it = dtypes.end() - 1;
-    }
-    members[it - dtypes.begin()].push_back(i);
-  }
-  struct Flat {
-    std::string name;
-    int64_t size, slice;
-    std::vector<Shape> shapes;
-    std::vector<size_t> members;
-  };
-  std::vector<Flat> flats;
+  const std::vector<Flat> flats = flat_layout(params);
   nn::ParamTree flat_grads, flat_params;
-  for (size_t k = 0; k < dtypes.size(); ++k) {
-    Flat f{msg("flat.", dtypes[k]), 0, 0, {}, members[k]};
+  for (const Flat& f : flats) {
+    const Dtype d = items[f.members[0]].second.dtype();
     std::vector<array> ps, gs;
-    for (size_t i : members[k]) {
+    for (size_t i : f.members) {
       const auto& [pname, p] = items[i];
       ps.push_back(p);
-      gs.push_back(astype(grads.at(pname), p.dtype()));
-      f.shapes.push_back(p.shape());
-      f.size += static_cast<int64_t>(p.size());
-    }
-    f.slice = (f.size + n - 1) / n;
-    if (f.slice * n > std::numeric_limits<int>::max()) {
-      throw std::invalid_argument(msg("[", name(), "::update] the ", dtypes[k], " parameters hold ", f.size,
-                                      " elements; a sharded update handles at most ", std::numeric_limits<int>::max()));
+      gs.push_back(astype(grads.at(pname), d));
     }
     const int64_t begin = r * f.slice, end = begin + f.slice;
     // Stage 2: the reduce-scatter hands this rank its slice of the sum alone; stage 1: the whole mean
     // (one flat all-reduce), of which this rank keeps its slice.
-    array grad_slice = sharding_->stage == 2
-                           ? distributed::sum_scatter(flat_range(gs, 0, f.slice * n, dtypes[k]), g) * (1.0 / n)
-                           : flat_range({distributed::all_mean_flat(gs, g)}, begin, end, dtypes[k]);
+    array grad_slice = sharding_->stage == 2 ? distributed::sum_scatter(flat_range(gs, 0, f.slice * n, d), g) * (1.0 / n)
+                                             : flat_range({distributed::all_mean_flat(gs, g)}, begin, end, d);
     flat_grads.insert(f.name, grad_slice);
-    flat_params.insert(f.name, flat_range(ps, begin, end, dtypes[k]));
-    flats.push_back(std::move(f));
+    flat_params.insert(f.name, flat_range(ps, begin, end, d));
   }
   const nn::ParamTree updated = apply_gradients(flat_grads, flat_params);
-  nn::ParamTree new_params;
+  nn::ParamTree new_params = params;
   for (const Flat& f : flats) {
+    std::vector<Shape> shapes;
+    for (size_t i : f.members) shapes.push_back(items[i].second.shape());
     array whole = distributed::all_gather(updated.at(f.name), g);
     if (f.slice * n != f.size) whole = slice(whole, {0}, {int(f.size)});
-    std::vector<array> parts = split_flat(whole, f.shapes);
+    std::vector<array> parts = split_flat(whole, shapes);
     for (size_t j = 0; j < f.members.size(); ++j) new_params.insert(items[f.members[j]].first, parts[j]);
   }
-  // In the model's order.
-  nn::ParamTree ordered;
-  for (const auto& [pname, p] : params) ordered.insert(pname, new_params.at(pname));
-  model.update(ordered);
+  model.update(new_params);
+}
+
+nn::ParamTree Optimizer::gathered_state(const nn::ParamTree& params) const {
+  nn::ParamTree out;
+  if (!sharding_) {
+    for (const auto& [k, a] : state_) out.insert(k, a);
+    return out;
+  }
+  const distributed::Group& g = sharding_->group;
+  const auto items = params.begin();
+  for (const Flat& f : flat_layout(params)) {
+    std::vector<Shape> shapes;
+    for (size_t i : f.members) shapes.push_back(items[i].second.shape());
+    for (const std::string& slot : slot_names()) {
+      const std::string key = f.name + "." + slot;
+      if (!state_.contains(key)) continue;
+      array whole = distributed::all_gather(state_.at(key), g);
+      if (f.slice * g.size() != f.size) whole = slice(whole, {0}, {int(f.size)});
+      std::vector<array> parts = split_flat(whole, shapes);
+      for (size_t j = 0; j < f.members.size(); ++j) out.insert(items[f.members[j]].first + "." + slot, parts[j]);
+    }
+  }
+  return out;
 }
 
 }  // namespace loom::optim

@@ -86,6 +86,11 @@ class Optimizer {
   void shard_state(std::optional<distributed::Group> group = std::nullopt, int stage = 2);
   /// Whether shard_state is on, and its stage (0: off).
   int sharding_stage() const { return sharding_ ? sharding_->stage : 0; }
+  /// The state as the replicated optimizer would hold it ("<parameter>.<slot>" in each parameter's
+  /// shape) for the model's trainable parameters `params`: under shard_state every rank's slices,
+  /// all-gathered and cut back into the parameters (lazy; every rank of the group must call it);
+  /// otherwise state() without "step".
+  nn::ParamTree gathered_state(const nn::ParamTree& params) const;
   /// Whether each element's update depends on that element alone (and its state), so that any slice
   /// of the flattened parameters can be updated by itself.
   virtual bool elementwise() const { return true; }
@@ -114,6 +119,13 @@ class Optimizer {
  private:
   void check_gradients(const nn::ParamTree& grads, const nn::ParamTree& params) const;
   void sharded_update(nn::Module& model, const nn::ParamTree& grads);
+  // Under shard_state: the parameters of each dtype, flattened end to end (see sharded_update).
+  struct Flat {
+    std::string name;        // "flat.<dtype>"
+    int64_t size, slice;     // elements of the flattened parameters; of each rank's slice
+    std::vector<size_t> members;  // positions in the parameter tree
+  };
+  std::vector<Flat> flat_layout(const nn::ParamTree& params) const;
 
   struct Sharding {
     distributed::Group group;

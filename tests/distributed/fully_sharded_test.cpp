@@ -1,6 +1,9 @@
 // Fully sharded data parallelism (nn::fully_shard): alone and under mpirun -np 2 / 3 / 4, each rank
 // holds 1/N of every parameter, and training on each rank's share of the batch equals one process
 // training the unsharded model on the whole batch.
+#include <unistd.h>
+
+#include <cstdio>
 #include <string>
 
 #include "../test_utils.h"
@@ -9,6 +12,7 @@
 #include "loom/nn/normalization.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/random.h"
+#include "loom/optim/checkpoint.h"
 #include "loom/optim/optimizers.h"
 
 using namespace loom;
@@ -118,4 +122,52 @@ TEST(FullyShard, WhatIsShardedAndBadInput) {
   }
   nn::Linear l(4, 4);
   EXPECT_THROW_MSG(nn::fully_shard(l, std::nullopt, int32), std::invalid_argument, "compute_dtype must be floating point");
+}
+
+// A fully sharded run's checkpoint resumes it exactly; its gathered checkpoint holds the whole
+// parameters and optimizer state, which an unsharded 1-rank run loads.
+TEST(FullyShard, CheckpointsResumeExactlyAndGatherForOneRank) {
+  auto g = dist::init();
+  const int n = g.size(), r = g.rank(), rows = 48 / n;
+  array pid({static_cast<int>(r == 0 ? getpid() : 0)});
+  const std::string path = ::testing::TempDir() + "loom_fsdp_" + std::to_string(dist::all_max(pid, g).item<int>());
+  const array X = random::normal({48, 6}, random::key(7)), Y = random::normal({48, 12}, random::key(8));
+  const array x = slice(X, {r * rows, 0}, {(r + 1) * rows, 6}), y = slice(Y, {r * rows, 0}, {(r + 1) * rows, 12});
+  auto steps = [&](Net& m, nn::FullyShardedModule& fs, optim::Optimizer& opt, int k) {
+    auto vg = nn::value_and_grad(m, [&](const array& a, const array& b) { return fs([&] { return mean(square(m(a) - b)); }); });
+    for (int s = 0; s < k; ++s) {
+      auto [loss, grads] = vg(x, y);
+      opt.update(m, grads);
+      eval(loss, m.parameters(), opt.state());
+    }
+  };
+  random::seed(42);
+  Net model;
+  auto fs = nn::fully_shard(model);
+  optim::AdamW opt(1e-2);
+  steps(model, *fs, opt, 3);
+  optim::save_sharded_checkpoint(path, model, opt, g);
+  optim::save_gathered_checkpoint(path + ".full", model, opt, {fs}, g);
+  nn::ParamTree whole_at_save;
+  for (auto [name, p] : model.parameters()) whole_at_save.insert(name, n > 1 ? dist::all_gather(p, g) : p);
+  eval(whole_at_save);
+  steps(model, *fs, opt, 3);
+
+  random::seed(9);
+  Net resumed;
+  auto fs2 = nn::fully_shard(resumed);
+  optim::AdamW opt2(1e-2);
+  optim::load_sharded_checkpoint(path, resumed, opt2, g);
+  steps(resumed, *fs2, opt2, 3);
+  for (auto [name, p] : model.parameters()) {
+    EXPECT_EQ(p.to_vector<float>(), resumed.parameters().at(name).to_vector<float>()) << name;
+  }
+  Net one;
+  optim::AdamW plain(1e-2);
+  optim::load_checkpoint(path + ".full", one, plain);
+  for (auto [name, p] : whole_at_save) EXPECT_EQ(one.parameters().at(name).to_vector<float>(), p.to_vector<float>()) << name;
+  EXPECT_EQ(plain.state().at("l1.weight.m").shape(), (Shape{12, 6}));
+  eval(dist::all_sum(array(1.0f), g));
+  std::remove((path + ".rank" + std::to_string(r) + "-of-" + std::to_string(n)).c_str());
+  if (r == 0) std::remove((path + ".full").c_str());
 }

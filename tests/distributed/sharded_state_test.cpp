@@ -1,6 +1,9 @@
 // ZeRO (Optimizer::shard_state): alone and under mpirun -np 2 / 3 / 4, training with the optimizer
 // state (stage 1) and the averaged gradients (stage 2) sharded across the ranks equals one process
 // training on the whole batch, while each rank keeps 1/N of the state.
+#include <unistd.h>
+
+#include <cstdio>
 #include <string>
 
 #include "../test_utils.h"
@@ -8,6 +11,7 @@
 #include "loom/nn/linear.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/random.h"
+#include "loom/optim/checkpoint.h"
 #include "loom/optim/optimizers.h"
 
 using namespace loom;
@@ -91,4 +95,68 @@ TEST(ShardedState, BadUse) {
   EXPECT_EQ(sgd.sharding_stage(), 2);
   EXPECT_THROW_MSG(sgd.update(model, {{"l1.weight", zeros({16, 6})}}), std::invalid_argument,
                    "only in the parameters: l1.bias");
+}
+
+// A ZeRO run's sharded checkpoint resumes it exactly on the same number of ranks; its gathered
+// checkpoint loads into the unsharded model and optimizer of a 1-rank run.
+TEST(ShardedState, CheckpointsResumeExactlyAndGatherForOneRank) {
+  auto g = dist::init();
+  const int n = g.size(), r = g.rank(), rows = 16;
+  // One path for every rank: rank 0's process id.
+  array pid({static_cast<int>(r == 0 ? getpid() : 0)});
+  const std::string path = ::testing::TempDir() + "loom_zero_" + std::to_string(dist::all_max(pid, g).item<int>());
+  const array X = random::normal({16 * n, 6}, random::key(7)), Y = random::normal({16 * n, 3}, random::key(8));
+  const array x = slice(X, {r * rows, 0}, {(r + 1) * rows, 6}), y = slice(Y, {r * rows, 0}, {(r + 1) * rows, 3});
+  auto steps = [&](Net& m, optim::Optimizer& opt, int k) {
+    auto vg = nn::value_and_grad(m, [&](const array& a, const array& b) { return mean(square(m(a) - b)); });
+    for (int s = 0; s < k; ++s) {
+      auto [loss, grads] = vg(x, y);
+      opt.update(m, grads);
+      eval(loss, m.parameters(), opt.state());
+    }
+  };
+  random::seed(42);
+  Net model;
+  optim::AdamW opt(1e-2);
+  opt.shard_state(g, 2);
+  steps(model, opt, 3);
+  optim::save_sharded_checkpoint(path, model, opt, g, {{"note", "zero"}});
+  optim::save_gathered_checkpoint(path + ".full", model, opt, {}, g);
+  const nn::ParamTree at_save = model.parameters(), state_at_save = opt.gathered_state(model.trainable_parameters());
+  steps(model, opt, 3);
+
+  random::seed(7);  // other initial values: the checkpoint must replace them all
+  Net resumed;
+  optim::AdamW opt2(1e-2);
+  opt2.shard_state(g, 2);
+  EXPECT_EQ(optim::load_sharded_checkpoint(path, resumed, opt2, g).at("note"), "zero");
+  steps(resumed, opt2, 3);
+  for (auto [name, p] : model.parameters()) {
+    EXPECT_EQ(p.to_vector<float>(), resumed.parameters().at(name).to_vector<float>()) << name;  // bit for bit
+  }
+
+  // The gathered checkpoint: the whole parameters and per-parameter state, for an unsharded run.
+  Net one;
+  optim::AdamW plain(1e-2);
+  optim::load_checkpoint(path + ".full", one, plain);
+  EXPECT_EQ(plain.step(), 3);
+  for (auto [name, p] : at_save) EXPECT_EQ(one.parameters().at(name).to_vector<float>(), p.to_vector<float>()) << name;
+  nn::ParamTree plain_state = plain.state();
+  for (auto [key, a] : state_at_save) EXPECT_EQ(plain_state.at(key).to_vector<float>(), a.to_vector<float>()) << key;
+
+  if (n > 1) {
+    Net other;
+    optim::AdamW o(1e-2);
+    EXPECT_THROW_MSG(optim::load_checkpoint(path + ".rank0-of-" + std::to_string(n), other, o), std::invalid_argument,
+                     "load it with load_sharded_checkpoint");
+    // The same files on a group of another size (each rank alone) are refused naming both sizes.
+    auto alone = g.split(r);
+    optim::AdamW o3(1e-2);
+    o3.shard_state(alone, 2);
+    EXPECT_THROW_MSG(optim::load_sharded_checkpoint(path, other, o3, alone), std::invalid_argument,
+                     "was written by " + std::to_string(n) + " ranks; this run has 1");
+  }
+  eval(dist::all_sum(array(1.0f), g));  // every rank is done with the files
+  std::remove((path + ".rank" + std::to_string(r) + "-of-" + std::to_string(n)).c_str());
+  if (r == 0) std::remove((path + ".full").c_str());
 }
