@@ -3,6 +3,9 @@
 // d_model 128, 4 heads, 4 pre-LayerNorm blocks with a GELU MLP of 512, learned positions, final
 // LayerNorm, untied output head, N(0, 0.02) init; AdamW(3e-4, weight decay 0.01), global batch 32.
 // At the end it reports the loss on held-out text and writes samples, greedy and with temperature.
+// --mode picks how the ranks share the training state: replicated (average_gradients), zero1 / zero2
+// (the optimizer state, and the averaged gradients, sharded: Optimizer::shard_state) or fully_sharded
+// (every parameter sharded, each block gathered by itself: nn::fully_shard).
 #include <loom/loom.h>
 
 #include <CLI/CLI.hpp>
@@ -20,6 +23,8 @@ struct LM : nn::Module {
   std::vector<std::unique_ptr<nn::TransformerEncoderLayer>> blocks;
   nn::LayerNorm lnf;
   nn::Linear head;
+  std::vector<std::shared_ptr<nn::FullyShardedModule>> sharded_blocks;  // --mode fully_sharded
+  std::shared_ptr<nn::FullyShardedModule> sharded_rest;
 
   LM(int context, int dims, int heads, int layers, int mlp_dims)
       : context(context), tok(256, dims), pos(context, dims), lnf(dims), head(dims, 256) {
@@ -41,13 +46,26 @@ struct LM : nn::Module {
     update(init);
   }
 
+  // Each block keeps its slices of its own parameters and gathers them for its call; the embeddings,
+  // the final norm and the head are the model handle's.
+  void fully_shard() {
+    for (auto& b : blocks) sharded_blocks.push_back(nn::fully_shard(*b));
+    sharded_rest = nn::fully_shard(*this);
+  }
+
   // tokens (B, T) int32 -> logits (B, T, 256)
   array operator()(const array& tokens) {
-    const int t = tokens.shape(1);
-    array x = tok(tokens) + pos(arange(t));
-    array mask = nn::MultiHeadAttention::create_additive_causal_mask(t);
-    for (auto& b : blocks) x = (*b)(x, mask);
-    return head(lnf(x));
+    auto forward = [&] {
+      const int t = tokens.shape(1);
+      array x = tok(tokens) + pos(arange(t));
+      array mask = nn::MultiHeadAttention::create_additive_causal_mask(t);
+      for (size_t i = 0; i < blocks.size(); ++i) {
+        auto& b = *blocks[i];
+        x = sharded_blocks.empty() ? b(x, mask) : (*sharded_blocks[i])([&] { return b(x, mask); });
+      }
+      return head(lnf(x));
+    };
+    return sharded_rest ? (*sharded_rest)(forward) : forward();
   }
 };
 
@@ -75,7 +93,7 @@ int main(int argc, char** argv) {
   int steps = 300, batch = 32, context = 128, threads = 0, sample_bytes = 300, log_every = 25, val_windows = 256;
   double lr = 3e-4, temperature = 0.8;
   uint64_t seed = 0;
-  std::string dir = "/usr/share/games/fortunes", prompt = "The ";
+  std::string dir = "/usr/share/games/fortunes", prompt = "The ", mode = "replicated";
   CLI::App app{"Train a byte-level transformer LM on the fortune texts, alone or under mpirun -np N."};
   app.add_option("--steps", steps, "training steps")->capture_default_str();
   app.add_option("--batch-size", batch, "global batch (windows), split evenly across ranks")->capture_default_str();
@@ -87,6 +105,9 @@ int main(int argc, char** argv) {
   app.add_option("--prompt", prompt, "text the samples start from")->capture_default_str();
   app.add_option("--sample-bytes", sample_bytes, "bytes to generate per sample")->capture_default_str();
   app.add_option("--temperature", temperature, "sampling temperature for the second sample")->capture_default_str();
+  app.add_option("--mode", mode, "how the ranks share the training state")
+      ->check(CLI::IsMember({"replicated", "zero1", "zero2", "fully_sharded"}))
+      ->capture_default_str();
   app.add_option("--log-every", log_every, "print the loss every N steps")->capture_default_str();
   app.add_option("--val-windows", val_windows, "held-out windows scored at the end (the first N of the last 10%)")
       ->check(CLI::PositiveNumber)
@@ -108,13 +129,15 @@ int main(int argc, char** argv) {
   data::DataLoader loader(data::Subset(text, 0, windows - held_out), batch, data::LoaderOptions{true, seed, data::Remainder::drop},
                         world);
   if (lead) {
-    std::printf("fortunes: %lld bytes, %lld windows of %d (%lld held out); %d rank(s) x %d thread(s), batch %d\n",
+    std::printf("fortunes: %lld bytes, %lld windows of %d (%lld held out); %d rank(s) x %d thread(s), batch %d, %s\n",
                 static_cast<long long>(text->num_bytes()), static_cast<long long>(windows), context,
-                static_cast<long long>(held_out), world.size(), threads, batch);
+                static_cast<long long>(held_out), world.size(), threads, batch, mode.c_str());
   }
 
   LM model(context, 128, 4, 4, 512);
   optim::AdamW optimizer(lr, {0.9, 0.999}, 1e-8, 0.01);
+  if (mode == "fully_sharded") model.fully_shard();
+  if (mode == "zero1" || mode == "zero2") optimizer.shard_state(world, mode == "zero1" ? 1 : 2);
   auto loss_fn = [&](const array& x, const array& y) {
     return nn::losses::cross_entropy(model(x), y, "mean");
   };
@@ -127,7 +150,7 @@ int main(int argc, char** argv) {
     if (i == loader.num_batches()) loader.set_epoch(++epoch), i = 0;
     auto [x, y] = loader.batch(i);
     auto [loss, grads] = loss_and_grad(x, y);
-    grads = nn::average_gradients(grads);
+    if (mode == "replicated") grads = nn::average_gradients(grads);  // the sharded modes average inside
     optimizer.update(model, grads);
     eval(loss, model.parameters());
     recent += loss.item<float>();
@@ -143,11 +166,14 @@ int main(int argc, char** argv) {
   }
 
   // Held-out loss on the first val_windows windows of the last 10%: each rank scores a slice of
-  // them and one all_sum combines the sums.
+  // them and one all_sum combines the sums. A fully sharded model computes only with every rank
+  // taking part in its gathers, so there every rank scores them all (and generates the samples).
   model.eval();
+  const bool together = mode == "fully_sharded";
   data::Subset val(text, windows - held_out, windows);
   const int64_t nval = std::min<int64_t>(val_windows, held_out);
-  const int64_t vb = nval * world.rank() / world.size(), ve = nval * (world.rank() + 1) / world.size();
+  const int64_t vb = together ? 0 : nval * world.rank() / world.size();
+  const int64_t ve = together ? nval : nval * (world.rank() + 1) / world.size();
   array total = zeros({});
   for (int64_t b = vb; b < ve; b += 32) {
     std::vector<int64_t> idx;
@@ -156,12 +182,17 @@ int main(int argc, char** argv) {
     total = total + nn::losses::cross_entropy(model(x), y, "sum");
     eval(total);
   }
-  double val_loss = distributed::all_sum(total, world).item<double>() / (double(nval) * context);
+  double val_loss = (together ? total : distributed::all_sum(total, world)).item<double>() / (double(nval) * context);
   if (lead) {
     std::printf("held-out loss %.4f (%.3f bits per byte) after %d steps, %.1f s\n", val_loss, val_loss / std::log(2.0),
                 steps, now_s() - t0);
-    std::printf("--- greedy:\n%s%s\n", prompt.c_str(), generate(model, prompt, sample_bytes, 0).c_str());
-    std::printf("--- temperature %.2f:\n%s%s\n", temperature, prompt.c_str(),
-                generate(model, prompt, sample_bytes, temperature).c_str());
+  }
+  if (lead || together) {
+    const std::string greedy = generate(model, prompt, sample_bytes, 0);
+    const std::string sampled = generate(model, prompt, sample_bytes, temperature);
+    if (lead) {
+      std::printf("--- greedy:\n%s%s\n", prompt.c_str(), greedy.c_str());
+      std::printf("--- temperature %.2f:\n%s%s\n", temperature, prompt.c_str(), sampled.c_str());
+    }
   }
 }
