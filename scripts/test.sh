@@ -4,7 +4,8 @@
 #   LOOM_SANITIZE=ON scripts/test.sh  AddressSanitizer + UBSan build in build-asan/
 #   LOOM_SANITIZE=ON LOOM_FUZZ=ON CXX=clang++ scripts/test.sh  the same, by clang and instrumented for
 #                                     libFuzzer, in build-fuzz/: scripts/fuzz.sh then fuzzes with it
-#                                     (with LOOM_WITH_MPI=OFF: build-fuzz-nompi/)
+#   A sanitized build keeps its directory whatever LOOM_WITH_MPI says: switching it recompiles only
+#   the files that differ (distributed/mpi/ and the distributed tests).
 #   LOOM_WITH_MPI=OFF scripts/test.sh Release build without MPI in build-nompi/ (every process a group of
 #                                     size 1; the tests that need more ranks are not registered)
 #   LOOM_ISA_VARIANTS=OFF / LOOM_NATIVE=ON  one copy of the library, for the baseline / for this CPU
@@ -39,9 +40,6 @@ if [ "$sanitize" = "ON" ]; then
     # The configuration scripts/fuzz.sh builds its harnesses in.
     build="${BUILD_DIR:-$root/build-fuzz}"
     extra+=(-DLOOM_FUZZ=ON)
-  fi
-  if [ "$with_mpi" = "OFF" ]; then
-    build="${BUILD_DIR:-$build-nompi}"
   fi
 else
   build="${BUILD_DIR:-$root/build}"
