@@ -331,11 +331,6 @@ std::set<const Module*>& fsdp_modules() {
   return s;
 }
 
-bool under(const std::string& path, const std::string& prefix) {
-  return prefix.empty() || path == prefix || (path.size() > prefix.size() && path.compare(0, prefix.size(), prefix) == 0 &&
-                                              path[prefix.size()] == '.');
-}
-
 // The full parameters from this rank's slices, as one custom function: forward, per dtype, the slices
 // flattened end to end (cast to the compute dtype) and all-gathered, then cut back into the full
 // parameters; backward, the cotangents laid out the same way, reduce-scattered and divided by the
@@ -428,7 +423,7 @@ FullyShardedModule::FullyShardedModule(Module& module, std::optional<dist::Group
   ParamTree mine;
   for (const auto& [path, p] : module.parameters()) {
     if (buffers.contains(path)) continue;
-    if (std::any_of(inner.begin(), inner.end(), [&, &path = path](const std::string& pre) { return under(path, pre); })) continue;
+    if (std::any_of(inner.begin(), inner.end(), [&, &path = path](const std::string& pre) { return path_under(path, pre); })) continue;
     if (p.ndim() == 0) throw std::invalid_argument("[fully_shard] cannot shard parameter '" + path + "': it is a scalar");
     if (p.shape(0) % group_.size() != 0) {
       throw std::invalid_argument(msg("[fully_shard] cannot shard parameter '", path, "' of shape ",

@@ -24,12 +24,6 @@ bool valid_name(const std::string& name) {
   return name.find("..") == std::string::npos;
 }
 
-// `name` lies under `target`: equal to it or a dotted descendant of it.
-bool under(const std::string& name, const std::string& target) {
-  return name == target || (name.size() > target.size() && name.compare(0, target.size(), target) == 0 &&
-                            name[target.size()] == '.');
-}
-
 // The innermost module of this thread whose construction may still be under way: a stack linked
 // through the modules (trivially destructible, so modules destroyed after this thread's thread_local
 // objects still find it). Modules close in stack order: one that closes closes all opened after it.
@@ -242,7 +236,7 @@ void Module::set_frozen(const std::vector<std::string>& names, bool frozen, cons
         std::string path = prefix.empty() ? e.name : prefix + "." + e.name;
         if (e.kind == Kind::module) {
           stack.emplace_back(path, e.child);
-        } else if (target.empty() || under(path, target)) {
+        } else if (target.empty() || path_under(path, target)) {
           found = true;
           if (e.kind == Kind::parameter) e.frozen = frozen;
         }

@@ -127,4 +127,9 @@ void collect_arrays(std::vector<array>& out, const ParamTree& tree) {
   for (const auto& item : tree) out.push_back(item.second);
 }
 
+bool path_under(const std::string& name, const std::string& prefix) {
+  return name == prefix || (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
+                            name[prefix.size()] == '.');
+}
+
 }  // namespace loom::nn

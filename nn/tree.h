@@ -74,6 +74,10 @@ ParamTree tree_unflatten(const std::vector<std::pair<std::string, array>>& items
 /// A tree with the names of `like` and the arrays of `values`, in order; the counts must agree.
 ParamTree tree_unflatten(const ParamTree& like, std::vector<array> values);
 
+/// Whether the dotted name `name` lies under `prefix`: equal to it or a dotted descendant of it
+/// ("l1.weight" is under "l1", not under "l").
+bool path_under(const std::string& name, const std::string& prefix);
+
 /// Lets `eval(loss, model.parameters())` evaluate every array of a tree (found by ADL).
 void collect_arrays(std::vector<array>& out, const ParamTree& tree);
 
