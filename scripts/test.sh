@@ -10,6 +10,8 @@
 #                                     size 1; the tests that need more ranks are not registered)
 #   LOOM_ISA_VARIANTS=OFF / LOOM_NATIVE=ON  one copy of the library, for the baseline / for this CPU
 #   LOOM_WERROR=ON                  warnings in the library's code are errors (CI sets it)
+#   LOOM_TEST_LABELS='a|b'          run only the tests with these CTest labels (areas: core, ops, ...,
+#                                     distributed, examples, install)
 # A default x86-64 build has three copies of the library (baseline, x86-64-v3, x86-64-v4; see
 # README.md): the suite runs once on the copy the loader picks for this CPU, then once more on each
 # lower copy, with the CPU features that select the higher ones hidden from the loader.
@@ -65,7 +67,9 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=$type -DLOOM_SANITIZE=$sanitize 
   -DLOOM_NATIVE=$native -DLOOM_ISA_VARIANTS=$variants "${extra[@]}" "${launcher[@]}" >/dev/null
 cmake --build "$build" -j "$(nproc)"
 # Kernels use up to 2 threads; the tests themselves run one at a time.
-cd "$build" && ctest --output-on-failure --timeout 600
+labels=()
+[ -n "${LOOM_TEST_LABELS:-}" ] && labels=(-L "$LOOM_TEST_LABELS")
+cd "$build" && ctest --output-on-failure --timeout 600 "${labels[@]}"
 if [ -d "$build/glibc-hwcaps" ]; then
   # The lower copies, as a CPU without AVX-512 (x86-64-v3) and without AVX2 (the baseline) loads them.
   # KernelIsa checks that the loader did.
