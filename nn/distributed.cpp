@@ -228,10 +228,21 @@ ShardedLinear::ShardedLinear(Slices s) : weight(std::move(s.weight)), bias(std::
 AllToShardedLinear::AllToShardedLinear(int input_dims, int output_dims, bool with_bias, std::optional<dist::Group> g)
     : ShardedLinear(linear_slices(input_dims, output_dims, with_bias, resolve(g), true, "nn::AllToShardedLinear")) {}
 
-array AllToShardedLinear::operator()(const array& x) const {
-  check_input(x, weight.shape(1), "nn::AllToShardedLinear");
+array all_to_sharded_linear(const array& x, const array& weight, const std::optional<array>& bias,
+                            std::optional<dist::Group> group) {
   array xs = sum_gradients(x, group);
   return bias ? addmm(*bias, xs, transpose(weight)) : matmul(xs, transpose(weight));
+}
+
+array sharded_to_all_linear(const array& x, const array& weight, const std::optional<array>& bias,
+                            std::optional<dist::Group> group) {
+  array y = all_sum_replicated(matmul(x, transpose(weight)), resolve(group));
+  return bias ? add(y, *bias) : y;
+}
+
+array AllToShardedLinear::operator()(const array& x) const {
+  check_input(x, weight.shape(1), "nn::AllToShardedLinear");
+  return all_to_sharded_linear(x, weight, bias, group);
 }
 
 std::shared_ptr<AllToShardedLinear> AllToShardedLinear::from_linear(const Linear& linear, Segments segments,
@@ -244,8 +255,7 @@ ShardedToAllLinear::ShardedToAllLinear(int input_dims, int output_dims, bool wit
 
 array ShardedToAllLinear::operator()(const array& x) const {
   check_input(x, weight.shape(1), "nn::ShardedToAllLinear");
-  array y = all_sum_replicated(matmul(x, transpose(weight)), group);
-  return bias ? add(y, *bias) : y;
+  return sharded_to_all_linear(x, weight, bias, group);
 }
 
 std::shared_ptr<ShardedToAllLinear> ShardedToAllLinear::from_linear(const Linear& linear, Segments segments,

@@ -70,6 +70,16 @@ void shard_inplace(Module& module, const std::string& sharding, Segments segment
                    std::optional<distributed::Group> group = std::nullopt);
 void shard_inplace(Module& module, const ShardingFn& sharding, std::optional<distributed::Group> group = std::nullopt);
 
+/// x W^T + b with W and b this rank's slices of a weight split by output features (AllToShardedLinear's
+/// computation): x is replicated, its gradient summed over the group.
+array all_to_sharded_linear(const array& x, const array& weight, const std::optional<array>& bias,
+                            std::optional<distributed::Group> group = std::nullopt);
+/// all_sum(x_r W_r^T) + b with W_r this rank's slice of a weight split by input features and b whole
+/// (ShardedToAllLinear's computation). For layers that keep plain Linear members and are split in place
+/// (TransformerEncoderLayer::shard).
+array sharded_to_all_linear(const array& x, const array& weight, const std::optional<array>& bias,
+                            std::optional<distributed::Group> group = std::nullopt);
+
 /// What the sharded Linear layers hold: this rank's slices of the weight and bias, and the group.
 struct ShardedLinear : Module {
   array weight;

@@ -6,8 +6,10 @@
 #include <string>
 
 #include "loom/nn/activations.h"
+#include "loom/nn/distributed.h"
 #include "loom/fast/fast.h"
 #include "loom/ops/ops.h"
+#include "loom/ops/random.h"
 #include "loom/ops/utils.h"
 
 namespace loom::nn {
@@ -116,19 +118,22 @@ array MultiHeadAttention::operator()(const array& queries, const array& keys, co
     }
   }
   // Self-attention projects one input three ways: one GEMM as wide as the three projections together
-  // (its weight is the three weights stacked), whose column blocks are q, k and v.
-  array qp = queries, kp = keys, vp = values;
+  // (its weight is the three weights stacked), whose column blocks are q, k and v. Split across a
+  // group, each rank projects to its own heads, and the inputs' gradients are summed over the ranks.
+  array qp = group ? sum_gradients(queries, group) : queries;
+  array kp = keys.id() == queries.id() ? qp : group ? sum_gradients(keys, group) : keys;
+  array vp = values.id() == queries.id() ? qp : values.id() == keys.id() ? kp : group ? sum_gradients(values, group) : values;
   const bool biases = query_proj.bias.has_value() == key_proj.bias.has_value() &&
                       key_proj.bias.has_value() == value_proj.bias.has_value();
   if (queries.id() == keys.id() && keys.id() == values.id() && qin == kin && kin == vin && biases) {
     array w = concatenate({query_proj.weight, key_proj.weight, value_proj.weight}, 0);
-    array y = query_proj.bias ? addmm(concatenate({*query_proj.bias, *key_proj.bias, *value_proj.bias}, 0), queries,
+    array y = query_proj.bias ? addmm(concatenate({*query_proj.bias, *key_proj.bias, *value_proj.bias}, 0), qp,
                                       transpose(w))
-                              : matmul(queries, transpose(w));
+                              : matmul(qp, transpose(w));
     auto parts = split(y, {H * dk, 2 * H * dk}, 2);
     qp = parts[0], kp = parts[1], vp = parts[2];
   } else {
-    qp = query_proj(queries), kp = key_proj(keys), vp = value_proj(values);
+    qp = query_proj(qp), kp = key_proj(kp), vp = value_proj(vp);
   }
   // Heads as a batch axis: q (B, H, L, dk), k (B, H, S, dk), v (B, H, S, dv), all views of the projections.
   array q = transpose(reshape(qp, {B, L, H, dk}), {0, 2, 1, 3});
@@ -136,7 +141,34 @@ array MultiHeadAttention::operator()(const array& queries, const array& keys, co
   array v = transpose(reshape(vp, {B, S, H, dv}), {0, 2, 1, 3});
   // One fused kernel: softmax(q k^T / sqrt(dk) + mask) v, (B, H, L, dv) laid out as (B, L, H, dv).
   array out = fast::scaled_dot_product_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(dk)), mask);
-  return out_proj(reshape(transpose(out, {0, 2, 1, 3}), {B, L, H * dv}));
+  array heads = reshape(transpose(out, {0, 2, 1, 3}), {B, L, H * dv});
+  return group ? sharded_to_all_linear(heads, out_proj.weight, out_proj.bias, group) : out_proj(heads);
+}
+
+namespace {
+distributed::Group shard_group(const std::optional<distributed::Group>& requested, bool split_already,
+                               const char* op) {
+  distributed::Group g = requested ? *requested : distributed::init();
+  if (split_already) throw std::invalid_argument(msg("[", op, "] the layer is split already"));
+  return g;
+}
+
+void check_split(int n, const distributed::Group& g, const char* op, const char* what) {
+  if (n % g.size() != 0) {
+    throw std::invalid_argument(msg("[", op, "] cannot split ", what, " ", n, " among a group of ", g.size()));
+  }
+}
+}  // namespace
+
+void MultiHeadAttention::shard(std::optional<distributed::Group> requested) {
+  const distributed::Group g = shard_group(requested, group.has_value(), "nn::MultiHeadAttention::shard");
+  if (g.size() == 1) return;
+  check_split(num_heads, g, "nn::MultiHeadAttention::shard", "num_heads");
+  // Head h owns rows h * head_dim ... of the projections, so rank r's rows are its heads'.
+  for (Linear* proj : {&query_proj, &key_proj, &value_proj}) shard_inplace(*proj, "all-to-sharded", 1, g);
+  shard_inplace(out_proj, "sharded-to-all", 1, g);
+  num_heads /= g.size();
+  group = g;
 }
 
 array MultiHeadAttention::create_additive_causal_mask(int N, Dtype dtype) {
@@ -189,7 +221,22 @@ array TransformerEncoderLayer::operator()(const array& x, const std::optional<ar
     throw std::invalid_argument(msg("[nn::TransformerEncoderLayer] expected input (B, L, ", dims, "), got shape ",
                                     shape_str(x.shape())));
   }
-  auto mlp = [&](const array& h) { return linear2(dropout2(activation(linear1(h)))); };
+  auto mlp = [&](const array& h) {
+    if (!group) return linear2(dropout2(activation(linear1(h))));
+    array a = activation(all_to_sharded_linear(h, linear1.weight, linear1.bias, group));
+    if (dropout2.training() && dropout2.p > 0) {
+      // The whole mask, as the unsplit layer draws it, and this rank's columns of it.
+      Shape whole = a.shape();
+      const int cols = whole.back();
+      whole.back() *= group->size();
+      Shape start(whole.size(), 0), stop = whole;
+      start.back() = group->rank() * cols;
+      stop.back() = start.back() + cols;
+      array keep = slice(random::bernoulli(1.0 - dropout2.p, whole), start, stop);
+      a = where(keep, a * (1.0 / (1.0 - dropout2.p)), array(0, a.dtype()));
+    }
+    return sharded_to_all_linear(a, linear2.weight, linear2.bias, group);
+  };
   if (norm_first) {
     array h = ln1(x);
     array y = x + dropout1(attention(h, h, h, mask));
@@ -197,6 +244,18 @@ array TransformerEncoderLayer::operator()(const array& x, const std::optional<ar
   }
   array y = ln1(x + dropout1(attention(x, x, x, mask)));
   return ln2(y + mlp(y));
+}
+
+void TransformerEncoderLayer::shard(std::optional<distributed::Group> requested) {
+  const char* op = "nn::TransformerEncoderLayer::shard";
+  const distributed::Group g = shard_group(requested, group.has_value() || attention.group.has_value(), op);
+  if (g.size() == 1) return;
+  check_split(attention.num_heads, g, op, "num_heads");
+  check_split(linear1.weight.shape(0), g, op, "mlp_dims");
+  attention.shard(g);
+  shard_inplace(linear1, "all-to-sharded", 1, g);
+  shard_inplace(linear2, "sharded-to-all", 1, g);
+  group = g;
 }
 
 // ---- TransformerEncoder ----
@@ -219,6 +278,10 @@ array TransformerEncoder::operator()(const array& x, const std::optional<array>&
   array y = x;
   for (const auto& layer : layers) y = (*layer)(y, mask);
   return ln(y);
+}
+
+void TransformerEncoder::shard(std::optional<distributed::Group> group) {
+  for (auto& layer : layers) layer->shard(group);
 }
 
 // ---- RoPE ----

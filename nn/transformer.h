@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "loom/distributed/distributed.h"
 #include "loom/nn/dropout.h"
 #include "loom/nn/linear.h"
 #include "loom/nn/module.h"
@@ -38,6 +39,20 @@ struct MultiHeadAttention : Module {
   /// (N, N) additive mask: 0 where key j <= query i, the lowest finite value of `dtype` where j > i
   /// (MLX's finfo.min), so a position attends only to itself and earlier ones.
   static array create_additive_causal_mask(int N, Dtype dtype = float32);
+
+  /// Splits the layer across `group` in place for tensor parallelism (Megatron-LM's split of attention;
+  /// mlx-lm's model.shard(group)): rank r of N keeps heads r * H / N ... of the H heads, that is its
+  /// rows of query/key/value_proj (and of their biases) and its columns of out_proj, and num_heads
+  /// becomes H / N. The forward pass then sums the ranks' out_proj outputs (one all_sum; out_proj's
+  /// bias is added once), so every rank computes the unsplit layer's output from the same inputs, and
+  /// the gradients are those of the unsplit layer for the slices each rank holds (the convention of
+  /// nn::AllToShardedLinear and nn::ShardedToAllLinear). Every rank must call the layer, with the same
+  /// inputs; a mask with a heads axis must have this rank's heads. A Loom extension (MLX's layer has
+  /// no such method). Throws std::invalid_argument when N does not divide num_heads or the layer is
+  /// split already; a group of size 1 leaves the layer as it is.
+  void shard(std::optional<distributed::Group> group = std::nullopt);
+  /// The group the heads are split across (set by shard()).
+  std::optional<distributed::Group> group;
 };
 
 /// One transformer encoder block as MLX's: self-attention and an MLP (linear1: dims -> mlp_dims,
@@ -61,6 +76,16 @@ struct TransformerEncoderLayer : Module {
                           std::function<array(const array&)> activation = nullptr, bool norm_first = true);
   /// x (B, L, dims); mask as MultiHeadAttention's.
   array operator()(const array& x, const std::optional<array>& mask = std::nullopt) const;
+
+  /// Splits the layer across `group` in place for tensor parallelism: the attention's heads as
+  /// MultiHeadAttention::shard does, and the MLP by its hidden features (rank r keeps rows
+  /// r * mlp_dims / N ... of linear1 and those columns of linear2; one all_sum after linear2). The
+  /// norms stay whole on every rank. In training mode dropout2 draws the whole mask and applies this
+  /// rank's columns of it, so a split model draws what the unsplit one draws. Same contract as
+  /// MultiHeadAttention::shard; N must also divide mlp_dims.
+  void shard(std::optional<distributed::Group> group = std::nullopt);
+  /// The group the MLP is split across (set by shard()).
+  std::optional<distributed::Group> group;
 };
 
 /// num_layers TransformerEncoderLayers ("layers.0", ...) followed by a final LayerNorm ("ln"), as MLX's
@@ -73,6 +98,8 @@ struct TransformerEncoder : Module {
                      double dropout = 0.0, std::function<array(const array&)> activation = nullptr,
                      bool norm_first = true);
   array operator()(const array& x, const std::optional<array>& mask = std::nullopt) const;
+  /// Splits every layer across `group` (TransformerEncoderLayer::shard); the final norm stays whole.
+  void shard(std::optional<distributed::Group> group = std::nullopt);
 };
 
 /// Rotary positional encoding (RoFormer) of x (..., L, D) along the sequence axis -2: the first

@@ -4,8 +4,10 @@
 // LayerNorm, untied output head, N(0, 0.02) init; AdamW(3e-4, weight decay 0.01), global batch 32.
 // At the end it reports the loss on held-out text and writes samples, greedy and with temperature.
 // --mode picks how the ranks share the training state: replicated (average_gradients), zero1 / zero2
-// (the optimizer state, and the averaged gradients, sharded: Optimizer::shard_state) or fully_sharded
-// (every parameter sharded, each block gathered by itself: nn::fully_shard).
+// (the optimizer state, and the averaged gradients, sharded: Optimizer::shard_state), fully_sharded
+// (every parameter sharded, each block gathered by itself: nn::fully_shard) or tensor_parallel (each
+// block's heads and MLP columns split across the ranks, which all train on the whole batch:
+// TransformerEncoderLayer::shard).
 #include <loom/loom.h>
 
 #include <CLI/CLI.hpp>
@@ -51,6 +53,11 @@ struct LM : nn::Module {
   void fully_shard() {
     for (auto& b : blocks) sharded_blocks.push_back(nn::fully_shard(*b));
     sharded_rest = nn::fully_shard(*this);
+  }
+
+  // Each block's heads and MLP columns split across the group; the rest stays whole on every rank.
+  void tensor_parallel(const distributed::Group& group) {
+    for (auto& b : blocks) b->shard(group);
   }
 
   // tokens (B, T) int32 -> logits (B, T, 256)
@@ -106,7 +113,7 @@ int main(int argc, char** argv) {
   app.add_option("--sample-bytes", sample_bytes, "bytes to generate per sample")->capture_default_str();
   app.add_option("--temperature", temperature, "sampling temperature for the second sample")->capture_default_str();
   app.add_option("--mode", mode, "how the ranks share the training state")
-      ->check(CLI::IsMember({"replicated", "zero1", "zero2", "fully_sharded"}))
+      ->check(CLI::IsMember({"replicated", "zero1", "zero2", "fully_sharded", "tensor_parallel"}))
       ->capture_default_str();
   app.add_option("--log-every", log_every, "print the loss every N steps")->capture_default_str();
   app.add_option("--val-windows", val_windows, "held-out windows scored at the end (the first N of the last 10%)")
@@ -126,8 +133,10 @@ int main(int argc, char** argv) {
 
   auto text = std::make_shared<data::TextDataset>(data::fortune_files(dir), context);
   const int64_t windows = text->size(), held_out = std::max<int64_t>(1, windows / 10);
+  // Tensor-parallel ranks split the model, not the batch: each reads the whole of every batch.
+  const bool tensor_parallel = mode == "tensor_parallel";
   data::DataLoader loader(data::Subset(text, 0, windows - held_out), batch, data::LoaderOptions{true, seed, data::Remainder::drop},
-                        world);
+                          tensor_parallel ? data::Shard() : data::Shard(world));
   if (lead) {
     std::printf("fortunes: %lld bytes, %lld windows of %d (%lld held out); %d rank(s) x %d thread(s), batch %d, %s\n",
                 static_cast<long long>(text->num_bytes()), static_cast<long long>(windows), context,
@@ -137,6 +146,7 @@ int main(int argc, char** argv) {
   LM model(context, 128, 4, 4, 512);
   optim::AdamW optimizer(lr, {0.9, 0.999}, 1e-8, 0.01);
   if (mode == "fully_sharded") model.fully_shard();
+  if (tensor_parallel) model.tensor_parallel(world);
   if (mode == "zero1" || mode == "zero2") optimizer.shard_state(world, mode == "zero1" ? 1 : 2);
   auto loss_fn = [&](const array& x, const array& y) {
     return nn::losses::cross_entropy(model(x), y, "mean");
@@ -150,15 +160,22 @@ int main(int argc, char** argv) {
     if (i == loader.num_batches()) loader.set_epoch(++epoch), i = 0;
     auto [x, y] = loader.batch(i);
     auto [loss, grads] = loss_and_grad(x, y);
-    if (mode == "replicated") grads = nn::average_gradients(grads);  // the sharded modes average inside
+    // The sharded modes average inside; tensor-parallel gradients are the whole batch's already.
+    if (mode == "replicated") grads = nn::average_gradients(grads);
     optimizer.update(model, grads);
     eval(loss, model.parameters());
     recent += loss.item<float>();
-    if (lead && (step % log_every == 0 || step == steps)) {
+    if (step % log_every == 0 || step == steps) {
+      // The loss of the global batch: the mean of the ranks' (tensor-parallel ranks share one batch).
+      const double global = tensor_parallel || world.size() == 1
+                                ? recent
+                                : distributed::all_sum(array(recent, float64), world).item<double>() / world.size();
       int n = step % log_every == 0 ? log_every : step % log_every;
       double elapsed = now_s() - t0;
-      std::printf("step %d/%d  loss %.4f  %.0f tokens/s\n", step, steps, recent / n,
-                  double(step) * batch * context / elapsed);
+      if (lead) {
+        std::printf("step %d/%d  loss %.4f  %.0f tokens/s\n", step, steps, global / n,
+                    double(step) * batch * context / elapsed);
+      }
       std::fflush(stdout);
       recent = 0;
     }
@@ -166,10 +183,11 @@ int main(int argc, char** argv) {
   }
 
   // Held-out loss on the first val_windows windows of the last 10%: each rank scores a slice of
-  // them and one all_sum combines the sums. A fully sharded model computes only with every rank
-  // taking part in its gathers, so there every rank scores them all (and generates the samples).
+  // them and one all_sum combines the sums. A fully sharded or tensor-parallel model computes only
+  // with every rank taking part in its collectives, so there every rank scores them all (and
+  // generates the samples).
   model.eval();
-  const bool together = mode == "fully_sharded";
+  const bool together = mode == "fully_sharded" || tensor_parallel;
   data::Subset val(text, windows - held_out, windows);
   const int64_t nval = std::min<int64_t>(val_windows, held_out);
   const int64_t vb = together ? 0 : nval * world.rank() / world.size();

@@ -10,6 +10,7 @@
 #include "loom/nn/activations.h"
 #include "loom/nn/distributed.h"
 #include "loom/nn/normalization.h"
+#include "loom/nn/transformer.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/random.h"
 #include "loom/optim/optimizers.h"
@@ -225,6 +226,90 @@ TEST(TensorParallel, TransformerBlockTrainsAsTheUnsplitBlock) {
     SCOPED_TRACE(name);
     expect_close(p, trained.at(name), 1e-4, name);
   }
+}
+
+// nn::TransformerEncoder split by shard(): heads and MLP columns across the ranks, a causal mask, and
+// dropout, whose split masks are the unsplit ones' columns. Losses, gradient slices and 20 AdamW steps
+// match the unsplit encoder's.
+TEST(TensorParallel, TransformerEncoderShardTrainsAsTheUnsplitEncoder) {
+  auto g = dist::init();
+  const int dims = 24, heads = 12, mlp = 48, t = 5;
+  random::seed(5);
+  nn::TransformerEncoder full(2, dims, heads, mlp, 0.1, nn::gelu);
+  random::seed(5);
+  nn::TransformerEncoder split(2, dims, heads, mlp, 0.1, nn::gelu);
+  split.shard(g);
+  if (g.size() > 1) {
+    EXPECT_EQ(split.layers[0]->attention.num_heads, heads / g.size());
+    EXPECT_EQ(split.layers[0]->linear1.weight.shape(), (Shape{mlp / g.size(), dims}));
+    EXPECT_EQ(split.layers[0]->attention.out_proj.weight.shape(), (Shape{dims, dims / g.size()}));
+  }
+  random::seed(3);
+  const array x = random::normal({2, t, dims}), target = random::normal({2, t, dims});
+  const array mask = nn::MultiHeadAttention::create_additive_causal_mask(t);
+  auto loss_fn = [&](nn::TransformerEncoder& m) {
+    return [&m, &x, &target, &mask]() { return mean(square(m(x, mask) - target)); };
+  };
+  auto vg_full = nn::value_and_grad(full, loss_fn(full));
+  auto vg_split = nn::value_and_grad(split, loss_fn(split));
+  const nn::ShardingFn rule = [](const std::string& path, const array& w) -> std::optional<std::pair<int, nn::Segments>> {
+    auto has = [&](const char* part) { return path.find(part) != std::string::npos; };
+    if (has("query_proj") || has("key_proj") || has("value_proj") || has("linear1")) {
+      return nn::sharding_rule("all-to-sharded")(path, w);
+    }
+    if (has("out_proj") || has("linear2")) return nn::sharding_rule("sharded-to-all")(path, w);
+    return std::nullopt;
+  };
+
+  // Dropout on: the same key before each gives both the same masks.
+  random::seed(21);
+  auto [l0, g0] = vg_full();
+  random::seed(21);
+  auto [l1, g1] = vg_split();
+  EXPECT_NEAR(l1.item<float>(), l0.item<float>(), 1e-5 * std::fabs(l0.item<float>()));
+  const nn::ParamTree want = nn::shard(g0, rule, g);
+  ASSERT_EQ(want.size(), g1.size());
+  for (const auto& [name, grad] : g1) {
+    SCOPED_TRACE(name);
+    expect_close(grad, want.at(name), 2e-5, name);
+  }
+
+  full.eval();
+  split.eval();
+  optim::AdamW opt_full(1e-2), opt_split(1e-2);
+  for (int step = 0; step < 20; ++step) {
+    auto [lf, gf] = vg_full();
+    opt_full.update(full, gf);
+    auto [ls, gs] = vg_split();
+    opt_split.update(split, gs);
+    eval(lf, ls, full.parameters(), split.parameters(), opt_full.state(), opt_split.state());
+    EXPECT_NEAR(ls.item<float>(), lf.item<float>(), 1e-5 * std::max(1.0f, std::fabs(lf.item<float>()))) << "step " << step;
+  }
+  const nn::ParamTree trained = nn::shard(full.parameters(), rule, g);
+  for (const auto& [name, p] : split.parameters()) {
+    SCOPED_TRACE(name);
+    expect_close(p, trained.at(name), 1e-4, name);
+  }
+}
+
+// shard() refuses a split that does not divide, and a second split; on one rank it changes nothing.
+TEST(TensorParallel, TransformerShardErrors) {
+  auto g = dist::init();
+  const int n = g.size();
+  nn::TransformerEncoderLayer layer(24, 12, 48);  // 12 heads and 48 columns split among 1 to 4 ranks
+  layer.shard(g);
+  if (n == 1) {
+    EXPECT_FALSE(layer.group.has_value());
+    EXPECT_EQ(layer.attention.num_heads, 12);
+    return;
+  }
+  EXPECT_THROW_MSG(layer.shard(g), std::invalid_argument, "split already");
+  nn::MultiHeadAttention odd(2 * (n + 1), n + 1);
+  EXPECT_THROW_MSG(odd.shard(g), std::invalid_argument, "cannot split num_heads");
+  EXPECT_EQ(odd.num_heads, n + 1);  // untouched
+  nn::TransformerEncoderLayer narrow(4 * n, n, 2 * n + 1);
+  EXPECT_THROW_MSG(narrow.shard(g), std::invalid_argument, "cannot split mlp_dims");
+  EXPECT_EQ(narrow.attention.num_heads, n);  // nothing was split
 }
 
 // sum_gradients is the identity forward and sums the cotangents of every rank backward.
