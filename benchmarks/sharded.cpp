@@ -4,7 +4,10 @@
 //   replicated       nn::average_gradients; every rank holds the whole state
 //   zero1, zero2     Optimizer::shard_state(group, 1 or 2)
 //   fully_sharded    nn::fully_shard, each block by itself and the rest by the model's handle
-//   tensor_parallel  the blocks' projections split by nn::shard_linear (the ranks share one batch)
+//   fully_sharded_checkpoint  the same, the blocks called through FullyShardedModule::checkpoint (each
+//                    block's full parameters held only while it runs; its forward recomputed backward)
+//   tensor_parallel  TransformerEncoderLayer::shard: heads and MLP columns split (the ranks share one batch)
+// The blocks are nn::TransformerEncoderLayer (pre-norm, 8 heads, GELU MLP of 1024).
 // One JSON line per mode: state_mb (parameters + averaged gradients + optimizer state held by one rank,
 // the largest rank's), peak_mb (Loom's peak memory during a step, the largest rank's) and median_ms (the
 // slowest rank's step, median over repetitions).
@@ -24,51 +27,20 @@ namespace {
 
 constexpr int kDims = 256, kHeads = 8, kLayers = 4, kVocab = 512, kBatch = 4, kTokens = 32;
 
-// A pre-norm block whose six projections are Linear layers or, split among the ranks, the
-// tensor-parallel layers (heads and MLP columns split; the output and down projections summed).
-struct Block : nn::Module {
-  nn::LayerNorm norm1{kDims}, norm2{kDims};
-  std::vector<std::shared_ptr<nn::Module>> proj;  // query, key, value, out, up, down
-  int heads = kHeads;
-
-  explicit Block(const std::optional<distributed::Group>& tp) {
-    register_module("norm1", norm1);
-    register_module("norm2", norm2);
-    const int in[6] = {kDims, kDims, kDims, kDims, kDims, 4 * kDims}, out[6] = {kDims, kDims, kDims, kDims, 4 * kDims, kDims};
-    for (int i = 0; i < 6; ++i) {
-      auto lin = std::make_shared<nn::Linear>(in[i], out[i]);
-      proj.push_back(tp ? nn::shard_linear(*lin, i == 3 || i == 5 ? "sharded-to-all" : "all-to-sharded", 1, tp) : lin);
-      register_module("proj" + std::to_string(i), *proj.back());
-    }
-    if (tp) heads /= tp->size();
-  }
-  array apply(int i, const array& x) const {
-    if (auto* l = dynamic_cast<const nn::Linear*>(proj[i].get())) return (*l)(x);
-    if (auto* l = dynamic_cast<const nn::AllToShardedLinear*>(proj[i].get())) return (*l)(x);
-    return dynamic_cast<const nn::ShardedToAllLinear&>(*proj[i])(x);
-  }
-  array operator()(const array& x) const {
-    const int b = x.shape(0), t = x.shape(1), hd = kDims / kHeads;
-    auto heads_first = [&](const array& y) { return transpose(reshape(y, {b, t, heads, hd}), {0, 2, 1, 3}); };
-    const array h = norm1(x);
-    const array att = fast::scaled_dot_product_attention(heads_first(apply(0, h)), heads_first(apply(1, h)),
-                                                         heads_first(apply(2, h)), 1.0 / std::sqrt(double(hd)));
-    const array x1 = x + apply(3, reshape(transpose(att, {0, 2, 1, 3}), {b, t, heads * hd}));
-    return x1 + apply(5, nn::gelu(apply(4, norm2(x1))));
-  }
-};
-
 struct LM : nn::Module {
   nn::Embedding embed{kVocab, kDims};
-  std::vector<std::unique_ptr<Block>> blocks;
+  std::vector<std::unique_ptr<nn::TransformerEncoderLayer>> blocks;
   nn::LayerNorm norm{kDims};
   std::vector<std::shared_ptr<nn::FullyShardedModule>> sharded_blocks;
   std::shared_ptr<nn::FullyShardedModule> sharded_rest;
 
+  bool checkpointed = false;
+
   explicit LM(const std::optional<distributed::Group>& tp) {
     register_module("embed", embed);
     for (int i = 0; i < kLayers; ++i) {
-      blocks.push_back(std::make_unique<Block>(tp));
+      blocks.push_back(std::make_unique<nn::TransformerEncoderLayer>(kDims, kHeads, 4 * kDims, 0.0, nn::gelu));
+      if (tp) blocks.back()->shard(*tp);
       register_module("blocks." + std::to_string(i), *blocks.back());
     }
     register_module("norm", norm);
@@ -81,8 +53,14 @@ struct LM : nn::Module {
     auto body = [&] {
       array h = embed(tokens);
       for (size_t i = 0; i < blocks.size(); ++i) {
-        const Block& b = *blocks[i];
-        h = sharded_blocks.empty() ? b(h) : (*sharded_blocks[i])([&] { return b(h); });
+        const nn::TransformerEncoderLayer& b = *blocks[i];
+        if (sharded_blocks.empty()) {
+          h = b(h);
+        } else if (checkpointed) {
+          h = sharded_blocks[i]->checkpoint([&b](const std::vector<array>& in) { return std::vector<array>{b(in[0])}; }, {h})[0];
+        } else {
+          h = (*sharded_blocks[i])([&] { return b(h); });
+        }
       }
       return nn::losses::cross_entropy(embed.as_linear(norm(h)), targets, "mean");
     };
@@ -104,7 +82,8 @@ void run(const std::string& mode, const distributed::Group& world, int warmup, i
   const bool tp = mode == "tensor_parallel";
   random::seed(1);
   LM model(tp ? std::optional<distributed::Group>(world) : std::nullopt);
-  if (mode == "fully_sharded") model.fully_shard();
+  if (mode == "fully_sharded" || mode == "fully_sharded_checkpoint") model.fully_shard();
+  model.checkpointed = mode == "fully_sharded_checkpoint";
   optim::AdamW opt(1e-3);
   if (mode == "zero1" || mode == "zero2") opt.shard_state(world, mode == "zero1" ? 1 : 2);
   // Data-parallel modes read a batch of their own; the tensor-parallel ranks share one.
@@ -151,5 +130,7 @@ void run(const std::string& mode, const distributed::Group& world, int warmup, i
 int main() {
   auto world = distributed::init();
   const int warmup = 3, reps = bench::quick() ? 5 : 20;
-  for (const char* mode : {"replicated", "zero1", "zero2", "fully_sharded", "tensor_parallel"}) run(mode, world, warmup, reps);
+  for (const char* mode : {"replicated", "zero1", "zero2", "fully_sharded", "fully_sharded_checkpoint", "tensor_parallel"}) {
+    run(mode, world, warmup, reps);
+  }
 }

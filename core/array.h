@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <stdexcept>
 #include <string>
@@ -42,6 +43,8 @@ struct InTracing {
 }  // namespace detail
 
 class array {
+  struct ArrayDesc;
+
  public:
   /// A 0-d array holding `val`.
   template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T> || std::is_same_v<T, float16_t> ||
@@ -170,6 +173,23 @@ class array {
   uint32_t position() const { return desc_->position; }
   /// Forgets the primitive and inputs (keeps the data). Called by eval.
   void detach();
+  /// A reference that does not keep the array (its data and graph) alive: lock() gives the array
+  /// while some handle still holds it, nullopt after. For bookkeeping that must not extend lifetimes
+  /// (a Loom extension; MLX has none).
+  class Weak {
+   public:
+    Weak() = default;
+    std::optional<array> lock() const {
+      if (auto d = desc_.lock()) return array(std::move(d));
+      return std::nullopt;
+    }
+
+   private:
+    friend class array;
+    explicit Weak(const std::shared_ptr<ArrayDesc>& d) : desc_(d) {}
+    std::weak_ptr<ArrayDesc> desc_;
+  };
+  Weak weak() const { return Weak(desc_); }
   /// An identifier stable for the lifetime of the array.
   std::uintptr_t id() const { return reinterpret_cast<std::uintptr_t>(desc_.get()); }
   const detail::Node* node_id() const {

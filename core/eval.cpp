@@ -334,6 +334,17 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
         release(i);
         continue;
       }
+      // Collectives done in the background release their inputs now, not when a reader waits (which
+      // is when nothing else can run): a reduce-scatter's whole gradient goes once it is sent.
+      for (auto it = pending.begin(); it != pending.end();) {
+        if (it->second.work && it->second.work->ready()) {
+          it->second.work->wait();
+          finish(it->second.outs);
+          it = pending.erase(it);
+        } else {
+          ++it;
+        }
+      }
       MinHeap& q = compute_q.empty() ? deferred_q : compute_q;
       int i = q.top();
       q.pop();

@@ -18,6 +18,9 @@ class AsyncWork {
   /// Blocks until the work is done; rethrows its error. eval calls it once before the outputs are read
   /// (and, when eval unwinds, before the inputs' buffers can go).
   virtual void wait() = 0;
+  /// True when the work is done and wait() would return at once: eval then finishes it early, which
+  /// releases its inputs before a reader of its outputs comes. The default never claims it.
+  virtual bool ready() { return false; }
 };
 
 class Primitive {

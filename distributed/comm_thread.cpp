@@ -32,7 +32,7 @@ std::shared_ptr<CommThread::Job> CommThread::submit(std::function<void()> fn) {
 
 void CommThread::wait(const std::shared_ptr<Job>& job) {
   std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return job->done; });  // the fault watch ends the job if a peer never comes
+  done_cv_.wait(lock, [&] { return job->done.load(); });  // the fault watch ends the job if a peer never comes
   if (job->error) std::rethrow_exception(job->error);
 }
 

@@ -89,6 +89,7 @@ class Communication : public UnaryPrimitive {
       auto j = std::move(job);
       if (j) thread->wait(j);
     }
+    bool ready() override { return !job || job->done.load(std::memory_order_acquire); }
     ~Work() override {  // unwinding: nothing may go while the thread still uses the buffers
       try {
         wait();

@@ -9,6 +9,7 @@
 
 #include "loom/autograd/transforms.h"
 #include "loom/nn/init.h"
+#include "loom/ops/graph.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/quantized.h"
 #include "loom/ops/utils.h"
@@ -455,20 +456,66 @@ FullyShardedModule::~FullyShardedModule() {
   fsdp_modules().erase(&module_);
 }
 
-FullyShardedModule::Gathered::Gathered(const FullyShardedModule& f) : fs(f) {
-  const ParamTree all = f.module_.parameters();
+std::vector<array> FullyShardedModule::slices() const {
+  const ParamTree all = module_.parameters();
   std::vector<array> mine;
-  for (const std::string& path : f.paths_) {
-    slices.insert(path, all.at(path));
-    mine.push_back(all.at(path));
-  }
-  const std::vector<array> full = gather_full(mine, f.full_shapes_, f.group_, f.compute_dtype_);
+  for (const std::string& path : paths_) mine.push_back(all.at(path));
+  return mine;
+}
+
+FullyShardedModule::Gathered::Gathered(const FullyShardedModule& f, const std::vector<array>& slices) : fs(f) {
+  const ParamTree all = f.module_.parameters();
+  for (const std::string& path : f.paths_) previous.insert(path, all.at(path));
+  const std::vector<array> full = gather_full(slices, f.full_shapes_, f.group_, f.compute_dtype_);
   ParamTree installed;
   for (size_t i = 0; i < f.paths_.size(); ++i) installed.insert(f.paths_[i], full[i]);
   f.module_.update(installed, /*check_shapes=*/false);
 }
 
-FullyShardedModule::Gathered::~Gathered() { fs.module_.update(slices, /*check_shapes=*/false); }
+FullyShardedModule::Gathered::~Gathered() { fs.module_.update(previous, /*check_shapes=*/false); }
+
+namespace {
+// The last checkpointed call's inputs (forward) and cotangents (backward) on this thread, held weakly:
+// the next call's all_gather waits for them, which starts it while the previous block computes and
+// no earlier.
+thread_local std::vector<array::Weak> previous_inputs, previous_cotangents;
+
+std::vector<array> exchange(std::vector<array::Weak>& previous, const std::vector<array>& now) {
+  std::vector<array> alive;
+  for (const auto& w : previous) {
+    if (auto a = w.lock(); a && !a->is_evaluated()) alive.push_back(*a);
+  }
+  previous.clear();
+  for (const array& a : now) previous.push_back(a.weak());
+  return alive;
+}
+}  // namespace
+
+std::vector<array> FullyShardedModule::checkpoint(const Fn& fn, const std::vector<array>& inputs) const {
+  if (!fn) throw std::invalid_argument("[FullyShardedModule::checkpoint] the function is empty");
+  if (paths_.empty()) return fn(inputs);
+  const size_t n_in = inputs.size();
+  auto body = [this, fn, n_in](const std::vector<array>& args) {
+    Gathered scope(*this, std::vector<array>(args.begin() + n_in, args.end()));
+    return fn(std::vector<array>(args.begin(), args.begin() + n_in));
+  };
+  auto rule = [body, n_in](const std::vector<array>& primals, const std::vector<array>& cot,
+                           const std::vector<array>&) {
+    // Recompute once the backward pass reaches this call; gather once it reaches the call after it.
+    const std::vector<array> later = exchange(previous_cotangents, cot);
+    std::vector<array> in = depends(std::vector<array>(primals.begin(), primals.begin() + n_in), cot);
+    std::vector<array> sl = std::vector<array>(primals.begin() + n_in, primals.end());
+    sl = depends(sl, later.empty() ? cot : later);
+    in.insert(in.end(), sl.begin(), sl.end());
+    return vjp(body, in, cot).second;
+  };
+  std::vector<array> args = inputs;
+  std::vector<array> sl = slices();
+  const std::vector<array> earlier = exchange(previous_inputs, inputs);
+  if (!earlier.empty()) sl = depends(sl, earlier);
+  args.insert(args.end(), sl.begin(), sl.end());
+  return custom_vjp(body, rule)(args);
+}
 
 std::shared_ptr<FullyShardedModule> fully_shard(Module& module, std::optional<dist::Group> group,
                                                 std::optional<Dtype> compute_dtype) {

@@ -202,21 +202,35 @@ class FullyShardedModule {
   template <class Fn>
   auto operator()(Fn&& fn) const {
     if (paths_.empty()) return fn();
-    Gathered scope(*this);
+    Gathered scope(*this, slices());
     return fn();
   }
+
+  using Fn = std::function<std::vector<array>(const std::vector<array>&)>;
+  /// fn(inputs) with the full parameters in place, holding them (and fn's intermediates) only while
+  /// the forward pass runs the call: the backward pass gathers them again and recomputes fn before
+  /// differentiating it (PyTorch FSDP's reshard_after_forward, with activation checkpointing). A
+  /// model whose blocks are each called this way holds at most two blocks' full parameters at a time:
+  /// a block's all_gather waits until the previous checkpointed call's inputs are ready, so it runs
+  /// while that block computes, and in the backward pass until the later block's cotangents are (one
+  /// block of prefetch each way). Costs one more forward pass of fn and one more all_gather per step.
+  /// fn must be a function of `inputs` and the module's parameters alone, computing the same every
+  /// time (random draws inside it differ on recomputation). On a group of size 1 it is fn(inputs).
+  /// The handle must outlive the evaluation of the backward pass.
+  std::vector<array> checkpoint(const Fn& fn, const std::vector<array>& inputs) const;
   Module& module() const { return module_; }
   /// The sharded parameters' paths within the module.
   const std::vector<std::string>& paths() const { return paths_; }
   const distributed::Group& group() const { return group_; }
 
  private:
-  struct Gathered {  // installs the full parameters; puts the slices back when the scope ends
-    explicit Gathered(const FullyShardedModule& f);
+  struct Gathered {  // installs the full parameters gathered from `slices`; puts back what was there
+    Gathered(const FullyShardedModule& f, const std::vector<array>& slices);
     ~Gathered();
     const FullyShardedModule& fs;
-    ParamTree slices;
+    ParamTree previous;
   };
+  std::vector<array> slices() const;  // this rank's slices, in paths() order
   Module& module_;
   distributed::Group group_;
   std::optional<Dtype> compute_dtype_;

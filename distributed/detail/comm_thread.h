@@ -2,6 +2,7 @@
 // run one at a time, in the order they were started, while eval computes.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -16,7 +17,7 @@ class CommThread {
  public:
   struct Job {
     std::function<void()> fn;
-    bool done = false;
+    std::atomic<bool> done{false};  // set under the thread's lock; read without it by ready()
     std::exception_ptr error;
   };
 

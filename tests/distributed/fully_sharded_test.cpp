@@ -7,6 +7,7 @@
 #include <string>
 
 #include "../test_utils.h"
+#include "loom/core/allocator.h"
 #include "loom/nn/distributed.h"
 #include "loom/nn/linear.h"
 #include "loom/nn/normalization.h"
@@ -32,18 +33,19 @@ struct Net : nn::Module {
 };
 
 // 20 AdamW steps on rows [first, first + rows); `mode` 0: plain, 1: the whole model fully sharded,
-// 2: each linear layer sharded by itself and the rest (the norm) by the model's handle.
+// 2: each linear layer sharded by itself and the rest (the norm) by the model's handle, 3: as 2 with the
+// layers called through FullyShardedModule::checkpoint.
 nn::ParamTree train(int first, int rows, int mode, std::optional<Dtype> compute = std::nullopt) {
   random::seed(42);
   Net model;
   const array X = random::normal({96, 6}, random::key(7)), Y = random::normal({96, 12}, random::key(8));
   std::shared_ptr<nn::FullyShardedModule> f1, f2, whole;
-  if (mode == 2) {
+  if (mode >= 2) {
     f1 = nn::fully_shard(model.l1, std::nullopt, compute);
     f2 = nn::fully_shard(model.l2, std::nullopt, compute);
   }
   if (mode) whole = nn::fully_shard(model, std::nullopt, compute);
-  if (mode == 2 && dist::init().size() > 1) {
+  if (mode >= 2 && dist::init().size() > 1) {
     EXPECT_EQ(whole->paths(), (std::vector<std::string>{"ln.weight", "ln.bias"}));  // the layers' are theirs
   }
   optim::AdamW opt(1e-2);
@@ -52,6 +54,14 @@ nn::ParamTree train(int first, int rows, int mode, std::optional<Dtype> compute 
       return (*whole)([&] {
         const array h = tanh(model.ln((*f1)([&] { return model.l1(x); })));
         return (*f2)([&] { return model.l2(h); });
+      });
+    }
+    if (mode == 3) {
+      return (*whole)([&] {
+        auto l1 = [&](const std::vector<array>& in) { return std::vector<array>{model.l1(in[0])}; };
+        auto l2 = [&](const std::vector<array>& in) { return std::vector<array>{model.l2(in[0])}; };
+        const array h = tanh(model.ln(f1->checkpoint(l1, {x})[0]));
+        return f2->checkpoint(l2, {h})[0];
       });
     }
     return mode ? (*whole)([&] { return model(x); }) : model(x);
@@ -91,8 +101,67 @@ TEST(FullyShard, TrainingEqualsOneProcessOnTheWholeBatch) {
   const nn::ParamTree plain = train(0, 48, 0);
   expect_same(train(r * per_rank, per_rank, 1), plain, 1e-5);
   expect_same(train(r * per_rank, per_rank, 2), plain, 1e-5);
+  expect_same(train(r * per_rank, per_rank, 3), plain, 1e-5);
   // bfloat16 compute: the same training to bfloat16's precision.
   expect_same(train(r * per_rank, per_rank, 1, bfloat16), plain, 5e-2);
+}
+
+// checkpoint() frees each layer's gathered parameters after its forward pass and gathers them again
+// for its backward pass, one layer ahead: over a step of 6 wide layers it holds at most two layers'
+// full weights, where operator() holds all six from the forward pass to their backward.
+TEST(FullyShard, CheckpointHoldsTwoLayersAtATime) {
+  auto g = dist::init();
+  const int n = g.size(), d = 240, layers = 6;  // 240 rows split among 1 to 4 ranks
+  random::seed(1);
+  struct Stack : nn::Module {
+    std::vector<std::unique_ptr<nn::Linear>> layers;
+    Stack(int n, int d) {
+      for (int i = 0; i < n; ++i) {
+        layers.push_back(std::make_unique<nn::Linear>(d, d, false));
+        register_module("l" + std::to_string(i), *layers.back());
+      }
+    }
+  } model(layers, d);
+  auto& stack = model.layers;
+  std::vector<std::shared_ptr<nn::FullyShardedModule>> handles;
+  for (auto& l : stack) handles.push_back(nn::fully_shard(*l, g));
+  const array x = random::normal({8, d}, random::key(3));
+  auto peak_of = [&](bool ckpt) {
+    auto loss = [&](const array& in) {
+      array h = in;
+      for (int i = 0; i < layers; ++i) {
+        const nn::Linear& l = *stack[i];
+        auto f = [&l](const std::vector<array>& v) { return std::vector<array>{tanh(l(v[0]))}; };
+        h = ckpt ? handles[i]->checkpoint(f, {h})[0] : (*handles[i])([&] { return f({h})[0]; });
+      }
+      return sum(h);
+    };
+    auto [l, grads] = nn::value_and_grad(model, loss)(x);
+    eval(x);
+    const size_t before = get_active_memory();
+    reset_peak_memory();
+    eval(l, grads);
+    return std::make_pair(get_peak_memory() - before, std::make_pair(l.item<float>(), grads));
+  };
+  auto [plain_peak, plain] = peak_of(false);
+  auto [ckpt_peak, ckpt] = peak_of(true);
+  EXPECT_NEAR(ckpt.first, plain.first, 1e-5 * std::fabs(plain.first));
+  for (auto [name, gr] : plain.second) {
+    SCOPED_TRACE(name);
+    expect_same({{name, ckpt.second.at(name)}}, {{name, gr}}, 1e-6);
+  }
+  if (n == 1) return;  // nothing is gathered
+  // One layer's full weight, as the allocator counts it (its size class).
+  const size_t free_before = get_active_memory();
+  array probe = zeros({d, d});
+  eval(probe);
+  const double weight = double(get_active_memory() - free_before);
+  EXPECT_GE(double(plain_peak), layers * weight) << "operator() holds every gathered weight";
+  // Two gathered weights, the whole gradients of one or two layers before their reduce-scatter (two
+  // when collectives run on the communication thread: one may wait there to be sent), and the slices
+  // of the gradients so far.
+  EXPECT_LE(double(ckpt_peak), 4.25 * weight + layers * weight / n) << "checkpoint: " << ckpt_peak
+                                                                    << " bytes at peak, operator(): " << plain_peak;
 }
 
 TEST(FullyShard, WhatIsShardedAndBadInput) {
