@@ -166,8 +166,30 @@ ParamTree shard(const ParamTree& params, const ShardingFn& sharding, std::option
   return out;
 }
 
+namespace {
+// Records in `m` how `rule` splits `params` across `g` (Module::Split): `whole` says whether the
+// arrays are the whole ones or this rank's slices already.
+void record_splits(Module& m, const ParamTree& params, bool whole, const ShardingFn& rule, const dist::Group& g) {
+  if (g.size() == 1) return;
+  for (const auto& [path, w] : params) {
+    auto r = rule(path, w);
+    if (!r || w.ndim() == 0) continue;
+    const int nd = static_cast<int>(w.ndim()), axis = r->first < 0 ? r->first + nd : r->first;
+    const int n = whole ? w.shape(axis) : w.shape(axis) * g.size();
+    std::vector<int> parts;
+    int start = 0;
+    for (int b : r->second.boundaries(n, "shard")) parts.push_back(b - start), start = b;
+    parts.push_back(n - start);
+    m.set_split(path, {axis, parts, g});
+  }
+}
+}  // namespace
+
 void shard_inplace(Module& module, const ShardingFn& sharding, std::optional<dist::Group> group) {
-  module.update(shard(module.parameters(), sharding, group), /*check_shapes=*/false);
+  const dist::Group g = resolve(group);
+  const ParamTree whole = module.parameters();
+  module.update(shard(whole, sharding, g), /*check_shapes=*/false);
+  record_splits(module, whole, true, sharding, g);
 }
 
 void shard_inplace(Module& module, const std::string& sharding, Segments segments, std::optional<dist::Group> group) {
@@ -227,7 +249,11 @@ ShardedLinear::ShardedLinear(Slices s) : weight(std::move(s.weight)), bias(std::
 }
 
 AllToShardedLinear::AllToShardedLinear(int input_dims, int output_dims, bool with_bias, std::optional<dist::Group> g)
-    : ShardedLinear(linear_slices(input_dims, output_dims, with_bias, resolve(g), true, "nn::AllToShardedLinear")) {}
+    : AllToShardedLinear(linear_slices(input_dims, output_dims, with_bias, resolve(g), true, "nn::AllToShardedLinear")) {}
+
+AllToShardedLinear::AllToShardedLinear(Slices s) : ShardedLinear(std::move(s)) {
+  record_splits(*this, parameters(), false, sharding_rule("all-to-sharded"), group);
+}
 
 array all_to_sharded_linear(const array& x, const array& weight, const std::optional<array>& bias,
                             std::optional<dist::Group> group) {
@@ -248,11 +274,17 @@ array AllToShardedLinear::operator()(const array& x) const {
 
 std::shared_ptr<AllToShardedLinear> AllToShardedLinear::from_linear(const Linear& linear, Segments segments,
                                                                     std::optional<dist::Group> g) {
-  return std::make_shared<AllToShardedLinear>(linear_slices(linear, "all-to-sharded", segments, resolve(g)));
+  auto l = std::make_shared<AllToShardedLinear>(linear_slices(linear, "all-to-sharded", segments, resolve(g)));
+  record_splits(*l, linear.parameters(), true, sharding_rule("all-to-sharded", segments), l->group);
+  return l;
 }
 
 ShardedToAllLinear::ShardedToAllLinear(int input_dims, int output_dims, bool with_bias, std::optional<dist::Group> g)
-    : ShardedLinear(linear_slices(input_dims, output_dims, with_bias, resolve(g), false, "nn::ShardedToAllLinear")) {}
+    : ShardedToAllLinear(linear_slices(input_dims, output_dims, with_bias, resolve(g), false, "nn::ShardedToAllLinear")) {}
+
+ShardedToAllLinear::ShardedToAllLinear(Slices s) : ShardedLinear(std::move(s)) {
+  record_splits(*this, parameters(), false, sharding_rule("sharded-to-all"), group);
+}
 
 array ShardedToAllLinear::operator()(const array& x) const {
   check_input(x, weight.shape(1), "nn::ShardedToAllLinear");
@@ -261,7 +293,9 @@ array ShardedToAllLinear::operator()(const array& x) const {
 
 std::shared_ptr<ShardedToAllLinear> ShardedToAllLinear::from_linear(const Linear& linear, Segments segments,
                                                                     std::optional<dist::Group> g) {
-  return std::make_shared<ShardedToAllLinear>(linear_slices(linear, "sharded-to-all", segments, resolve(g)));
+  auto l = std::make_shared<ShardedToAllLinear>(linear_slices(linear, "sharded-to-all", segments, resolve(g)));
+  record_splits(*l, linear.parameters(), true, sharding_rule("sharded-to-all", segments), l->group);
+  return l;
 }
 
 QuantizedShardedLinear::QuantizedShardedLinear(Slices s)
@@ -285,8 +319,12 @@ int QuantizedShardedLinear::input_dims() const { return static_cast<int>(int64_t
 QuantizedAllToShardedLinear::QuantizedAllToShardedLinear(int input_dims, int output_dims, bool with_bias,
                                                          std::optional<int> gs, std::optional<int> nbits,
                                                          const std::string& mode, std::optional<dist::Group> g)
-    : QuantizedShardedLinear(quantized_slices(input_dims, output_dims, with_bias, gs, nbits, mode, resolve(g), true,
+    : QuantizedAllToShardedLinear(quantized_slices(input_dims, output_dims, with_bias, gs, nbits, mode, resolve(g), true,
                                               "nn::QuantizedAllToShardedLinear")) {}
+
+QuantizedAllToShardedLinear::QuantizedAllToShardedLinear(Slices s) : QuantizedShardedLinear(std::move(s)) {
+  record_splits(*this, parameters(), false, sharding_rule("all-to-sharded"), group);
+}
 
 array QuantizedAllToShardedLinear::operator()(const array& x) const {
   check_input(x, input_dims(), "nn::QuantizedAllToShardedLinear");
@@ -296,14 +334,20 @@ array QuantizedAllToShardedLinear::operator()(const array& x) const {
 
 std::shared_ptr<QuantizedAllToShardedLinear> QuantizedAllToShardedLinear::from_quantized_linear(
     const QuantizedLinear& linear, Segments segments, std::optional<dist::Group> g) {
-  return std::make_shared<QuantizedAllToShardedLinear>(quantized_slices(linear, "all-to-sharded", segments, resolve(g)));
+  auto l = std::make_shared<QuantizedAllToShardedLinear>(quantized_slices(linear, "all-to-sharded", segments, resolve(g)));
+  record_splits(*l, linear.parameters(), true, sharding_rule("all-to-sharded", segments), l->group);
+  return l;
 }
 
 QuantizedShardedToAllLinear::QuantizedShardedToAllLinear(int input_dims, int output_dims, bool with_bias,
                                                          std::optional<int> gs, std::optional<int> nbits,
                                                          const std::string& mode, std::optional<dist::Group> g)
-    : QuantizedShardedLinear(quantized_slices(input_dims, output_dims, with_bias, gs, nbits, mode, resolve(g), false,
+    : QuantizedShardedToAllLinear(quantized_slices(input_dims, output_dims, with_bias, gs, nbits, mode, resolve(g), false,
                                               "nn::QuantizedShardedToAllLinear")) {}
+
+QuantizedShardedToAllLinear::QuantizedShardedToAllLinear(Slices s) : QuantizedShardedLinear(std::move(s)) {
+  record_splits(*this, parameters(), false, sharding_rule("sharded-to-all"), group);
+}
 
 array QuantizedShardedToAllLinear::operator()(const array& x) const {
   check_input(x, input_dims(), "nn::QuantizedShardedToAllLinear");
@@ -313,7 +357,9 @@ array QuantizedShardedToAllLinear::operator()(const array& x) const {
 
 std::shared_ptr<QuantizedShardedToAllLinear> QuantizedShardedToAllLinear::from_quantized_linear(
     const QuantizedLinear& linear, Segments segments, std::optional<dist::Group> g) {
-  return std::make_shared<QuantizedShardedToAllLinear>(quantized_slices(linear, "sharded-to-all", segments, resolve(g)));
+  auto l = std::make_shared<QuantizedShardedToAllLinear>(quantized_slices(linear, "sharded-to-all", segments, resolve(g)));
+  record_splits(*l, linear.parameters(), true, sharding_rule("sharded-to-all", segments), l->group);
+  return l;
 }
 
 std::shared_ptr<Module> shard_linear(const Module& layer, const std::string& sharding, Segments segments,
@@ -431,10 +477,15 @@ FullyShardedModule::FullyShardedModule(Module& module, std::optional<dist::Group
     if (fsdp_modules().count(m)) inner.push_back(path);
   }
   const ParamTree buffers = module.buffers();
+  std::set<std::string> split_already;
+  for (const auto& [path, sp] : module.splits()) split_already.insert(path);
   ParamTree mine;
   for (const auto& [path, p] : module.parameters()) {
     if (buffers.contains(path)) continue;
     if (std::any_of(inner.begin(), inner.end(), [&, &path = path](const std::string& pre) { return path_under(path, pre); })) continue;
+    if (split_already.count(path)) {
+      throw std::invalid_argument("[fully_shard] parameter '" + path + "' is split across ranks already (tensor parallel)");
+    }
     if (p.ndim() == 0) throw std::invalid_argument("[fully_shard] cannot shard parameter '" + path + "': it is a scalar");
     if (p.shape(0) % group_.size() != 0) {
       throw std::invalid_argument(msg("[fully_shard] cannot shard parameter '", path, "' of shape ",
@@ -448,6 +499,7 @@ FullyShardedModule::FullyShardedModule(Module& module, std::optional<dist::Group
   module.update(shard(mine, [](const std::string&, const array&) { return std::make_optional(std::make_pair(0, Segments(1))); },
                       group_),
                 /*check_shapes=*/false);
+  for (size_t i = 0; i < paths_.size(); ++i) module.set_split(paths_[i], {0, {full_shapes_[i][0]}, group_});
   fsdp_modules().insert(&module);
 }
 

@@ -63,9 +63,10 @@ ShardingFn sharding_rule(const std::string& sharding, Segments segments = 1);
 ParamTree shard(const ParamTree& params, const ShardingFn& sharding,
                 std::optional<distributed::Group> group = std::nullopt);
 
-/// Replaces `module`'s parameters with this rank's slices (MLX's shard_inplace). The module computes
-/// as before, so it must communicate by itself for the result to mean anything (shard_linear's
-/// layers do).
+/// Replaces `module`'s parameters with this rank's slices (MLX's shard_inplace) and records each
+/// split in the module (Module::splits, which optim::save_gathered_checkpoint reads). The module
+/// computes as before, so it must communicate by itself for the result to mean anything
+/// (shard_linear's layers do).
 void shard_inplace(Module& module, const std::string& sharding, Segments segments = 1,
                    std::optional<distributed::Group> group = std::nullopt);
 void shard_inplace(Module& module, const ShardingFn& sharding, std::optional<distributed::Group> group = std::nullopt);
@@ -102,7 +103,7 @@ struct AllToShardedLinear : ShardedLinear {
   AllToShardedLinear(int input_dims, int output_dims, bool bias = true,
                      std::optional<distributed::Group> group = std::nullopt);
   /// A layer holding this rank's slices as given: weight (output_dims / N, input_dims), bias (output_dims / N).
-  explicit AllToShardedLinear(Slices s) : ShardedLinear(std::move(s)) {}
+  explicit AllToShardedLinear(Slices s);
   array operator()(const array& x) const;
   /// This rank's slice of `linear` (draws no random numbers).
   static std::shared_ptr<AllToShardedLinear> from_linear(const Linear& linear, Segments segments = 1,
@@ -115,7 +116,7 @@ struct ShardedToAllLinear : ShardedLinear {
   ShardedToAllLinear(int input_dims, int output_dims, bool bias = true,
                      std::optional<distributed::Group> group = std::nullopt);
   /// A layer holding this rank's slice of the weight (output_dims, input_dims / N) and the whole bias.
-  explicit ShardedToAllLinear(Slices s) : ShardedLinear(std::move(s)) {}
+  explicit ShardedToAllLinear(Slices s);
   array operator()(const array& x) const;
   static std::shared_ptr<ShardedToAllLinear> from_linear(const Linear& linear, Segments segments = 1,
                                                          std::optional<distributed::Group> group = std::nullopt);
@@ -149,7 +150,7 @@ struct QuantizedAllToShardedLinear : QuantizedShardedLinear {
                               std::optional<int> group_size = std::nullopt, std::optional<int> bits = std::nullopt,
                               const std::string& mode = "affine",
                               std::optional<distributed::Group> group = std::nullopt);
-  explicit QuantizedAllToShardedLinear(Slices s) : QuantizedShardedLinear(std::move(s)) {}
+  explicit QuantizedAllToShardedLinear(Slices s);
   array operator()(const array& x) const;
   static std::shared_ptr<QuantizedAllToShardedLinear> from_quantized_linear(
       const QuantizedLinear& linear, Segments segments = 1, std::optional<distributed::Group> group = std::nullopt);
@@ -162,7 +163,7 @@ struct QuantizedShardedToAllLinear : QuantizedShardedLinear {
                               std::optional<int> group_size = std::nullopt, std::optional<int> bits = std::nullopt,
                               const std::string& mode = "affine",
                               std::optional<distributed::Group> group = std::nullopt);
-  explicit QuantizedShardedToAllLinear(Slices s) : QuantizedShardedLinear(std::move(s)) {}
+  explicit QuantizedShardedToAllLinear(Slices s);
   array operator()(const array& x) const;
   static std::shared_ptr<QuantizedShardedToAllLinear> from_quantized_linear(
       const QuantizedLinear& linear, Segments segments = 1, std::optional<distributed::Group> group = std::nullopt);

@@ -273,6 +273,24 @@ std::vector<std::pair<std::string, Module*>> Module::modules() {
   return out;
 }
 
+void Module::set_split(const std::string& path, Split split) {
+  for (auto& [p, sp] : splits_) {
+    if (p == path) {
+      sp = std::move(split);
+      return;
+    }
+  }
+  splits_.emplace_back(path, std::move(split));
+}
+
+std::vector<std::pair<std::string, Module::Split>> Module::splits() const {
+  std::vector<std::pair<std::string, Split>> out = splits_;
+  for (const auto& [prefix, m] : const_cast<Module*>(this)->modules()) {
+    for (const auto& [path, sp] : m->splits_) out.emplace_back(prefix + "." + path, sp);
+  }
+  return out;
+}
+
 void Module::save_weights(const std::string& path) const {
   ParamTree params = parameters();
   loom::eval(params);

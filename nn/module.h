@@ -9,6 +9,7 @@
 
 #include "loom/autograd/transforms.h"
 #include "loom/core/array.h"
+#include "loom/distributed/distributed.h"
 #include "loom/nn/tree.h"
 
 namespace loom::nn {
@@ -67,6 +68,22 @@ class Module {
   /// Child modules by dotted path, depth first (this module itself is not listed).
   std::vector<std::pair<std::string, Module*>> modules();
 
+  /// A parameter held as this rank's slice of a whole array split across `group`, in nn::shard's
+  /// layout: along `axis`, each of the whole array's parts (`parts`: their lengths, e.g. three for a
+  /// fused query/key/value weight) was cut into group.size() equal slices, and this rank holds its
+  /// slice of every part, concatenated.
+  struct Split {
+    int axis;
+    std::vector<int> parts;
+    distributed::Group group;
+  };
+  /// Records that parameter `path` (this module's or a child's, dotted) is held as a Split;
+  /// nn::shard_inplace, the tensor-parallel layers and nn::fully_shard record theirs, and
+  /// optim::save_gathered_checkpoint gathers by them. A second record of a path replaces the first.
+  void set_split(const std::string& path, Split split);
+  /// Every recorded split of this module and its children, by the parameter's dotted path.
+  std::vector<std::pair<std::string, Split>> splits() const;
+
  protected:
   void register_parameter(const std::string& name, array& param);
   /// A buffer is saved and updated with the parameters but never trained.
@@ -83,6 +100,7 @@ class Module {
     bool frozen;
   };
   std::vector<Entry> entries_;
+  std::vector<std::pair<std::string, Split>> splits_;
   bool training_ = true;
 
   // Finding members that were never registered (module.cpp). Modules built while this one's

@@ -253,26 +253,42 @@ Metadata load_sharded_checkpoint(const std::string& path, nn::Module& model, opt
   });
 }
 
+namespace {
+// The whole array of which `a` is this rank's Split slice: gathered along the split axis, and each
+// part put together from every rank's slice of it.
+array whole_of(const array& a, const nn::Module::Split& s) {
+  const int n = s.group.size(), local = a.shape(s.axis);
+  const array all = distributed::all_gather(contiguous(moveaxis(a, s.axis, 0)), s.group);  // rank r: rows r * local...
+  std::vector<array> pieces;
+  int offset = 0;
+  for (int length : s.parts) {
+    const int mine = length / n;
+    for (int r = 0; r < n; ++r) {
+      Shape start(all.ndim(), 0), stop = all.shape();
+      start[0] = r * local + offset;
+      stop[0] = start[0] + mine;
+      pieces.push_back(slice(all, start, stop));
+    }
+    offset += mine;
+  }
+  return moveaxis(pieces.size() == 1 ? pieces[0] : concatenate(pieces, 0), 0, s.axis);
+}
+}  // namespace
+
 void save_gathered_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer,
-                              const std::vector<std::shared_ptr<nn::FullyShardedModule>>& sharded,
                               const distributed::Group& group, const Metadata& metadata) {
   const char* op = "save_gathered_checkpoint";
-  // The fully sharded parameters by their names in `model`.
-  std::unordered_map<const nn::Module*, std::string> prefix{{&model, ""}};
-  for (const auto& [p, m] : const_cast<nn::Module&>(model).modules()) {
-    prefix.emplace(m, p);
-    if (dynamic_cast<const nn::ShardedLinear*>(m) || dynamic_cast<const nn::QuantizedShardedLinear*>(m)) {
-      throw std::invalid_argument(msg("[", op, "] '", p, "' is a tensor-parallel layer: its slices cannot be gathered"));
+  std::unordered_map<std::string, nn::Module::Split> splits;
+  for (const auto& [name, s] : model.splits()) {
+    if (s.group.size() != group.size()) {
+      throw std::invalid_argument(msg("[", op, "] '", name, "' is split across a group of ", s.group.size(),
+                                      ", not across the ", group.size(), " ranks given"));
     }
-  }
-  std::unordered_set<std::string> gathered;
-  for (const auto& fs : sharded) {
-    auto it = prefix.find(&fs->module());
-    if (it == prefix.end()) throw std::invalid_argument(msg("[", op, "] a FullyShardedModule is not of this model"));
-    for (const std::string& p : fs->paths()) gathered.insert(it->second.empty() ? p : it->second + "." + p);
+    splits.emplace(name, s);
   }
   auto whole = [&](const std::string& name, const array& a) {
-    return gathered.count(name) ? distributed::all_gather(a, group) : a;
+    auto it = splits.find(name);
+    return it == splits.end() ? a : whole_of(a, it->second);
   };
   nn::ParamTree params, state;
   for (const auto& [name, a] : model.parameters()) params.insert(name, whole(name, a));

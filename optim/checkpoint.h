@@ -22,7 +22,6 @@
 #include <vector>
 
 #include "loom/distributed/distributed.h"
-#include "loom/nn/distributed.h"
 #include "loom/nn/module.h"
 #include "loom/optim/optimizers.h"
 
@@ -58,13 +57,13 @@ Metadata load_sharded_checkpoint(const std::string& path, nn::Module& model, opt
                                  const distributed::Group& group);
 
 /// The checkpoint an unsharded run would have written, from a sharded one: the whole parameters
-/// (those of the FullyShardedModules in `sharded` all-gathered) and the optimizer state of each whole
-/// parameter (slices of a fully sharded parameter, or ZeRO's flat slices, gathered), written by rank 0
-/// in save_checkpoint's format. A 1-rank run loads it with load_checkpoint into the unsharded model
-/// and optimizer; PyTorch reads its "model.*" tensors with safetensors. Every rank must call it. A
-/// model with tensor-parallel layers is refused (their slices are not along one axis).
+/// (every parameter the model holds split, as Module::splits() records it, all-gathered and put
+/// together: nn::fully_shard's slices, the tensor-parallel layers' and shard_inplace's, fused parts
+/// included) and the optimizer state of each whole parameter (its slices, or ZeRO's flat slices,
+/// gathered), written by rank 0 in save_checkpoint's format. A 1-rank run loads it with
+/// load_checkpoint into the unsharded model and optimizer; PyTorch reads its "model.*" tensors with
+/// safetensors. Every rank must call it.
 void save_gathered_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer,
-                              const std::vector<std::shared_ptr<nn::FullyShardedModule>>& sharded,
                               const distributed::Group& group, const Metadata& metadata = {});
 
 }  // namespace loom::optim

@@ -216,7 +216,7 @@ TEST(FullyShard, CheckpointsResumeExactlyAndGatherForOneRank) {
   optim::AdamW opt(1e-2);
   steps(model, *fs, opt, 3);
   optim::save_sharded_checkpoint(path, model, opt, g);
-  optim::save_gathered_checkpoint(path + ".full", model, opt, {fs}, g);
+  optim::save_gathered_checkpoint(path + ".full", model, opt, g);
   nn::ParamTree whole_at_save;
   for (auto [name, p] : model.parameters()) whole_at_save.insert(name, n > 1 ? dist::all_gather(p, g) : p);
   eval(whole_at_save);

@@ -121,7 +121,7 @@ TEST(ShardedState, CheckpointsResumeExactlyAndGatherForOneRank) {
   opt.shard_state(g, 2);
   steps(model, opt, 3);
   optim::save_sharded_checkpoint(path, model, opt, g, {{"note", "zero"}});
-  optim::save_gathered_checkpoint(path + ".full", model, opt, {}, g);
+  optim::save_gathered_checkpoint(path + ".full", model, opt, g);
   const nn::ParamTree at_save = model.parameters(), state_at_save = opt.gathered_state(model.trainable_parameters());
   steps(model, opt, 3);
 

@@ -1,7 +1,10 @@
 // Tensor-parallel layers (nn/distributed.h): alone and under mpirun -np 2 / 3 / 4, a model split
 // among the ranks computes the unsplit model's loss and, on each rank, the unsplit gradients of the
 // slices it holds; trained with AdamW it follows the unsplit model step for step.
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
@@ -13,6 +16,7 @@
 #include "loom/nn/transformer.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/random.h"
+#include "loom/optim/checkpoint.h"
 #include "loom/optim/optimizers.h"
 
 using namespace loom;
@@ -30,6 +34,12 @@ std::vector<double> values_of(const array& a) {
 void expect_close(const array& got, const array& want, double tol, const std::string& what) {
   ASSERT_EQ(got.shape(), want.shape()) << what;
   expect_array(got, want.shape(), values_of(want), tol);
+}
+
+// A file name in the temporary directory, the same on every rank (rank 0's process id).
+std::string shared_path(const std::string& stem, const dist::Group& g) {
+  const array pid({static_cast<int>(g.rank() == 0 ? ::getpid() : 0)});
+  return ::testing::TempDir() + stem + "_" + std::to_string(dist::all_max(pid, g).item<int>()) + ".ckpt";
 }
 
 }  // namespace
@@ -290,6 +300,56 @@ TEST(TensorParallel, TransformerEncoderShardTrainsAsTheUnsplitEncoder) {
     SCOPED_TRACE(name);
     expect_close(p, trained.at(name), 1e-4, name);
   }
+
+  // The gathered checkpoint is the unsplit run's: one process loads it into the unsplit encoder.
+  const std::string path = shared_path("loom_tp", g);
+  // Per layer: the query, key, value and out weights, linear1's weight and bias, linear2's weight.
+  EXPECT_EQ(split.splits().size(), g.size() > 1 ? 2u * 7u : 0u);
+  optim::save_gathered_checkpoint(path, split, opt_split, g);
+  if (g.rank() == 0) {
+    random::seed(99);
+    nn::TransformerEncoder loaded(2, dims, heads, mlp, 0.1, nn::gelu);
+    optim::AdamW opt_loaded(1e-2);
+    optim::load_checkpoint(path, loaded, opt_loaded);
+    for (const auto& [name, p] : full.parameters()) {
+      SCOPED_TRACE(name);
+      expect_close(loaded.parameters().at(name), p, 1e-4, name);
+    }
+    const nn::ParamTree want_state = opt_full.state(), got_state = opt_loaded.state();
+    ASSERT_EQ(got_state.size(), want_state.size());
+    for (const auto& [key, a] : want_state) {
+      SCOPED_TRACE(key);
+      expect_close(got_state.at(key), a, 1e-4, key);
+    }
+    std::remove(path.c_str());
+  }
+}
+
+// A fused query/key/value projection split by segments gathers back into the whole weight.
+TEST(TensorParallel, GatheredCheckpointOfFusedSegments) {
+  auto g = dist::init();
+  const int n = g.size();
+  random::seed(8);
+  nn::Linear qkv(4, 3 * 2 * n);  // three parts of 2n rows
+  struct Model : nn::Module {
+    std::shared_ptr<nn::Module> layer;
+    explicit Model(std::shared_ptr<nn::Module> l) : layer(std::move(l)) { register_module("qkv", *layer); }
+  } model(nn::shard_linear(qkv, "all-to-sharded", 3, g));
+  optim::SGD opt(0.1);
+  const std::string path = shared_path("loom_qkv", g);
+  optim::save_gathered_checkpoint(path, model, opt, g);
+  if (g.rank() == 0) {
+    struct Whole : nn::Module {
+      nn::Linear qkv;
+      explicit Whole(int n) : qkv(4, 3 * 2 * n) { register_module("qkv", qkv); }
+    } whole(n);
+    optim::SGD opt_whole(0.1);
+    optim::load_checkpoint(path, whole, opt_whole);
+    expect_close(whole.qkv.weight, qkv.weight, 0, "weight");
+    expect_close(*whole.qkv.bias, *qkv.bias, 0, "bias");
+    std::remove(path.c_str());
+  }
+  eval(dist::all_sum(array(1.0f), g));  // rank 0 is done with the file
 }
 
 // shard() refuses a split that does not divide, and a second split; on one rank it changes nothing.
