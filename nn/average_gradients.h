@@ -29,7 +29,8 @@ ParamTree average_gradients(const ParamTree& grads, std::ptrdiff_t all_reduce_si
 /// `all_reduce_size` and `communication_type` as there). With micro-batches of equal size the update
 /// is the one a `steps`-times larger batch would give, to float rounding. Evaluating state() with each
 /// micro-batch's step keeps only the running sums between micro-batches, so memory stays one
-/// micro-batch's step plus one copy of the gradients:
+/// micro-batch's step plus one copy of the gradients (in the step that averages, up to half a copy
+/// more: new gradients wait beside the sums and the all-reduce's bucket until they are added in):
 ///
 ///     nn::GradientAccumulator acc(4);                 // 4 micro-batches per optimizer step
 ///     for (const auto& [x, y] : micro_batches) {

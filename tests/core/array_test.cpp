@@ -173,17 +173,20 @@ TEST(Array, FlagsAndDataSizeAsMlxReportsThem) {
                            std::exp(2.0), 1, std::exp(1.0), std::exp(2.0)});
 }
 
-TEST(Eval, MillionNodeChainNeitherOverflowsNorLeaks) {
+// 300,000 nodes: a recursive walk would need tens of MB of stack (the default is 8 MB), so this finds
+// one as surely as a million nodes did, at a third of the time (which the sanitized build multiplies).
+TEST(Eval, DeepChainNeitherOverflowsNorLeaks) {
+  const int n = 300000;
   size_t before = get_active_memory();
   {
     array x = array(0.0f);
-    for (int i = 0; i < 1000000; ++i) x = x + 1.0f;
-    EXPECT_FLOAT_EQ(x.item<float>(), 1000000.0f);
+    for (int i = 0; i < n; ++i) x = x + 1.0f;
+    EXPECT_FLOAT_EQ(x.item<float>(), float(n));
   }
   {
     // Dropping an unevaluated chain is iterative too.
     array y = array(1.0f);
-    for (int i = 0; i < 1000000; ++i) y = y * 1.0f;
+    for (int i = 0; i < n; ++i) y = y * 1.0f;
   }
   EXPECT_EQ(get_active_memory(), before);
 }

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "../test_utils.h"
+#include "loom/core/allocator.h"
 #include "loom/core/eval.h"
 #include "loom/core/primitive.h"
 #include "loom/nn/average_gradients.h"
@@ -212,6 +213,71 @@ TEST(GradientAccumulator, EqualsOneLargerBatch) {
     const std::vector<float> want = p.to_vector<float>(), got = accumulated.at(name).to_vector<float>();
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5) << name << "[" << i << "]";
+  }
+}
+
+// Accumulating costs about one copy of the gradients: a micro-batch's step that adds to the running
+// sums peaks no higher than the same step alone plus the gradients' bytes, and the step that averages
+// and updates no higher than a plain data-parallel step (average_gradients and AdamW) plus 1.5 times
+// them.
+TEST(GradientAccumulator, PeakIsOneMicroBatchStepPlusTheGradients) {
+  auto g = dist::init();
+  struct Wide : nn::Module {
+    nn::Linear l1{256, 256}, l2{256, 256}, l3{256, 16};
+    Wide() {
+      register_module("l1", l1);
+      register_module("l2", l2);
+      register_module("l3", l3);
+    }
+    array operator()(const array& x) const { return l3(tanh(l2(tanh(l1(x))))); }
+  };
+  random::seed(4);
+  Wide model;
+  optim::AdamW opt(1e-3);
+  auto step = nn::value_and_grad(model, [&](const array& x, const array& y) { return mean(square(model(x) - y)); });
+  const array x = random::normal({64, 256}, random::key(1)), y = random::normal({64, 16}, random::key(2));
+  eval(x, y, model.parameters());
+  double grad_bytes = 0;
+  for (const auto& [name, p] : model.parameters()) grad_bytes += double(p.nbytes());
+  // Peak above what is live before the step; `work` builds the step and returns what to evaluate.
+  auto peak_of = [&](const std::function<std::vector<array>()>& work) {
+    std::vector<array> outs = work();
+    const double before = double(get_active_memory());
+    reset_peak_memory();
+    eval(outs);
+    return double(get_peak_memory()) - before;
+  };
+  auto flat = [](std::vector<array> v, const nn::ParamTree& t) {
+    for (const auto& [name, a] : t) v.push_back(a);
+    return v;
+  };
+  // Plain steps first, so that AdamW's state exists in both measurements.
+  const double micro = peak_of([&] {
+    auto [loss, grads] = step(x, y);
+    return flat({loss}, grads);
+  });
+  auto dp_step = [&] {
+    auto [loss, grads] = step(x, y);
+    opt.update(model, nn::average_gradients(grads));
+    return flat(flat({loss}, model.parameters()), opt.state());
+  };
+  peak_of(dp_step);  // creates AdamW's state
+  const double dp = peak_of(dp_step);
+  nn::GradientAccumulator acc(3);
+  for (int m = 0; m < 3; ++m) {
+    // The running sums are live before each micro-batch's step, so they count against the step.
+    const double held = m == 0 ? 0 : grad_bytes;
+    const double peak = peak_of([&] {
+      auto [loss, grads] = step(x, y);
+      if (auto avg = acc.accumulate(grads)) opt.update(model, *avg);
+      return flat(flat(flat({loss}, model.parameters()), opt.state()), acc.state());
+    }) + held;
+    // The step that averages holds the running sums beside the all-reduce's bucket, and each new
+    // gradient until it is added in (eval runs the adds as the backward pass allows, not at once):
+    // up to half the gradients more.
+    const double limit = m < 2 ? micro + 1.05 * grad_bytes : dp + 1.5 * grad_bytes;
+    EXPECT_LE(peak, limit) << "micro-batch " << m << ": peak " << peak << " bytes, plain step " << (m < 2 ? micro : dp)
+                           << ", gradients " << grad_bytes;
   }
 }
 
