@@ -36,6 +36,27 @@ void expect_close(const array& got, const array& want, double tol, const std::st
   expect_array(got, want.shape(), values_of(want), tol);
 }
 
+// 20 AdamW steps of the unsplit and the split model: the same loss at every step, and then the split
+// parameters are the unsplit ones' slices.
+template <class Model, class FullStep, class SplitStep>
+void expect_trains_alike(Model& full, Model& split, FullStep& vg_full, SplitStep& vg_split, optim::AdamW& opt_full,
+                         optim::AdamW& opt_split, const nn::ShardingFn& rule, const dist::Group& g) {
+  for (int step = 0; step < 20; ++step) {
+    auto [lf, gf] = vg_full();
+    opt_full.update(full, gf);
+    auto [ls, gs] = vg_split();
+    opt_split.update(split, gs);
+    eval(lf, ls, full.parameters(), split.parameters(), opt_full.state(), opt_split.state());
+    const float want = array(lf).item<float>(), got = array(ls).item<float>();
+    EXPECT_NEAR(got, want, 1e-5 * std::max(1.0f, std::fabs(want))) << "step " << step;
+  }
+  const nn::ParamTree trained = nn::shard(full.parameters(), rule, g);
+  for (const auto& [name, p] : split.parameters()) {
+    SCOPED_TRACE(name);
+    expect_close(p, trained.at(name), 1e-4, name);
+  }
+}
+
 // A file name in the temporary directory, the same on every rank (rank 0's process id).
 std::string shared_path(const std::string& stem, const dist::Group& g) {
   const array pid({static_cast<int>(g.rank() == 0 ? ::getpid() : 0)});
@@ -222,20 +243,7 @@ TEST(TensorParallel, TransformerBlockTrainsAsTheUnsplitBlock) {
   }
 
   optim::AdamW opt_full(1e-2), opt_split(1e-2);
-  for (int step = 0; step < 20; ++step) {
-    auto [lf, gf] = vg_full();
-    opt_full.update(full, gf);
-    auto [ls, gs] = vg_split();
-    opt_split.update(split, gs);
-    eval(lf, ls, full.parameters(), split.parameters(), opt_full.state(), opt_split.state());
-    EXPECT_NEAR(ls.item<float>(), lf.item<float>(), 1e-5 * std::max(1.0f, std::fabs(lf.item<float>()))) << "step " << step;
-  }
-  // The parameters too, after 20 steps.
-  const nn::ParamTree trained = nn::shard(full.parameters(), rule, g);
-  for (const auto& [name, p] : split.parameters()) {
-    SCOPED_TRACE(name);
-    expect_close(p, trained.at(name), 1e-4, name);
-  }
+  expect_trains_alike(full, split, vg_full, vg_split, opt_full, opt_split, rule, g);
 }
 
 // nn::TransformerEncoder split by shard(): heads and MLP columns across the ranks, a causal mask, and
@@ -287,19 +295,7 @@ TEST(TensorParallel, TransformerEncoderShardTrainsAsTheUnsplitEncoder) {
   full.eval();
   split.eval();
   optim::AdamW opt_full(1e-2), opt_split(1e-2);
-  for (int step = 0; step < 20; ++step) {
-    auto [lf, gf] = vg_full();
-    opt_full.update(full, gf);
-    auto [ls, gs] = vg_split();
-    opt_split.update(split, gs);
-    eval(lf, ls, full.parameters(), split.parameters(), opt_full.state(), opt_split.state());
-    EXPECT_NEAR(ls.item<float>(), lf.item<float>(), 1e-5 * std::max(1.0f, std::fabs(lf.item<float>()))) << "step " << step;
-  }
-  const nn::ParamTree trained = nn::shard(full.parameters(), rule, g);
-  for (const auto& [name, p] : split.parameters()) {
-    SCOPED_TRACE(name);
-    expect_close(p, trained.at(name), 1e-4, name);
-  }
+  expect_trains_alike(full, split, vg_full, vg_split, opt_full, opt_split, rule, g);
 
   // The gathered checkpoint is the unsplit run's: one process loads it into the unsplit encoder.
   const std::string path = shared_path("loom_tp", g);
