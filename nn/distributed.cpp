@@ -200,6 +200,16 @@ void shard_inplace(Module& module, const std::string& sharding, Segments segment
 
 namespace {
 
+// A sharded layer holding `slices` of `source`, with the splits recorded by the parts of `segments`
+// (its Slices constructor records one part per axis).
+template <class Layer, class Source>
+std::shared_ptr<Layer> sliced_from(const Source& source, typename Layer::Slices slices, const char* sharding,
+                                   const Segments& segments) {
+  auto layer = std::make_shared<Layer>(std::move(slices));
+  record_splits(*layer, source.parameters(), true, sharding_rule(sharding, segments), layer->group);
+  return layer;
+}
+
 // The slices of a Linear's weight (output_dims, input_dims) and bias, drawn whole as Linear draws them,
 // split by rows (output features; the bias too) or by columns (input features; the bias whole).
 ShardedLinear::Slices linear_slices(int in, int out, bool with_bias, const dist::Group& g, bool by_rows, const char* op) {
@@ -274,9 +284,7 @@ array AllToShardedLinear::operator()(const array& x) const {
 
 std::shared_ptr<AllToShardedLinear> AllToShardedLinear::from_linear(const Linear& linear, Segments segments,
                                                                     std::optional<dist::Group> g) {
-  auto l = std::make_shared<AllToShardedLinear>(linear_slices(linear, "all-to-sharded", segments, resolve(g)));
-  record_splits(*l, linear.parameters(), true, sharding_rule("all-to-sharded", segments), l->group);
-  return l;
+  return sliced_from<AllToShardedLinear>(linear, linear_slices(linear, "all-to-sharded", segments, resolve(g)), "all-to-sharded", segments);
 }
 
 ShardedToAllLinear::ShardedToAllLinear(int input_dims, int output_dims, bool with_bias, std::optional<dist::Group> g)
@@ -293,9 +301,7 @@ array ShardedToAllLinear::operator()(const array& x) const {
 
 std::shared_ptr<ShardedToAllLinear> ShardedToAllLinear::from_linear(const Linear& linear, Segments segments,
                                                                     std::optional<dist::Group> g) {
-  auto l = std::make_shared<ShardedToAllLinear>(linear_slices(linear, "sharded-to-all", segments, resolve(g)));
-  record_splits(*l, linear.parameters(), true, sharding_rule("sharded-to-all", segments), l->group);
-  return l;
+  return sliced_from<ShardedToAllLinear>(linear, linear_slices(linear, "sharded-to-all", segments, resolve(g)), "sharded-to-all", segments);
 }
 
 QuantizedShardedLinear::QuantizedShardedLinear(Slices s)
@@ -334,9 +340,7 @@ array QuantizedAllToShardedLinear::operator()(const array& x) const {
 
 std::shared_ptr<QuantizedAllToShardedLinear> QuantizedAllToShardedLinear::from_quantized_linear(
     const QuantizedLinear& linear, Segments segments, std::optional<dist::Group> g) {
-  auto l = std::make_shared<QuantizedAllToShardedLinear>(quantized_slices(linear, "all-to-sharded", segments, resolve(g)));
-  record_splits(*l, linear.parameters(), true, sharding_rule("all-to-sharded", segments), l->group);
-  return l;
+  return sliced_from<QuantizedAllToShardedLinear>(linear, quantized_slices(linear, "all-to-sharded", segments, resolve(g)), "all-to-sharded", segments);
 }
 
 QuantizedShardedToAllLinear::QuantizedShardedToAllLinear(int input_dims, int output_dims, bool with_bias,
@@ -357,9 +361,7 @@ array QuantizedShardedToAllLinear::operator()(const array& x) const {
 
 std::shared_ptr<QuantizedShardedToAllLinear> QuantizedShardedToAllLinear::from_quantized_linear(
     const QuantizedLinear& linear, Segments segments, std::optional<dist::Group> g) {
-  auto l = std::make_shared<QuantizedShardedToAllLinear>(quantized_slices(linear, "sharded-to-all", segments, resolve(g)));
-  record_splits(*l, linear.parameters(), true, sharding_rule("sharded-to-all", segments), l->group);
-  return l;
+  return sliced_from<QuantizedShardedToAllLinear>(linear, quantized_slices(linear, "sharded-to-all", segments, resolve(g)), "sharded-to-all", segments);
 }
 
 std::shared_ptr<Module> shard_linear(const Module& layer, const std::string& sharding, Segments segments,

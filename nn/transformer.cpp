@@ -227,12 +227,9 @@ array TransformerEncoderLayer::operator()(const array& x, const std::optional<ar
     if (dropout2.training() && dropout2.p > 0) {
       // The whole mask, as the unsplit layer draws it, and this rank's columns of it.
       Shape whole = a.shape();
-      const int cols = whole.back();
       whole.back() *= group->size();
-      Shape start(whole.size(), 0), stop = whole;
-      start.back() = group->rank() * cols;
-      stop.back() = start.back() + cols;
-      array keep = slice(random::bernoulli(1.0 - dropout2.p, whole), start, stop);
+      const int last = static_cast<int>(whole.size()) - 1;
+      array keep = split(random::bernoulli(1.0 - dropout2.p, whole), group->size(), last)[group->rank()];
       a = where(keep, a * (1.0 / (1.0 - dropout2.p)), array(0, a.dtype()));
     }
     return sharded_to_all_linear(a, linear2.weight, linear2.bias, group);
