@@ -164,6 +164,24 @@ TEST(FullyShard, CheckpointHoldsTwoLayersAtATime) {
                                                                     << " bytes at peak, operator(): " << plain_peak;
 }
 
+// checkpoint() without a function; fully_shard of a parameter split already (tensor parallel); a
+// gathered checkpoint asked of a group its parameters are not split across.
+TEST(FullyShard, CheckpointSplitsAndGatherBadInput) {
+  auto g = dist::init();
+  const int n = g.size();
+  nn::Linear a(4, 2 * n);
+  auto fs = nn::fully_shard(a, g);
+  EXPECT_THROW_MSG(fs->checkpoint(nullptr, {}), std::invalid_argument, "the function is empty");
+  if (n == 1) return;
+  nn::Linear b(4, 2 * n);
+  nn::shard_inplace(b, "all-to-sharded", 1, g);
+  EXPECT_THROW_MSG(nn::fully_shard(b, g), std::invalid_argument, "is split across ranks already");
+  const dist::Group alone = g.split(g.rank());
+  optim::SGD opt(0.1);
+  EXPECT_THROW_MSG(optim::save_gathered_checkpoint("/nonexistent/never-written", b, opt, alone), std::invalid_argument,
+                   "is split across a group of");
+}
+
 TEST(FullyShard, WhatIsShardedAndBadInput) {
   auto g = dist::init();
   const int n = g.size();
