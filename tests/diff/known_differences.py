@@ -156,19 +156,6 @@ NOT_COVERED = {
 #                        lambda c: c["op"] == "prod" and "vjp" in c and 0 in c["_inputs"][0].shape),
 # The long run (scripts/diff.sh) ignores this list. (The bugs it held before landed on main: c64fc7a,
 # 14241b0, 398048b, and the five complex64 bugs the complex family found first: NaN-part
-# comparisons, sign and arccosh derivatives, log2/log10 of 0, masked_scatter.)
-def _cvals(c):
-    """The complex64 inputs' values of a case (complex128 numpy arrays)."""
-    import numpy as np
-    return [np.asarray(i.values, dtype=np.complex128) for i in c["_inputs"] if i.dt == "complex64"]
-
-
-PENDING_FIXES = {
-    "complex_arccosh_cut_derivative": (
-        "the derivative of arccosh at a point on its branch cut (imaginary part exactly +0, real part in (-1, 1)) "
-        "came out with the opposite sign to the reference in one case of seed 3105 (--complex-fraction 1, case "
-        "145), although Loom and torch agree at that value alone (a vjp of 1 gives +1.0012j in both); not yet "
-        "understood",
-        lambda c: c["op"] == "arccosh" and ("vjp" in c or "jvp" in c)
-        and any(((v.imag == 0) & (abs(v.real) < 1)).any() for v in _cvals(c))),
-}
+# comparisons, sign and arccosh derivatives, log2/log10 of 0, masked_scatter. The last entry,
+# complex_arccosh_cut_derivative, was the reference's: torch's z - 1 loses an imaginary -0.)
+PENDING_FIXES = {}

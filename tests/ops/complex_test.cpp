@@ -472,6 +472,35 @@ TEST(Complex, SignAndArccoshDerivatives) {
   EXPECT_NEAR(fd.imag(), d.imag(), 1e-5);
 }
 
+TEST(Complex, DerivativesOnABranchCutFollowTheSignOfZero) {
+  // On arccosh's cut (-1, 1) the sign of the zero imaginary part picks the side (C99), and the
+  // derivative is that side's limit: -i / sqrt(1 - x^2) above, +i / sqrt(1 - x^2) below. A one-sided
+  // finite difference (the step along the real axis stays on the cut) agrees.
+  const float x = -0.0493f;
+  const double s = 1.0 / std::sqrt(1.0 - double(x) * x);
+  for (float side : {0.0f, -0.0f}) {
+    const C d = jvp([](const array& z) { return arccosh(z); }, array(C(x, side)), array(C(1, 0))).second.item<C>();
+    const double want = std::signbit(side) ? s : -s;
+    EXPECT_NEAR(d.real(), 0.0, 1e-6) << "imaginary part " << side;
+    EXPECT_NEAR(d.imag(), want, 1e-5) << "imaginary part " << side;
+    // (z + h with a complex h would add +0 to the imaginary -0 and cross the cut.)
+    const std::complex<double> fd =
+        (std::acosh(std::complex<double>(x + 1e-6, side)) - std::acosh(std::complex<double>(x - 1e-6, side))) / 2e-6;
+    EXPECT_NEAR(fd.imag(), want, 1e-5) << "imaginary part " << side;
+    // vjp of 1 is the conjugate derivative.
+    const C v = vjp([](const array& z) { return arccosh(z); }, array(C(x, side)), array(C(1, 0))).second.item<C>();
+    EXPECT_NEAR(v.imag(), -want, 1e-5) << "imaginary part " << side;
+  }
+  // log after cos: cos(2.5 + 0i) = -0.801 - 0i lies on log's cut, below it: log = -0.2217 - pi i,
+  // and the derivative of log(cos z)^2 is 2 log(cos z) (-tan z), with that -pi.
+  auto f = [](const array& z) { return square(log(cos(z))); };
+  const C d = jvp(f, array(C(2.5f, 0.0f)), array(C(1, 0))).second.item<C>();
+  const std::complex<double> l(std::log(-std::cos(2.5)), -M_PI);
+  const std::complex<double> want = 2.0 * l * -std::tan(2.5);
+  EXPECT_NEAR(d.real(), want.real(), 1e-4);
+  EXPECT_NEAR(d.imag(), want.imag(), 1e-4);
+}
+
 TEST(Complex, Log1pKeepsPrecisionNearZero) {
   // log1p(z) for z = 1e-7 (1 + i): real part log1p(x (2 + x) + y^2) / 2 = 1e-7 to 7 digits;
   // log(1 + z) in float32 rounds 1 + z and gives 1.19e-7. Imaginary part atan2(1e-7, 1 + 1e-7).
