@@ -15,6 +15,7 @@
 #include "loom/ops/indexing.h"
 #include "loom/ops/conv.h"
 #include "loom/ops/hadamard.h"
+#include "loom/ops/linalg.h"
 #include "loom/ops/view.h"
 #include "loom/ops/quantized.h"
 #include "loom/io/io.h"

@@ -35,8 +35,17 @@ else()
   set(_ob_found ON)
 endif()
 loom_require(_ob_found "the pthreads build of OpenBLAS" "libopenblas-pthread-dev")
+# LAPACK's routines are in that OpenBLAS library; lapack.h (liblapacke-dev, reference LAPACK's
+# header) declares them, so that ops/lapack.cpp states no prototype by hand.
+find_path(LOOM_LAPACK_INCLUDE lapack.h)
+if(LOOM_LAPACK_INCLUDE)
+  set(_lapack_found ON)
+else()
+  set(_lapack_found OFF)
+endif()
+loom_require(_lapack_found "LAPACK's C header lapack.h" "liblapacke-dev")
 add_library(loom_openblas INTERFACE)
-target_include_directories(loom_openblas INTERFACE ${LOOM_OPENBLASP_INCLUDE})
+target_include_directories(loom_openblas INTERFACE ${LOOM_OPENBLASP_INCLUDE} ${LOOM_LAPACK_INCLUDE})
 target_link_libraries(loom_openblas INTERFACE ${LOOM_OPENBLASP_LIB})
 
 if(LOOM_BUILD_TESTS)

@@ -1,4 +1,5 @@
 #include "loom/ops/random.h"
+#include "loom/ops/linalg.h"
 
 #include <algorithm>
 #include <cmath>
@@ -775,6 +776,36 @@ array normal(const Shape& shape, Dtype dtype, const std::optional<array>& key, S
 array normal(const Shape& shape, const std::optional<array>& key, StreamOrDevice s) {
   OnStream on(s);
   return normal(shape, float32, std::nullopt, std::nullopt, key);
+}
+
+array multivariate_normal(const array& mean, const array& cov, const Shape& shape, Dtype dtype,
+                          const std::optional<array>& key, StreamOrDevice s) {
+  OnStream on(s);
+  const char* op = "[multivariate_normal] ";
+  check_shape(shape, "multivariate_normal");
+  if (dtype != float32) throw std::invalid_argument(msg(op, "dtype must be float32; got ", dtype));
+  if (mean.ndim() < 1) throw std::invalid_argument(msg(op, "mean must have at least one axis; got a scalar"));
+  if (cov.ndim() < 2 || cov.shape().back() != cov.shape()[cov.ndim() - 2] ||
+      cov.shape().back() != mean.shape().back()) {
+    throw std::invalid_argument(msg(op, "cov must be (..., n, n) for mean (..., n); got mean ",
+                                    shape_str(mean.shape()), " and cov ", shape_str(cov.shape())));
+  }
+  if (key) check_key(*key, "multivariate_normal");
+  const int n = mean.shape().back();
+  Shape out;
+  try {
+    out = broadcast_shapes(broadcast_shapes(Shape(cov.shape().begin(), cov.shape().end() - 2),
+                                            Shape(mean.shape().begin(), mean.shape().end() - 1)),
+                           shape);
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument(msg(op, "the shape ", shape_str(shape), ", mean ", shape_str(mean.shape()),
+                                    " and cov ", shape_str(cov.shape()), " do not broadcast together"));
+  }
+  out.push_back(n);
+  const std::vector<array> usv = linalg::svd(astype(cov, float32), true);
+  const array std_dev = matmul(usv[0] * expand_dims(sqrt(usv[1]), -2), usv[2]);
+  const array z = normal(out, dtype, 0.0f, 1.0f, key);
+  return mean + squeeze(matmul(expand_dims(z, -2), std_dev), -2);
 }
 
 array truncated_normal(const array& lower, const array& upper, const Shape& shape, Dtype dtype,

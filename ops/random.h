@@ -238,6 +238,15 @@ array categorical(const array& logits, int axis, int num_samples, const std::opt
 array categorical(const array& logits, int axis = -1, const std::optional<array>& key = std::nullopt,
                   StreamOrDevice s = {});
 
+/// Samples of the multivariate normal N(mean, cov): mean + z std, z standard normal of shape
+/// (shape broadcast with mean's and cov's batch axes) + (n), std = U sqrt(S) Vt from
+/// linalg::svd(cov) (the symmetric square root when cov is symmetric positive semi-definite), as
+/// MLX computes it. mean (..., n), cov (..., n, n); dtype must be float32 (MLX's rule). cov is not
+/// checked to be a covariance: a non-symmetric one gives U sqrt(S) Vt all the same (MLX's too).
+/// Differentiable in mean; not in cov (svd has no derivative, as in MLX).
+array multivariate_normal(const array& mean, const array& cov, const Shape& shape, Dtype dtype,
+                          const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
+
 /// A random permutation of 0..n-1 (int32, Loom's index dtype; MLX's argsort gives uint32).
 array permutation(int n, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
 /// `x` with its entries along `axis` shuffled (the same shuffle for every slice).

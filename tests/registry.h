@@ -251,6 +251,7 @@ inline std::vector<Entry> registry() {
       checked("Dequantize", {{kQuant, "Dequantize.GradientsMatchFiniteDifferences", "dequantize"}}),
       checked("QuantizedMatmul", {{kQuant, "QuantizedMatmul.GradientsMatchFiniteDifferences", "quantized_matmul"}}),
       checked("GatherQMM", {{kQuant, "GatherQmm.GradientsMatchFiniteDifferences", "gather_qmm"}}),
+      none("SVD", "no derivative, as MLX's linalg::svd (a vjp or jvp through it throws: Svd.BadInputs)"),
       none("ToFP8", "uint8 codes out: no gradient (MLX's ConvertFP8 has no vjp/jvp either)"),
       none("FromFP8", "uint8 codes in: no gradient (MLX's ConvertFP8 has no vjp/jvp either)"),
       // ---- the tests' own primitives ----

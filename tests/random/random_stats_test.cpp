@@ -401,3 +401,25 @@ TEST(RandomThreads, ResultsIndependentOfThreadCount) {
   ASSERT_EQ(one.size(), two.size());
   for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(same_bits<char>(one[i], two[i])) << "generator " << i;
 }
+
+TEST(RandomStats, MultivariateNormalMeanAndCovariance) {
+  // cov = [[5, 4], [4, 5]] = R diag(9, 1) R^T (R a 45 degree rotation): sample covariance within 5
+  // standard errors (var(x_i x_j) = cov_ii cov_jj + cov_ij^2 for a normal pair).
+  const int n = 200000;
+  array mean = array({1.0f, -2.0f});
+  array cov = array({5.0f, 4.0f, 4.0f, 5.0f}, {2, 2});
+  array x = random::multivariate_normal(mean, cov, {n}, float32, random::key(21));
+  ASSERT_EQ(x.shape(), (Shape{n, 2}));
+  auto v = vals(x);
+  double m[2] = {0, 0}, c[2][2] = {{0, 0}, {0, 0}};
+  for (int i = 0; i < n; ++i)
+    for (int a = 0; a < 2; ++a) m[a] += v[2 * i + a] / n;
+  for (int i = 0; i < n; ++i)
+    for (int a = 0; a < 2; ++a)
+      for (int b = 0; b < 2; ++b) c[a][b] += (v[2 * i + a] - m[a]) * (v[2 * i + b] - m[b]) / n;
+  expect_within(m[0], 1.0, std::sqrt(5.0 / n), "mean 0");
+  expect_within(m[1], -2.0, std::sqrt(5.0 / n), "mean 1");
+  expect_within(c[0][0], 5.0, std::sqrt(50.0 / n), "var 0");
+  expect_within(c[1][1], 5.0, std::sqrt(50.0 / n), "var 1");
+  expect_within(c[0][1], 4.0, std::sqrt(41.0 / n), "covariance");
+}

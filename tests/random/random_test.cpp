@@ -502,3 +502,44 @@ TEST(RandomBounds, ClippedAsMLX) {
   EXPECT_EQ(u.shape(), (Shape{3, 3}));
   EXPECT_THROW(random::uniform(zeros({3, 3}), 1.0, {1, 3}, float32, k), std::invalid_argument);
 }
+
+TEST(RandomMultivariateNormal, IsMeanPlusNormalTimesTheSquareRootOfCov) {
+  // cov = [[5, 4], [4, 5]] has the symmetric square root [[2, 1], [1, 2]]: the samples are
+  // mean + z [[2, 1], [1, 2]] for z = normal(shape + (2)) of the same key, as MLX composes them.
+  array k = random::key(5);
+  array mean = array({1.0f, -2.0f});
+  array x = random::multivariate_normal(mean, array({5.0f, 4.0f, 4.0f, 5.0f}, {2, 2}), {3}, float32, k);
+  auto z = random::normal({3, 2}, float32, k).to_vector<float>();
+  std::vector<double> want;
+  for (int i = 0; i < 3; ++i) {
+    want.push_back(1.0 + 2 * z[2 * i] + z[2 * i + 1]);
+    want.push_back(-2.0 + z[2 * i] + 2 * z[2 * i + 1]);
+  }
+  expect_array(x, {3, 2}, want, 1e-5);
+  // Batched covariances broadcast with the shape and with mean's batch axes (MLX's rule):
+  // cov (1, 2, 3, 3) and shape (4, 2) give (4, 2, 3); a mean (2, 1, 3) with shape () gives (2, 2, 3)
+  // when cov is (2, 3, 3). A zero covariance gives the mean itself.
+  EXPECT_EQ(random::multivariate_normal(zeros({3}), zeros({1, 2, 3, 3}), {4, 2}, float32, k).shape(), (Shape{4, 2, 3}));
+  array y = random::multivariate_normal(ones({2, 1, 3}), zeros({2, 3, 3}), {}, float32, k);
+  expect_array(y, {2, 2, 3}, std::vector<double>(12, 1.0));
+  // Differentiable in the mean: d sum(x) / d mean = the number of samples per mean.
+  auto g = vjp([&](const array& m) { return sum(random::multivariate_normal(m, eye(2), {5}, float32, k)); },
+               zeros({2}), array(1.0f));
+  expect_array(g.second, {2}, {5, 5});
+}
+
+TEST(RandomMultivariateNormal, BadInputs) {
+  using E = std::invalid_argument;
+  EXPECT_THROW_MSG(random::multivariate_normal(zeros({3}), eye(3), {10}, float16), E,
+                   "[multivariate_normal] dtype must be float32; got float16");
+  EXPECT_THROW_MSG(random::multivariate_normal(array(0.0f), eye(1), {10}, float32), E, "mean must have at least one axis");
+  EXPECT_THROW_MSG(random::multivariate_normal(zeros({3, 1}), eye(3), {10}, float32), E,
+                   "cov must be (..., n, n) for mean (..., n); got mean (3,1) and cov (3,3)");
+  EXPECT_THROW_MSG(random::multivariate_normal(zeros({3}), zeros({3}), {10}, float32), E, "cov (3)");
+  EXPECT_THROW_MSG(random::multivariate_normal(zeros({3}), zeros({3, 4}), {10}, float32), E, "cov (3,4)");
+  EXPECT_THROW_MSG(random::multivariate_normal(zeros({3}), zeros({2, 3, 3}), {4}, float32), E,
+                   "the shape (4), mean (3) and cov (2,3,3) do not broadcast together");
+  EXPECT_THROW_MSG(random::multivariate_normal(zeros({3}), eye(3), {-1}, float32), E, "negative dimension");
+  EXPECT_THROW_MSG(random::multivariate_normal(zeros({3}), eye(3), {2}, float32, array({1, 2})), E,
+                   "[multivariate_normal]");
+}
