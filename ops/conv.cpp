@@ -644,6 +644,11 @@ array conv_impl(const char* op, const array& input, const array& weight, const s
                                       "along spatial axis ", d, " (input ", in_s, ", padding ", p.pad_lo[d], "+",
                                       p.pad_hi[d], ")"));
     }
+    if (o > std::numeric_limits<int>::max()) {
+      throw std::overflow_error(msg("[", op, "] the output's spatial axis ", d, " would have ", o,
+                                    " elements, beyond the int32 sizes of shapes (input ", in_s, ", padding ",
+                                    p.pad_lo[d], "+", p.pad_hi[d], ", input_dilation ", p.idil[d], ")"));
+    }
     out_shape.push_back(static_cast<int>(o));
   }
   out_shape.push_back(cout);
@@ -729,7 +734,9 @@ array conv_transpose_impl(const char* op, const array& input, const array& weigh
     }
     const int64_t l = extent - 1 - padding[d], h = l + output_padding[d];
     if (h > std::numeric_limits<int>::max() || out > std::numeric_limits<int>::max()) {
-      throw std::invalid_argument(msg("[", op, "] output size along spatial axis ", d, " is too large"));
+      throw std::overflow_error(msg("[", op, "] output size along spatial axis ", d, " is too large: input ", in_s,
+                                    ", weight ", w_s, ", stride ", stride[d], ", padding ", padding[d], ", dilation ",
+                                    dilation[d], ", output_padding ", output_padding[d]));
     }
     lo[d] = static_cast<int>(std::max<int64_t>(l, 0));
     hi[d] = static_cast<int>(std::max<int64_t>(h, 0));

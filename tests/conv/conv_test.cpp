@@ -332,3 +332,20 @@ TEST(Conv, BadInputs) {
   EXPECT_THROW_MSG(conv_general(x, w, {}, {}, {}, {}, {0}), std::invalid_argument, "input_dilation must be positive");
   EXPECT_THROW_MSG(conv_general(x, w, {}, {0}, {-1}), std::invalid_argument, "padding must be non-negative");
 }
+
+TEST(Conv, SizesBeyondInt32AreOverflowErrors) {
+  const int imax = std::numeric_limits<int>::max();
+  array in = zeros({1, 8, 8, 1}), wt = zeros({1, 3, 3, 1});
+  // Padding and input dilation that would make an output axis longer than a shape holds.
+  EXPECT_THROW_MSG(conv_general(in, wt, {1, 1}, {imax, imax}, {imax, imax}, {1, 1}, {1, 1}), std::overflow_error,
+                   "[conv_general] the output's spatial axis 0 would have 4294967300 elements");
+  EXPECT_THROW_MSG(conv_general(in, wt, {1, 1}, {imax, 0}, {0, 0}, {1, 1}, {1, 1}), std::overflow_error,
+                   "beyond the int32 sizes");
+  EXPECT_THROW_MSG(conv_general(in, wt, {1, 1}, {0, 0}, {0, 0}, {1, 1}, {imax, imax}), std::overflow_error,
+                   "input_dilation 2147483647");
+  EXPECT_THROW_MSG(conv_transpose2d(zeros({1, 4, 4, 1}), wt, {1, 1}, {0, 0}, {imax, imax}, {0, 0}),
+                   std::overflow_error, "[conv_transpose2d] output size along spatial axis 0 is too large");
+  // A kernel dilated past the input is the kernel-extent error.
+  EXPECT_THROW_MSG(conv_general(in, wt, {1, 1}, {0, 0}, {0, 0}, {imax, imax}, {1, 1}), std::invalid_argument,
+                   "is larger than the padded input");
+}
