@@ -8,6 +8,7 @@
 #include "loom/core/eval.h"
 #include "loom/core/graph_utils.h"
 #include "loom/core/isa.h"
+#include "loom/core/profile.h"
 #include "loom/core/threads.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/graph.h"

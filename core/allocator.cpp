@@ -51,6 +51,8 @@ struct Allocator {
   // array, which lock once the process has a second thread).
   std::map<size_t, std::vector<void*>> cache;
   size_t active = 0, peak = 0, cached = 0;
+  size_t window_peak = 0;                           // the profiler's (detail::alloc_counters)
+  uint64_t allocations = 0, allocated_bytes = 0;  // running totals, for the profiler
   size_t limit = 0;
   size_t cache_limit = 0;  // 0: no cap beyond the memory limit
 
@@ -99,6 +101,9 @@ struct Allocator {
     }
     active += cls;
     if (active > peak) peak = active;
+    if (active > window_peak) window_peak = active;
+    ++allocations;
+    allocated_bytes += cls;
     return {p, size, cls};
   }
 
@@ -131,6 +136,14 @@ Allocator& allocator() {
   return a;
 }
 }  // namespace allocator
+
+detail::AllocCounters detail::alloc_counters(bool restart_window) {
+  auto& a = the_allocator();
+  std::lock_guard<std::mutex> lock(a.mu);
+  AllocCounters c{a.allocations, a.allocated_bytes, a.active, a.window_peak};
+  if (restart_window) a.window_peak = a.active;
+  return c;
+}
 
 size_t get_active_memory() {
   auto& a = the_allocator();

@@ -42,6 +42,16 @@ Allocator& allocator();
 
 }  // namespace allocator
 
+namespace detail {
+/// The allocator's running totals, for the profiler (core/profile.h): allocations and their bytes
+/// so far, bytes active now, and the highest active since the last call that restarted the window.
+struct AllocCounters {
+  uint64_t allocations = 0, allocated_bytes = 0;
+  size_t active = 0, window_peak = 0;
+};
+AllocCounters alloc_counters(bool restart_window);
+}  // namespace detail
+
 /// Bytes held by live arrays.
 size_t get_active_memory();
 /// Highest active memory since start or the last reset_peak_memory().

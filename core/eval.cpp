@@ -1,17 +1,21 @@
 #include "loom/core/eval.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <map>
 #include <queue>
+#include <sstream>
 #include <stdexcept>
 #include <memory>
 #include <string>
 #include <unordered_map>
 
+#include "loom/core/allocator.h"
 #include "loom/core/copy.h"
 #include "loom/core/fusion.h"
 #include "loom/core/primitive.h"
+#include "loom/core/profile.h"
 
 namespace loom {
 
@@ -164,12 +168,99 @@ void give_empty_buffers(std::vector<array>& outs) {
   finish(outs);
 }
 
+// The profiler's view of one node or fused group (core/profile.h): while recording is off, one
+// relaxed atomic load and nothing else.
+class Probe {
+ public:
+  explicit Probe(const char* category) : on_(profile::detail::recording()), category_(category) {
+    if (!on_) return;
+    before_ = detail::alloc_counters(true);
+    begin_ = profile::detail::now_ns();
+  }
+  bool on() const { return on_; }
+  static uint64_t stored_bytes(const array& a) { return a.data_size() * a.itemsize(); }
+  // Bytes of arrays read, each buffer once however many times it is an input (x * x reads x once).
+  struct Reads {
+    std::vector<const void*> seen;
+    uint64_t bytes = 0;
+    void add(const array& a) {
+      const void* p = a.raw_data();
+      if (std::find(seen.begin(), seen.end(), p) != seen.end()) return;
+      seen.push_back(p);
+      bytes += stored_bytes(a);
+    }
+  };
+  // The kind of node, as the summary groups them: the primitive's name, with the variant its print()
+  // puts first in parentheses when that is a word ("Reduce(sum)", "Convolution(forward)"), not a
+  // parameter's value ("AdamUpdate(lr=0.001, step=3)" is an AdamUpdate). The whole print goes
+  // into the trace.
+  static std::string name_of(const Primitive& p, std::string* printed = nullptr) {
+    thread_local std::ostringstream os;
+    os.str("");
+    p.print(os);
+    std::string s = os.str();
+    const size_t open = s.find('('), close = s.find_first_of(",)", open);
+    std::string kind = s;
+    if (open != std::string::npos) {
+      kind = s.substr(0, open);
+      if (close != std::string::npos && s.find('=', open) > close) kind = s.substr(0, close) + ")";
+    }
+    if (printed && kind != s) *printed = std::move(s);
+    return kind;
+  }
+  void record(std::string name, uint64_t read, uint64_t written, double flops, const array& out,
+              const std::string& printed = {}) {
+    profile::detail::Span s;
+    s.end_ns = profile::detail::now_ns();
+    s.begin_ns = begin_;
+    s.name = std::move(name);
+    s.category = category_;
+    s.bytes_read = read;
+    s.bytes_written = written;
+    s.flops = flops;
+    const detail::AllocCounters after = detail::alloc_counters(false);
+    s.allocations = after.allocations - before_.allocations;
+    s.allocated_bytes = after.allocated_bytes - before_.allocated_bytes;
+    s.peak_bytes = after.window_peak;
+    s.active_bytes = after.active;
+    thread_local std::ostringstream os;
+    os.str("");
+    os << "\"out\":\"" << out.dtype() << " (";
+    for (size_t d = 0; d < out.ndim(); ++d) os << (d ? "," : "") << out.shape()[d];
+    os << ")\"";
+    s.args = os.str();
+    s.detail = printed;
+    profile::detail::record(std::move(s));
+  }
+
+ private:
+  bool on_;
+  const char* category_;
+  detail::AllocCounters before_;
+  int64_t begin_ = 0;
+};
+
 void run(array a) {  // takes the tape's handle: consumers' inputs are then the last holders
   std::vector<array> outs = a.outputs();
   if (skip_empty(a, outs)) return give_empty_buffers(outs);
   donate(a, outs);
   const PlanCheck check(outs);
+  Probe probe("op");
   naming_failed_allocations(a, outs, [&] { a.primitive().eval_cpu(a.inputs(), outs); });
+  if (probe.on()) {
+    Probe::Reads read;
+    uint64_t written = 0;
+    // A view (a transpose, a reshape that could keep the buffer) moves no bytes.
+    bool view = false;
+    for (const auto& in : a.inputs()) view = view || in.data_shared_ptr() == outs[0].data_shared_ptr();
+    if (!view) {
+      for (const auto& in : a.inputs()) read.add(in);
+      for (const auto& o : outs) written += Probe::stored_bytes(o);
+    }
+    std::string printed;
+    std::string kind = Probe::name_of(a.primitive(), &printed);
+    probe.record(std::move(kind), read.bytes, written, a.primitive().flops(a.inputs(), outs), outs[0], printed);
+  }
   check.verify(a, outs);
   finish(outs);
 }
@@ -239,7 +330,30 @@ void compute(std::vector<array>& tape, const detail::FusionPlan& plan, const Pla
   if (!plan.internal.empty() && plan.internal[i]) return;
   if (!plan.internal.empty() && !plan.groups[i].empty()) {
     const array root = tape[plan.groups[i].back()];
+    Probe probe("fused");
+    if (!probe.on()) {
+      naming_failed_allocations(root, {root}, [&] { detail::run_fused(tape, plan, i, index); });
+      return;
+    }
+    // One entry for the group: its members' names in tape order, the inputs it reads from outside,
+    // the result it writes; the members release their tape entries as it runs, so read them first.
+    std::string name = "Fused(";
+    Probe::Reads read;
+    double flops = 0;
+    const std::vector<int>& members = plan.groups[i];
+    for (size_t m = 0; m < members.size(); ++m) {
+      const array& x = tape[members[m]];
+      name += (m ? "," : "") + Probe::name_of(x.primitive());
+      flops += std::max(0.0, x.primitive().flops(x.inputs(), {x}));
+      for (const auto& in : x.inputs()) {
+        auto it = index.find(in.node_id());
+        const bool inside = it != index.end() && std::find(members.begin(), members.end(), it->second) != members.end();
+        if (!inside) read.add(in);
+      }
+    }
+    name += ")";
     naming_failed_allocations(root, {root}, [&] { detail::run_fused(tape, plan, i, index); });
+    probe.record(std::move(name), read.bytes, Probe::stored_bytes(root), flops, root);
   } else if (!tape[i].is_evaluated()) {
     run(std::move(tape[i]));
   }
@@ -388,7 +502,8 @@ void run_tape(std::vector<array>& tape, const Index& index) {
 }
 }  // namespace
 
-void eval(std::vector<array> outputs) {
+namespace {
+void eval_graph(std::vector<array> outputs) {
   // One node over evaluated inputs (a step of an eager-style loop): nothing to order, fuse or
   // overlap, and no index to build (its allocations were a third of such an op's cost).
   if (outputs.size() == 1 && needs_eval(outputs[0])) {
@@ -399,6 +514,24 @@ void eval(std::vector<array> outputs) {
   Index index;
   std::vector<array> tape = build_tape(outputs, index);
   if (!tape.empty()) run_tape(tape, index);
+}
+}  // namespace
+
+void eval(std::vector<array> outputs) {
+  if (!profile::detail::recording()) return eval_graph(std::move(outputs));
+  // The profiler's span of the whole call, enclosing its nodes on this thread.
+  profile::detail::Span span;
+  span.name = "eval";
+  span.category = "eval";
+  span.begin_ns = profile::detail::now_ns();
+  struct Record {
+    profile::detail::Span& span;
+    ~Record() {
+      span.end_ns = profile::detail::now_ns();
+      profile::detail::record(std::move(span));
+    }
+  } record{span};
+  eval_graph(std::move(outputs));
 }
 
 // The tape is cut where the stream changes into segments, each run by its stream's thread as one task

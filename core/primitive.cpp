@@ -12,6 +12,10 @@ std::atomic<PrimitiveHook> primitive_hook{nullptr};
 void set_primitive_hook(PrimitiveHook hook) { primitive_hook.store(hook, std::memory_order_relaxed); }
 }  // namespace detail
 
+double Primitive::flops(const std::vector<array>&, const std::vector<array>& outputs) const {
+  return is_elementwise() && !outputs.empty() ? double(outputs[0].size()) : -1.0;
+}
+
 std::vector<array> Primitive::vjp(const std::vector<array>&, const std::vector<array>&, const std::vector<int>&,
                                   const std::vector<array>&) {
   std::ostringstream os;

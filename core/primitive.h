@@ -43,6 +43,10 @@ class Primitive {
   virtual std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
                                  const std::vector<int>& argnums);
 
+  /// Floating-point operations of one evaluation, for the profiler (core/profile.h), or -1 when
+  /// not known. Elementwise primitives count one per output element (the default).
+  virtual double flops(const std::vector<array>& inputs, const std::vector<array>& outputs) const;
+
   virtual const char* name() const = 0;
   virtual void print(std::ostream& os) const { os << name(); }
 

@@ -1,4 +1,5 @@
 #include "loom/core/stream.h"
+#include "loom/core/profile.h"
 
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -61,6 +62,7 @@ struct Worker {
   explicit Worker(int stream) : thread([this, stream] { loop(stream); }) {}
   void loop(int stream) {
     default_index = running_stream = stream;
+    profile::detail::name_thread("stream " + std::to_string(stream));
     for (;;) {
       Task t;
       {

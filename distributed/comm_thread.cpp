@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "loom/core/profile.h"
 #include "loom/core/threads.h"
 
 namespace loom::distributed::detail {
@@ -37,6 +38,7 @@ void CommThread::wait(const std::shared_ptr<Job>& job) {
 }
 
 void CommThread::loop() {
+  profile::detail::name_thread("communication");
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });

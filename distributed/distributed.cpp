@@ -2,11 +2,13 @@
 // GroupImpl (detail/group_impl.h); the nodes the collectives make are in primitives.cpp.
 #include "loom/distributed/distributed.h"
 
+#include <algorithm>
 #include <limits>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 
+#include "loom/core/profile.h"
 #include "loom/distributed/detail/comm_thread.h"
 #include "loom/distributed/detail/fault_watch.h"
 #include "loom/distributed/detail/group_impl.h"
@@ -29,6 +31,45 @@ bool joined = false;  // a multi-process backend was joined
 
 Group resolve(const std::optional<Group>& g) { return g ? *g : init(); }
 
+// The profiler's view of the ranks (core/profile.h). Clocks: the ranks leave a barrier together
+// (within its latency) and each samples its clock; rank 0's sample minus this rank's is the offset,
+// the median of five rounds.
+profile::detail::Ranks profile_align(int64_t start_ns) {
+  detail::GroupImpl& g = *world_impl;
+  const int n = g.size();
+  std::vector<int64_t> offsets, all(n);
+  for (int round = 0; round < 5; ++round) {
+    int32_t one = 1, sum = 0;
+    g.all_reduce(&one, &sum, 1, int32, detail::ReduceOp::sum);
+    const int64_t t = profile::detail::now_ns();
+    g.all_gather(&t, all.data(), 1, int64);
+    offsets.push_back(all[0] - t);
+  }
+  std::sort(offsets.begin(), offsets.end());
+  g.all_gather(&start_ns, all.data(), 1, int64);
+  return {g.rank(), offsets[offsets.size() / 2], all[0]};
+}
+
+// Every rank's text to rank 0, in rank order: its length, then its bytes.
+std::vector<std::string> profile_gather(const std::string& mine) {
+  detail::GroupImpl& g = *world_impl;
+  if (g.rank() != 0) {
+    const int64_t len = static_cast<int64_t>(mine.size());
+    g.send(&len, 1, int64, 0);
+    g.send(mine.data(), mine.size(), uint8, 0);
+    return {};
+  }
+  std::vector<std::string> out{mine};
+  for (int r = 1; r < g.size(); ++r) {
+    int64_t len = 0;
+    g.recv(&len, 1, int64, r);
+    std::string s(static_cast<size_t>(len), '\0');
+    g.recv(s.data(), s.size(), uint8, r);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 }  // namespace
 
 int Group::rank() const { return impl_->rank(); }
@@ -50,6 +91,7 @@ Group init(bool strict) {
       joined = true;
       // The communication thread (and the fault watch it checks) calls the backend beside eval.
       if (world_impl->size() > 1 && world->threads) detail::start_comm_thread(world_impl->size(), world->local_ranks);
+      if (world_impl->size() > 1) profile::detail::set_distributed_hooks({profile_align, profile_gather});
     } else {
       world_impl = detail::single_process_group();
     }

@@ -12,6 +12,7 @@
 #include "loom/core/copy.h"
 #include "loom/core/dispatch.h"
 #include "loom/core/primitive.h"
+#include "loom/core/profile.h"
 #include "loom/distributed/detail/comm_thread.h"
 #include "loom/distributed/detail/fault_watch.h"
 #include "loom/distributed/detail/group_impl.h"
@@ -109,8 +110,19 @@ class Communication : public UnaryPrimitive {
         if (watch.on()) watch.leave();
       }
     } leave{watch};
+    const int64_t begin = profile::detail::recording() ? profile::detail::now_ns() : 0;
     check_agreement(run.x);
     run.communicate();
+    if (begin) {  // the profiler's span where the data moved, with this rank's bytes
+      profile::detail::Span s;
+      s.name = name();
+      s.category = "comm";
+      s.begin_ns = begin;
+      s.end_ns = profile::detail::now_ns();
+      s.bytes_read = s.bytes_written = run.x.nbytes();
+      s.args = "\"group_size\":" + std::to_string(impl().size());
+      profile::detail::record(std::move(s));
+    }
   }
 };
 

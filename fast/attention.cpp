@@ -368,6 +368,17 @@ Composition reference(double scale) {
 }
 
 // inputs: q, k, v[, mask], dout; outputs: dq, dk, dv.
+// The multiply-adds of `qk` products of q (..., L, D) with k (..., S, D) and `pv` of the scores with
+// v (..., S, Dv), over the heads of the broadcast batch, for the profiler.
+double attention_flops(const array& q, const array& k, const array& v, int qk, int pv) {
+  const int r = static_cast<int>(q.ndim());
+  if (r < 2 || k.ndim() < 2 || v.ndim() < 2) return -1;
+  const double l = q.shape()[r - 2], d = q.shape()[r - 1], s = k.shape()[k.ndim() - 2], dv = v.shape()[v.ndim() - 1];
+  double heads = 1;
+  for (int i = 0; i < r - 2; ++i) heads *= std::max(q.shape()[i], i < int(k.ndim()) - 2 ? k.shape()[i] : 1);
+  return 2.0 * heads * l * s * (qk * d + pv * dv);
+}
+
 class ScaledDotProductAttentionBackward : public CustomBackward {
  public:
   ScaledDotProductAttentionBackward(double scale, bool has_mask)
@@ -389,6 +400,10 @@ class ScaledDotProductAttentionBackward : public CustomBackward {
     });
   }
   const char* name() const override { return "ScaledDotProductAttentionBackward"; }
+  // Scores again, then dV, dP, dQ and dK: five products of the forward's sizes.
+  double flops(const std::vector<array>& in, const std::vector<array>&) const override {
+    return attention_flops(in[0], in[1], in[2], 3, 2);
+  }
 
  private:
   double scale_;
@@ -413,6 +428,9 @@ class ScaledDotProductAttention : public Custom {
     });
   }
   const char* name() const override { return "ScaledDotProductAttention"; }
+  double flops(const std::vector<array>& in, const std::vector<array>&) const override {
+    return attention_flops(in[0], in[1], in[2], 1, 1);
+  }
 
  protected:
   // dq, dk and dv from one fused kernel; the mask's gradient through the composition.

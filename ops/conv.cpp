@@ -462,6 +462,13 @@ class Convolution : public UnaryPrimitive {
  public:
   Convolution(ConvRole role, ConvParams p, Shape out_shape)
       : role_(role), p_(std::move(p)), out_shape_(std::move(out_shape)) {}
+  // Every role does the forward's work: a multiply-add per output element per weight element of
+  // its output channel (each gradient is the same sum of products, taken another way).
+  double flops(const std::vector<array>& in, const std::vector<array>& out) const override {
+    const array& y = role_ == ConvRole::forward ? out[0] : role_ == ConvRole::input_grad ? in[0] : in[1];
+    const array& w = role_ == ConvRole::weight_grad ? out[0] : in[1];
+    return w.shape()[0] ? 2.0 * double(y.size()) * double(w.size() / size_t(w.shape()[0])) : 0.0;
+  }
 
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const Dtype ct = out.dtype() == float64 ? float64 : float32;

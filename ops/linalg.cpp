@@ -76,6 +76,12 @@ class Matmul : public UnaryPrimitive {
  public:
   bool supports_complex() const override { return true; }
   Matmul(float alpha = 1.0f, float beta = 0.0f) : alpha_(alpha), beta_(beta) {}
+  // A multiply and an add per output element per term of the inner dimension (four of each for
+  // complex).
+  double flops(const std::vector<array>& in, const std::vector<array>& out) const override {
+    const double k = in[0].ndim() ? in[0].shape()[in[0].ndim() - 1] : 1;
+    return 2.0 * k * double(out[0].size()) * (out[0].dtype() == complex64 ? 4 : 1);
+  }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array* c = in.size() > 2 ? &in[2] : nullptr;
     if (out.dtype() == float64) {

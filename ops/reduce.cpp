@@ -215,6 +215,7 @@ inline constexpr bool has_nan_v = std::is_floating_point_v<T> || is_complex_v<T>
 class Reduce : public UnaryPrimitive {
  public:
   Reduce(ReduceType t, std::vector<int> axes) : type_(t), axes_(std::move(axes)) {}
+  double flops(const std::vector<array>& in, const std::vector<array>&) const override { return double(in[0].size()); }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array& x = in[0];
     switch (type_) {

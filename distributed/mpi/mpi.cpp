@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "loom/core/profile.h"
 #include "loom/distributed/detail/comm_thread.h"
 #include "loom/distributed/detail/fault_watch.h"
 #include "loom/distributed/detail/group_impl.h"
@@ -307,6 +308,8 @@ class MpiWatchLink : public WatchLink {
 };
 
 void finalize() {
+  // LOOM_PROFILE's trace gathers from every rank (core/profile.h): before communication ends.
+  if (int finalized = 0; MPI_Finalized(&finalized) == MPI_SUCCESS && !finalized) profile::detail::finish_at_exit();
   stop_comm_thread();
   int finalized = 0;
   MPI_Finalized(&finalized);

@@ -99,8 +99,9 @@ double now_s() {
 int main(int argc, char** argv) {
   int steps = 300, batch = 32, context = 128, threads = 0, sample_bytes = 300, log_every = 25, val_windows = 256;
   double lr = 3e-4, temperature = 0.8;
+  int profile_steps = 5;
   uint64_t seed = 0;
-  std::string dir = "/usr/share/games/fortunes", prompt = "The ", mode = "replicated";
+  std::string dir = "/usr/share/games/fortunes", prompt = "The ", mode = "replicated", profile_path;
   CLI::App app{"Train a byte-level transformer LM on the fortune texts, alone or under mpirun -np N."};
   app.add_option("--steps", steps, "training steps")->capture_default_str();
   app.add_option("--batch-size", batch, "global batch (windows), split evenly across ranks")->capture_default_str();
@@ -118,6 +119,10 @@ int main(int argc, char** argv) {
   app.add_option("--log-every", log_every, "print the loss every N steps")->capture_default_str();
   app.add_option("--val-windows", val_windows, "held-out windows scored at the end (the first N of the last 10%)")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--profile", profile_path,
+                 "profile the steps after the first: print the profiler's table, write a Chrome trace to this file");
+  app.add_option("--profile-steps", profile_steps, "steps --profile records")->check(CLI::PositiveNumber)
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -158,12 +163,21 @@ int main(int argc, char** argv) {
   int64_t epoch = 0, i = 0;
   for (int step = 1; step <= steps; ++step, ++i) {
     if (i == loader.num_batches()) loader.set_epoch(++epoch), i = 0;
+    // The profiler records whole steps, from the second (the first builds caches and pools).
+    const bool profiling = !profile_path.empty() && step >= 2 && step < 2 + profile_steps;
+    if (profiling && step == 2) profile::start();
     auto [x, y] = loader.batch(i);
     auto [loss, grads] = loss_and_grad(x, y);
     // The sharded modes average inside; tensor-parallel gradients are the whole batch's already.
     if (mode == "replicated") grads = nn::average_gradients(grads);
     optimizer.update(model, grads);
     eval(loss, model.parameters());
+    if (profiling && (step == 1 + profile_steps || step == steps)) {
+      profile::stop();
+      if (lead) std::printf("profile of steps 2-%d (rank 0):\n%s", step, profile::table(25).c_str());
+      profile::write_trace(profile_path);  // every rank: the trace gathers them all
+      if (lead) std::printf("profile: trace of %d rank(s) written to %s\n", world.size(), profile_path.c_str());
+    }
     recent += loss.item<float>();
     if (step % log_every == 0 || step == steps) {
       // The loss of the global batch: the mean of the ranks' (tensor-parallel ranks share one batch).
