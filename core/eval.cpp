@@ -250,9 +250,12 @@ void run(array a) {  // takes the tape's handle: consumers' inputs are then the 
   if (probe.on()) {
     Probe::Reads read;
     uint64_t written = 0;
-    // A view (a transpose, a reshape that could keep the buffer) moves no bytes.
+    // A view (a transpose, a reshape that could keep the buffer) moves no bytes; a kernel that
+    // wrote into a donated input's buffer did.
     bool view = false;
-    for (const auto& in : a.inputs()) view = view || in.data_shared_ptr() == outs[0].data_shared_ptr();
+    for (const auto& in : a.inputs()) {
+      view = view || (a.primitive().makes_view() && in.data_shared_ptr() == outs[0].data_shared_ptr());
+    }
     if (!view) {
       for (const auto& in : a.inputs()) read.add(in);
       for (const auto& o : outs) written += Probe::stored_bytes(o);
@@ -503,7 +506,7 @@ void run_tape(std::vector<array>& tape, const Index& index) {
 }  // namespace
 
 namespace {
-void eval_graph(std::vector<array> outputs) {
+void eval_graph(std::vector<array>& outputs) {
   // One node over evaluated inputs (a step of an eager-style loop): nothing to order, fuse or
   // overlap, and no index to build (its allocations were a third of such an op's cost).
   if (outputs.size() == 1 && needs_eval(outputs[0])) {
@@ -518,7 +521,7 @@ void eval_graph(std::vector<array> outputs) {
 }  // namespace
 
 void eval(std::vector<array> outputs) {
-  if (!profile::detail::recording()) return eval_graph(std::move(outputs));
+  if (!profile::detail::recording()) return eval_graph(outputs);
   // The profiler's span of the whole call, enclosing its nodes on this thread.
   profile::detail::Span span;
   span.name = "eval";
@@ -531,7 +534,7 @@ void eval(std::vector<array> outputs) {
       profile::detail::record(std::move(span));
     }
   } record{span};
-  eval_graph(std::move(outputs));
+  eval_graph(outputs);
 }
 
 // The tape is cut where the stream changes into segments, each run by its stream's thread as one task

@@ -16,9 +16,11 @@
 
 namespace loom::profile {
 
+std::atomic<bool> detail::recording_flag{false};
+
 namespace {
 
-std::atomic<bool> on{false};
+std::atomic<bool>& on = detail::recording_flag;
 
 // Each thread appends to a log of its own; the registry keeps every log (a thread may end before
 // the trace is written). A log's mutex is only ever contended while a recording is read.
@@ -172,7 +174,6 @@ std::string human_bytes(double b) {
 
 namespace detail {
 
-bool recording() { return on.load(std::memory_order_relaxed); }
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())

@@ -25,6 +25,7 @@
 //   - each eval call, enclosing the nodes it ran on its thread; memory in use after every node.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -65,7 +66,9 @@ void write_trace(const std::string& path);
 
 namespace detail {
 
-bool recording();  // the per-node check while off: one relaxed atomic load
+extern std::atomic<bool> recording_flag;
+/// The per-node check while off: one relaxed atomic load, inlined.
+inline bool recording() { return recording_flag.load(std::memory_order_relaxed); }
 
 /// Monotonic nanoseconds (steady_clock), the clock of every record.
 int64_t now_ns();
