@@ -9,10 +9,7 @@
 # AdamW amplifies that slowly), and the last loss must be below the first.
 set -euo pipefail
 mpiexec="$1" llama="$2" work="$3"
-rm -rf "$work"
-mkdir -p "$work"
-mpi=(--oversubscribe --bind-to none)
-[ "$(id -u)" = 0 ] && mpi+=(--allow-run-as-root)
+. "$(dirname "$0")/../script_prelude.sh"
 args=(--steps 12 --dims 32 --heads 2 --layers 2 --context 32 --batch-size 8 --lr 3e-3 --threads 1
       --val-windows 8 --log-every 4)
 

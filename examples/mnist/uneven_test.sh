@@ -6,9 +6,8 @@
 #    (and their train-loss and test-set collectives after the loop) complete.
 set -uo pipefail
 mpiexec="$1" mnist="$2" work="$3"
-rm -rf "$work"
-mpi=("$mpiexec" --oversubscribe --bind-to none)
-[ "$(id -u)" = 0 ] && mpi+=(--allow-run-as-root)
+. "$(dirname "$0")/../script_prelude.sh"
+mpi=("$mpiexec" "${mpi[@]}")
 common=(--epochs 2 --threads 1 --test-limit 200)
 "${mpi[@]}" -np 1 "$mnist" "${common[@]}" --steps 6 --out-dir "$work/a" : \
             -np 1 "$mnist" "${common[@]}" --steps 3 --out-dir "$work/a" >"$work.plain.log" 2>&1

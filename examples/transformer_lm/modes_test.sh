@@ -6,10 +6,7 @@
 #   modes_test.sh MPIEXEC TRANSFORMER_LM_BINARY WORK_DIR
 set -euo pipefail
 mpiexec="$1" lm="$2" work="$3"
-rm -rf "$work"
-mkdir -p "$work"
-mpi=(--oversubscribe --bind-to none)
-[ "$(id -u)" = 0 ] && mpi+=(--allow-run-as-root)
+. "$(dirname "$0")/../script_prelude.sh"
 args=(--steps 6 --log-every 1 --context 32 --batch-size 8 --lr 3e-3 --threads 1 --val-windows 8 --sample-bytes 8)
 runs=("1 replicated" "2 zero1" "4 zero2" "4 fully_sharded" "2 tensor_parallel" "4 tensor_parallel")
 for run in "${runs[@]}"; do

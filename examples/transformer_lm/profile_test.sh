@@ -5,10 +5,7 @@
 #   profile_test.sh MPIEXEC TRANSFORMER_LM_BINARY WORK_DIR
 set -euo pipefail
 mpiexec="$1" lm="$2" work="$3"
-rm -rf "$work"
-mkdir -p "$work"
-mpi=(--oversubscribe --bind-to none)
-[ "$(id -u)" = 0 ] && mpi+=(--allow-run-as-root)
+. "$(dirname "$0")/../script_prelude.sh"
 args=(--steps 4 --log-every 2 --context 32 --batch-size 8 --threads 1 --val-windows 8 --sample-bytes 8)
 fail() { echo "FAIL: $*"; exit 1; }
 # Checks a trace: JSON, with process ids 0..ranks-1, X spans that include the given names.
