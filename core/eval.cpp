@@ -172,12 +172,19 @@ void give_empty_buffers(std::vector<array>& outs) {
 // relaxed atomic load and nothing else.
 class Probe {
  public:
-  explicit Probe(const char* category) : on_(profile::detail::recording()), category_(category) {
-    if (!on_) return;
+  explicit Probe(const char* category) : on_(profile::detail::recording()), category_(category) {}
+  ~Probe() {
+    if (on_) profile::detail::set_running_node(nullptr);
+  }
+  bool on() const { return on_; }
+  // Names the node (so that the thread pool's workers name their part of it) and starts its clock.
+  void start(std::string kind, std::string printed = {}) {
+    kind_ = std::move(kind);
+    printed_ = std::move(printed);
+    profile::detail::set_running_node(&kind_);
     before_ = detail::alloc_counters(true);
     begin_ = profile::detail::now_ns();
   }
-  bool on() const { return on_; }
   static uint64_t stored_bytes(const array& a) { return a.data_size() * a.itemsize(); }
   // Bytes of arrays read, each buffer once however many times it is an input (x * x reads x once).
   struct Reads {
@@ -208,12 +215,11 @@ class Probe {
     if (printed && kind != s) *printed = std::move(s);
     return kind;
   }
-  void record(std::string name, uint64_t read, uint64_t written, double flops, const array& out,
-              const std::string& printed = {}) {
+  void record(uint64_t read, uint64_t written, double flops, const array& out) {
     profile::detail::Span s;
     s.end_ns = profile::detail::now_ns();
     s.begin_ns = begin_;
-    s.name = std::move(name);
+    s.name = kind_;
     s.category = category_;
     s.bytes_read = read;
     s.bytes_written = written;
@@ -229,7 +235,7 @@ class Probe {
     for (size_t d = 0; d < out.ndim(); ++d) os << (d ? "," : "") << out.shape()[d];
     os << ")\"";
     s.args = os.str();
-    s.detail = printed;
+    s.detail = printed_;
     profile::detail::record(std::move(s));
   }
 
@@ -238,6 +244,7 @@ class Probe {
   const char* category_;
   detail::AllocCounters before_;
   int64_t begin_ = 0;
+  std::string kind_, printed_;
 };
 
 void run(array a) {  // takes the tape's handle: consumers' inputs are then the last holders
@@ -246,6 +253,11 @@ void run(array a) {  // takes the tape's handle: consumers' inputs are then the 
   donate(a, outs);
   const PlanCheck check(outs);
   Probe probe("op");
+  if (probe.on()) {
+    std::string printed;
+    std::string kind = Probe::name_of(a.primitive(), &printed);
+    probe.start(std::move(kind), std::move(printed));
+  }
   naming_failed_allocations(a, outs, [&] { a.primitive().eval_cpu(a.inputs(), outs); });
   if (probe.on()) {
     Probe::Reads read;
@@ -260,9 +272,7 @@ void run(array a) {  // takes the tape's handle: consumers' inputs are then the 
       for (const auto& in : a.inputs()) read.add(in);
       for (const auto& o : outs) written += Probe::stored_bytes(o);
     }
-    std::string printed;
-    std::string kind = Probe::name_of(a.primitive(), &printed);
-    probe.record(std::move(kind), read.bytes, written, a.primitive().flops(a.inputs(), outs), outs[0], printed);
+    probe.record(read.bytes, written, a.primitive().flops(a.inputs(), outs), outs[0]);
   }
   check.verify(a, outs);
   finish(outs);
@@ -355,8 +365,9 @@ void compute(std::vector<array>& tape, const detail::FusionPlan& plan, const Pla
       }
     }
     name += ")";
+    probe.start(std::move(name));
     naming_failed_allocations(root, {root}, [&] { detail::run_fused(tape, plan, i, index); });
-    probe.record(std::move(name), read.bytes, Probe::stored_bytes(root), flops, root);
+    probe.record(read.bytes, Probe::stored_bytes(root), flops, root);
   } else if (!tape[i].is_evaluated()) {
     run(std::move(tape[i]));
   }

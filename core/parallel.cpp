@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "loom/core/profile.h"
+
 namespace loom::detail {
 
 namespace {
@@ -84,6 +86,7 @@ struct Job {
   std::atomic<int> active{0};  // workers that joined and have not left
   std::atomic<bool> failed{false};
   std::exception_ptr error;  // written by the thread that set `failed`
+  const std::string* node = nullptr;  // while profiling: the node the caller runs (core/profile.h)
 
   // Claims and runs tasks until none is left (or one failed).
   void work() {
@@ -122,6 +125,7 @@ class Pool {
     job.ctx = ctx;
     job.tasks = tasks;
     job.max_workers = want;
+    if (profile::detail::recording()) job.node = profile::detail::running_node();
     {
       std::lock_guard<std::mutex> lock(mutex_);
       current_ = &job;
@@ -181,7 +185,11 @@ class Pool {
     std::lock_guard<std::mutex> lock(grow_mutex_);
     while (started_.load(std::memory_order_relaxed) < n) {
       try {
-        std::thread([this] { worker(); }).detach();
+        const int n = started_.load(std::memory_order_relaxed) + 1;
+        std::thread([this, n] {
+          profile::detail::name_thread("pool worker " + std::to_string(n));
+          worker();
+        }).detach();
       } catch (const std::system_error&) {
         return;
       }
@@ -212,8 +220,17 @@ class Pool {
       }
       if (!job) continue;
       in_task = true;
+      const int64_t begin = job->node ? profile::detail::now_ns() : 0;
       job->work();
       in_task = false;
+      if (job->node) {  // this worker's part of the node, recorded before the caller may return
+        profile::detail::Span s;
+        s.name = *job->node;
+        s.category = "worker";
+        s.begin_ns = begin;
+        s.end_ns = profile::detail::now_ns();
+        profile::detail::record(std::move(s));
+      }
       if (job->active.fetch_sub(1, std::memory_order_acq_rel) == 1) {  // the job's last touch
         left_.fetch_add(1, std::memory_order_seq_cst);
         if (caller_sleeping_.load(std::memory_order_seq_cst)) futex_wake_all(left_);

@@ -47,6 +47,12 @@ Registry& registry() {
 }
 
 thread_local std::string thread_label;  // name_thread's, for the log made at the first record
+thread_local const std::string* node_running = nullptr;
+
+// Spans that enclose others or repeat a node's time elsewhere: in the trace, not in the summary.
+bool structural(const char* category) {
+  return std::string(category) == "eval" || std::string(category) == "worker";
+}
 
 ThreadLog& my_log() {
   thread_local std::shared_ptr<ThreadLog> log;
@@ -131,7 +137,7 @@ std::string trace_events(int pid, int64_t offset_ns, int64_t base_ns) {
       first = false;
       return os;
     };
-    if (std::string(s.category) != "eval") {
+    if (!structural(s.category)) {
       arg("bytes_read") << s.bytes_read;
       arg("bytes_written") << s.bytes_written;
       if (s.flops >= 0) arg("flops") << std::setprecision(0) << s.flops << std::setprecision(3);
@@ -181,6 +187,9 @@ int64_t now_ns() {
 }
 
 void name_thread(const std::string& name) { thread_label = name; }
+
+const std::string* running_node() { return node_running; }
+void set_running_node(const std::string* kind) { node_running = kind; }
 
 void record(Span&& span) {
   ThreadLog& l = my_log();
@@ -244,10 +253,8 @@ std::vector<OpStats> key_averages() {
   std::map<std::pair<std::string, std::string>, OpStats> by;
   for (const auto& [tid, s] : rec.spans) {
     const double ns = double(s.end_ns - s.begin_ns);
-    if (std::string(s.category) == "eval") {
-      eval_ns += ns;
-      continue;
-    }
+    if (std::string(s.category) == "eval") eval_ns += ns;
+    if (structural(s.category)) continue;
     OpStats& o = by[{s.category, s.name}];
     o.name = s.name;
     o.category = s.category;

@@ -22,7 +22,8 @@
 //     tape order, reading the group's outside inputs and writing its result;
 //   - each collective where its data moves (the communication thread, or eval's thread when it runs
 //     inline) with its bytes and achieved bandwidth;
-//   - each eval call, enclosing the nodes it ran on its thread; memory in use after every node.
+//   - each eval call, enclosing the nodes it ran on its thread; memory in use after every node;
+//   - each thread-pool worker's part of a node, on the worker's own track (not in the summary).
 #pragma once
 
 #include <atomic>
@@ -77,10 +78,15 @@ int64_t now_ns();
 /// thread records anything (a thread's log is made at its first record).
 void name_thread(const std::string& name);
 
+/// The kind of node the calling thread is running while recording (null outside one): the thread
+/// pool names its workers' part of the node after it. Eval sets it around each node it records.
+const std::string* running_node();
+void set_running_node(const std::string* kind);
+
 /// A finished span on the calling thread.
 struct Span {
   std::string name;
-  const char* category = "op";  // "op", "fused", "comm", "eval"
+  const char* category = "op";  // "op", "fused", "comm", "eval", "worker" (a pool thread's part of a node)
   int64_t begin_ns = 0, end_ns = 0;
   uint64_t bytes_read = 0, bytes_written = 0;
   double flops = -1;

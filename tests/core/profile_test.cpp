@@ -134,6 +134,7 @@ TEST(Profile, TraceParsesAndItsSpansNestAndAddUp) {
     if (ph != "X") continue;
     EXPECT_GE(e["dur"].get<double>(), 0.0);
     EXPECT_GE(e["ts"].get<double>(), 0.0);
+    if (e["cat"] == "worker") continue;  // a pool thread's part of a node (the next test)
     (e["cat"] == "eval" ? evals : spans).push_back(e);
   }
   EXPECT_GE(thread_names, 1);
@@ -175,4 +176,47 @@ TEST(Profile, BadPaths) {
   { Recording rec; }
   EXPECT_THROW_MSG(profile::write_trace("/nonexistent-dir/trace.json"), std::runtime_error,
                    "[profile::write_trace] cannot write /nonexistent-dir/trace.json");
+}
+
+TEST(Profile, PoolWorkersHaveTracksNamedAfterTheirNode) {
+  // A 512 x 512 matmul on 2 threads splits over the pool: a worker's part is a span of its own
+  // track, named after the node, inside the node's span on the thread that ran eval. (A worker may
+  // not wake in time for one product; over twenty, one does.)
+  const int threads = get_num_threads();
+  set_num_threads(2);
+  array a = full({512, 512}, 0.5f), b = full({512, 512}, 0.25f);
+  eval(a, b);
+  {
+    Recording rec;
+    for (int i = 0; i < 20; ++i) eval(matmul(a, b));
+  }
+  set_num_threads(threads);
+  const std::string path = ::testing::TempDir() + "loom_profile_workers.json";
+  profile::write_trace(path);
+  const json trace = read_json(path);
+  std::map<int, std::string> thread_names;
+  std::vector<json> nodes, parts;
+  for (const json& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") thread_names[e["tid"]] = e["args"]["name"];
+    if (e["ph"] != "X") continue;
+    if (e["cat"] == "op") nodes.push_back(e);
+    if (e["cat"] == "worker") parts.push_back(e);
+  }
+  ASSERT_FALSE(parts.empty()) << "no worker joined any of 20 products";
+  for (const json& p : parts) {
+    EXPECT_EQ(p["name"], "Matmul");
+    EXPECT_EQ(thread_names[p["tid"]].rfind("pool worker ", 0), 0u) << thread_names[p["tid"]];
+    const double t0 = p["ts"], t1 = t0 + p["dur"].get<double>();
+    bool inside = false;
+    for (const json& n : nodes) {
+      const double n0 = n["ts"], n1 = n0 + n["dur"].get<double>();
+      inside = inside || (n["name"] == "Matmul" && n["tid"] != p["tid"] && t0 >= n0 - 1e-3 && t1 <= n1 + 1e-3);
+    }
+    EXPECT_TRUE(inside) << p.dump();
+  }
+  // The summary counts the node once: workers' parts are inside its time already.
+  const profile::OpStats* mm = find_kind(profile::key_averages(), "Matmul");
+  ASSERT_NE(mm, nullptr);
+  EXPECT_EQ(mm->calls, 20);
+  std::remove(path.c_str());
 }
