@@ -19,6 +19,9 @@ const profile::OpStats* find_kind(const std::vector<profile::OpStats>& s, const 
   return nullptr;
 }
 
+// (It points into the vector: a temporary would be gone by the time the pointer is read.)
+const profile::OpStats* find_kind(std::vector<profile::OpStats>&& s, const std::string& name) = delete;
+
 json read_json(const std::string& path) {
   std::ifstream f(path);
   EXPECT_TRUE(f.good()) << path;
@@ -59,7 +62,8 @@ TEST(Profile, NodesCarryBytesFlopsAndAllocations) {
     Recording rec;
     eval(sum(a, 1));
   }
-  const profile::OpStats* r = find_kind(profile::key_averages(), "Reduce(sum)");
+  const auto reduced = profile::key_averages();  // (find_kind points into it)
+  const profile::OpStats* r = find_kind(reduced, "Reduce(sum)");
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r->flops, 64.0 * 32);
   EXPECT_EQ(r->bytes_written, 64u * 4);
@@ -215,7 +219,8 @@ TEST(Profile, PoolWorkersHaveTracksNamedAfterTheirNode) {
     EXPECT_TRUE(inside) << p.dump();
   }
   // The summary counts the node once: workers' parts are inside its time already.
-  const profile::OpStats* mm = find_kind(profile::key_averages(), "Matmul");
+  const auto kinds = profile::key_averages();  // (find_kind points into it)
+  const profile::OpStats* mm = find_kind(kinds, "Matmul");
   ASSERT_NE(mm, nullptr);
   EXPECT_EQ(mm->calls, 20);
   std::remove(path.c_str());
