@@ -265,8 +265,8 @@ void run(array a) {  // takes the tape's handle: consumers' inputs are then the 
     // A view (a transpose, a reshape that could keep the buffer) moves no bytes; a kernel that
     // wrote into a donated input's buffer did.
     bool view = false;
-    for (const auto& in : a.inputs()) {
-      view = view || (a.primitive().makes_view() && in.data_shared_ptr() == outs[0].data_shared_ptr());
+    if (a.primitive().makes_view()) {
+      for (const auto& in : a.inputs()) view = view || in.data_shared_ptr() == outs[0].data_shared_ptr();
     }
     if (!view) {
       for (const auto& in : a.inputs()) read.add(in);

@@ -247,8 +247,8 @@ void stop() {
 
 bool is_recording() { return on.load(); }
 
-std::vector<OpStats> key_averages() {
-  const Recorded rec = snapshot();
+namespace {
+std::vector<OpStats> averages(const Recorded& rec) {
   double eval_ns = 0;
   std::map<std::pair<std::string, std::string>, OpStats> by;
   for (const auto& [tid, s] : rec.spans) {
@@ -283,9 +283,13 @@ std::vector<OpStats> key_averages() {
   return out;
 }
 
+}  // namespace
+
+std::vector<OpStats> key_averages() { return averages(snapshot()); }
+
 std::string table(int rows) {
-  const std::vector<OpStats> stats = key_averages();
-  const Recorded rec = snapshot();
+  const Recorded rec = snapshot();  // one copy of the recording for the rows and the totals
+  const std::vector<OpStats> stats = averages(rec);
   double eval_ms = 0;
   int64_t evals = 0;
   uint64_t peak = 0;
