@@ -341,11 +341,34 @@ class array::ArrayIterator {
 };
 
 namespace detail {
+/// A node's outputs, held weakly. Nearly every node has one, and it lives inline: a vector here was
+/// one heap allocation per op, a tenth of the cost of building and evaluating a small op.
+template <class Ref>
+class OutputRefs {
+ public:
+  size_t size() const { return n_; }
+  Ref& operator[](size_t i) { return i == 0 ? first_ : more_[i - 1]; }
+  const Ref& operator[](size_t i) const { return i == 0 ? first_ : more_[i - 1]; }
+  void reserve(size_t n) { more_.reserve(n > 1 ? n - 1 : 0); }
+  void push_back(Ref r) {
+    if (n_++ == 0) {
+      first_ = std::move(r);
+    } else {
+      more_.push_back(std::move(r));
+    }
+  }
+
+ private:
+  Ref first_;
+  std::vector<Ref> more_;
+  size_t n_ = 0;
+};
+
 /// The primitive and inputs shared by all outputs of one operation.
 struct Node {
   std::shared_ptr<Primitive> primitive;
   std::vector<array> inputs;
-  std::vector<std::weak_ptr<array::ArrayDesc>> outputs;
+  OutputRefs<std::weak_ptr<array::ArrayDesc>> outputs;
   std::vector<Shape> output_shapes;  // of every output, for nodes with several (see array::outputs)
   std::vector<Dtype> output_dtypes;
   Node() = default;

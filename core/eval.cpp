@@ -176,14 +176,17 @@ class Probe {
   ~Probe() {
     if (on_) profile::detail::set_running_node(nullptr);
   }
+  Probe(const Probe&) = delete;
+  Probe& operator=(const Probe&) = delete;
   bool on() const { return on_; }
   // Names the node (so that the thread pool's workers name their part of it) and starts its clock.
   void start(std::string kind, std::string printed = {}) {
-    kind_ = std::move(kind);
-    printed_ = std::move(printed);
-    profile::detail::set_running_node(&kind_);
-    before_ = detail::alloc_counters(true);
-    begin_ = profile::detail::now_ns();
+    live_ = std::make_unique<Live>();
+    live_->kind = std::move(kind);
+    live_->printed = std::move(printed);
+    profile::detail::set_running_node(&live_->kind);
+    live_->before = detail::alloc_counters(true);
+    live_->begin = profile::detail::now_ns();
   }
   static uint64_t stored_bytes(const array& a) { return a.data_size() * a.itemsize(); }
   // Bytes of arrays read, each buffer once however many times it is an input (x * x reads x once).
@@ -218,15 +221,15 @@ class Probe {
   void record(uint64_t read, uint64_t written, double flops, const array& out) {
     profile::detail::Span s;
     s.end_ns = profile::detail::now_ns();
-    s.begin_ns = begin_;
-    s.name = kind_;
+    s.begin_ns = live_->begin;
+    s.name = live_->kind;
     s.category = category_;
     s.bytes_read = read;
     s.bytes_written = written;
     s.flops = flops;
     const detail::AllocCounters after = detail::alloc_counters(false);
-    s.allocations = after.allocations - before_.allocations;
-    s.allocated_bytes = after.allocated_bytes - before_.allocated_bytes;
+    s.allocations = after.allocations - live_->before.allocations;
+    s.allocated_bytes = after.allocated_bytes - live_->before.allocated_bytes;
     s.peak_bytes = after.window_peak;
     s.active_bytes = after.active;
     thread_local std::ostringstream os;
@@ -235,16 +238,20 @@ class Probe {
     for (size_t d = 0; d < out.ndim(); ++d) os << (d ? "," : "") << out.shape()[d];
     os << ")\"";
     s.args = os.str();
-    s.detail = printed_;
+    s.detail = live_->printed;
     profile::detail::record(std::move(s));
   }
 
  private:
+  // What a recording node needs, apart so that a probe that is off constructs nothing but a flag.
+  struct Live {
+    detail::AllocCounters before;
+    int64_t begin = 0;
+    std::string kind, printed;
+  };
   bool on_;
   const char* category_;
-  detail::AllocCounters before_;
-  int64_t begin_ = 0;
-  std::string kind_, printed_;
+  std::unique_ptr<Live> live_;
 };
 
 void run(array a) {  // takes the tape's handle: consumers' inputs are then the last holders

@@ -701,24 +701,30 @@ array make_unary(const array& a, const char* name) {
 }
 
 // broadcast_shapes, with the error naming the public op instead of broadcast_shapes.
-Shape broadcast_for(const std::vector<const array*>& arrays, const char* name) {
-  Shape shape;
-  for (const array* x : arrays) {
+// (A pointer and a count, not a vector: this runs for every elementwise op built.)
+Shape broadcast_for(const array* const* arrays, size_t n, const char* name) {
+  Shape shape = arrays[0]->shape();
+  for (size_t i = 1; i < n; ++i) {
+    if (arrays[i]->shape() == shape) continue;
     try {
-      shape = broadcast_shapes(shape, x->shape());
+      shape = broadcast_shapes(shape, arrays[i]->shape());
     } catch (const std::invalid_argument&) {
       std::string shapes;
-      for (const array* y : arrays) shapes += (shapes.empty() ? "" : " and ") + detail::shape_str(y->shape());
+      for (size_t k = 0; k < n; ++k) shapes += (shapes.empty() ? "" : " and ") + detail::shape_str(arrays[k]->shape());
       throw std::invalid_argument(detail::msg("[", name, "] shapes ", shapes, " cannot be broadcast together"));
     }
   }
   return shape;
 }
+Shape broadcast_for(std::initializer_list<const array*> arrays, const char* name) {
+  return broadcast_for(arrays.begin(), arrays.size(), name);
+}
 
 template <typename Op>
 array make_binary(const array& a, const array& b, const char* name) {
-  check_complex<Op>(promote_types(a.dtype(), b.dtype()), name);
-  Dtype d = input_dtype(Op::kind, promote_types(a.dtype(), b.dtype()), name);
+  const Dtype promoted = promote_types(a.dtype(), b.dtype());
+  check_complex<Op>(promoted, name);
+  Dtype d = input_dtype(Op::kind, promoted, name);
   Shape shape = broadcast_for({&a, &b}, name);
   array x = a.dtype() == d ? a : astype(a, d);
   array y = b.dtype() == d ? b : astype(b, d);
@@ -1197,7 +1203,7 @@ array clip(const array& a, const std::optional<array>& lo, const std::optional<a
   std::vector<const array*> operands{&a};
   if (lo) operands.push_back(&*lo);
   if (hi) operands.push_back(&*hi);
-  broadcast_for(operands, "clip");
+  broadcast_for(operands.data(), operands.size(), "clip");
   // Gradient flows to `a` wherever lo <= a <= hi (as torch.clamp). A NaN bound gives NaN, as
   // minimum(maximum(a, lo), hi) does in numpy, PyTorch and MLX.
   auto beyond = [](array outside, const array& bound) {

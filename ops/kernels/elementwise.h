@@ -64,25 +64,33 @@ inline bool alloc_like(array& out, const array& like, size_t itemsize) {
 
 /// How an elementwise kernel runs, decided once for all dtypes and ops (out of line, so that each
 /// (op, dtype) instantiates only its loops): over the flat data of operands that share one layout
-/// (`n` elements; a size-1 operand as a scalar), or row by row over collapsed `shape`, whose
-/// strides are the inputs' and then the output's.
+/// (`n` elements; a size-1 operand as a scalar), or, when `flat` is `strided`, row by row over a
+/// `RowPlan`. The two are apart so that the common flat case builds no shapes or strides.
 struct ElementwisePlan {
   enum Flat { strided, all, scalar_first, scalar_second } flat = strided;
   size_t n = 0;
+};
+
+/// Collapsed `shape` and its strides: the inputs' and then the output's.
+struct RowPlan {
   Shape shape;
   std::array<Strides, 3> st;
 };
 
-/// For y = f(x): allocates `out` (`itemsize`-byte elements) and plans.
+/// For y = f(x): allocates `out` (`itemsize`-byte elements) when the flat path applies, and plans.
 __attribute__((noinline)) inline ElementwisePlan plan_unary(const array& in, array& out, size_t itemsize) {
   ElementwisePlan p;
   if (in.flags().contiguous && alloc_like(out, in, itemsize)) {
     p.flat = ElementwisePlan::all;
     p.n = in.data_size();
-    return p;
   }
+  return p;
+}
+
+/// The strided path of y = f(x): allocates `out` and collapses.
+__attribute__((noinline)) inline RowPlan rows_unary(const array& in, array& out) {
   out.alloc();
-  p.shape = in.shape();
+  RowPlan p{in.shape(), {}};
   std::array<Strides, 2> st{in.strides(), out.strides()};
   collapse(p.shape, st);
   p.st[0] = std::move(st[0]);
@@ -102,11 +110,14 @@ __attribute__((noinline)) inline ElementwisePlan plan_binary(const array& a, con
       (((ac && bc && a.strides() == b.strides()) || (as && bc) || (bs && ac)) && alloc_like(out, like, itemsize))) {
     p.n = out.size() == 1 ? 1 : like.data_size();
     p.flat = (as && !bs) ? ElementwisePlan::scalar_first : (bs && !as) ? ElementwisePlan::scalar_second : ElementwisePlan::all;
-    return p;
   }
+  return p;
+}
+
+/// The strided path of y = f(a, b).
+__attribute__((noinline)) inline RowPlan rows_binary(const array& a, const array& b, array& out) {
   out.alloc();
-  p.shape = out.shape();
-  p.st = {a.strides(), b.strides(), out.strides()};
+  RowPlan p{out.shape(), {a.strides(), b.strides(), out.strides()}};
   collapse(p.shape, p.st);
   return p;
 }
@@ -160,7 +171,9 @@ void unary(const array& in, array& out, F f) {
     parallel_for(p.n, [&](size_t b, size_t e) { unary_span<In, Out>(x + b, y + b, e - b, f); });
     return;
   }
-  for_each_row<2>(p.shape, {p.st[0], p.st[1]},
+  const RowPlan r = rows_unary(in, out);
+  y = ptr<Out>(out);
+  for_each_row<2>(r.shape, {r.st[0], r.st[1]},
                   [&](const std::array<int64_t, 2>& o, int n, const std::array<int64_t, 2>& s) {
                     const In* xp = x + o[0];
                     Out* yp = y + o[1];
@@ -190,7 +203,9 @@ void binary(const array& a, const array& b, array& out, F f) {
     case ElementwisePlan::strided:
       break;
   }
-  for_each_row<3>(p.shape, p.st, [&](const std::array<int64_t, 3>& o, int n, const std::array<int64_t, 3>& s) {
+  const RowPlan r = rows_binary(a, b, out);
+  y = ptr<Out>(out);
+  for_each_row<3>(r.shape, r.st, [&](const std::array<int64_t, 3>& o, int n, const std::array<int64_t, 3>& s) {
     const In* xp = x + o[0];
     const In* zp = z + o[1];
     Out* yp = y + o[2];
