@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,13 @@
 #include "registry.h"
 
 namespace loom::testing {
+
+// Values the tests spell often (one definition: the tests of an area compile as one unit).
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+inline constexpr float kInfF = std::numeric_limits<float>::infinity();
+inline constexpr float kNaNF = std::numeric_limits<float>::quiet_NaN();
+inline constexpr double kPi = 3.141592653589793;
 
 // Every node a test makes is checked against the registry of primitives (registry.h).
 inline const bool kRegistryHookInstalled = (detail::set_primitive_hook(&check_registered), true);

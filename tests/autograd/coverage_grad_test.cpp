@@ -34,7 +34,7 @@ array distinct(const Shape& s, unsigned seed) {
   return array(v, s, float64);  // 11 must not divide n
 }
 
-void check(const std::function<array(const std::vector<array>&)>& f, const std::vector<array>& xs,
+void check_coverage_grads(const std::function<array(const std::vector<array>&)>& f, const std::vector<array>& xs,
            const std::string& what = "", double eps = 1e-6, double rtol = 1e-5, double atol = 1e-6) {
   auto r = check_grads([&](const std::vector<array>& p) { return std::vector<array>{f(p)}; }, xs, {}, eps, rtol, atol);
   EXPECT_TRUE(r.ok) << what << "\n" << r.report;
@@ -62,13 +62,13 @@ TEST(CoverageGrad, UnaryOnViews) {
                   {"arctan", arctan}, {"sinh", sinh}, {"cosh", cosh}, {"arcsinh", arcsinh}, {"arctanh", arctanh}}) {
     auto f = [g = u.f](const array& v) { return g(v, {}); };
     std::string n = u.name;
-    check([f](const std::vector<array>& p) { return f(transpose(p[0])); }, {x}, n + " of a transpose");
-    check([f](const std::vector<array>& p) { return f(slice(p[0], {3, 0}, {-5, 3}, {-2, 2})); }, {x},
+    check_coverage_grads([f](const std::vector<array>& p) { return f(transpose(p[0])); }, {x}, n + " of a transpose");
+    check_coverage_grads([f](const std::vector<array>& p) { return f(slice(p[0], {3, 0}, {-5, 3}, {-2, 2})); }, {x},
           n + " of a negative-step slice");
-    check([f](const std::vector<array>& p) { return f(broadcast_to(reshape(p[0], {1, 4, 3}), {2, 4, 3})); }, {x},
+    check_coverage_grads([f](const std::vector<array>& p) { return f(broadcast_to(reshape(p[0], {1, 4, 3}), {2, 4, 3})); }, {x},
           n + " of a broadcast (stride 0)");
-    check([f](const std::vector<array>& p) { return f(p[0]); }, {s}, n + " of a 0-d array");
-    check([f](const std::vector<array>& p) { return f(p[0]); }, {empty}, n + " of an empty array");
+    check_coverage_grads([f](const std::vector<array>& p) { return f(p[0]); }, {s}, n + " of a 0-d array");
+    check_coverage_grads([f](const std::vector<array>& p) { return f(p[0]); }, {empty}, n + " of an empty array");
   }
 }
 
@@ -87,13 +87,13 @@ TEST(CoverageGrad, BinaryBroadcastAndViews) {
     auto f = [g = op.f](const array& l, const array& r) { return g(l, r, {}); };
     std::string n = op.name;
     // Both operands broadcast: (2,1,3) with (4,1) gives (2,4,3).
-    check([f](const std::vector<array>& p) { return f(p[0], p[1]); }, {a, b}, n + " (2,1,3) x (4,1)");
-    check([f](const std::vector<array>& p) { return f(p[1], p[0]); }, {a, b}, n + " (4,1) x (2,1,3)");
+    check_coverage_grads([f](const std::vector<array>& p) { return f(p[0], p[1]); }, {a, b}, n + " (2,1,3) x (4,1)");
+    check_coverage_grads([f](const std::vector<array>& p) { return f(p[1], p[0]); }, {a, b}, n + " (4,1) x (2,1,3)");
     // A 0-d operand on either side, against a transposed view.
-    check([f](const std::vector<array>& p) { return f(transpose(p[0]), p[1]); }, {m, s}, n + " view x scalar");
-    check([f](const std::vector<array>& p) { return f(p[1], transpose(p[0])); }, {m, s}, n + " scalar x view");
+    check_coverage_grads([f](const std::vector<array>& p) { return f(transpose(p[0]), p[1]); }, {m, s}, n + " view x scalar");
+    check_coverage_grads([f](const std::vector<array>& p) { return f(p[1], transpose(p[0])); }, {m, s}, n + " scalar x view");
     // The same array on both sides.
-    check([f](const std::vector<array>& p) { return f(p[0], p[0]); }, {b}, n + " x with itself");
+    check_coverage_grads([f](const std::vector<array>& p) { return f(p[0], p[0]); }, {b}, n + " x with itself");
   }
 }
 
@@ -102,37 +102,37 @@ TEST(CoverageGrad, PiecewiseConstantBinary) {
   // -floor(a / b) in b. The quotients here stay well away from integers.
   array a = array({0.7, 1.9, 2.6, -1.3, 3.55, -0.45}, {2, 3}, float64);
   array b = array({0.4, 1.1, -0.6}, {3}, float64);
-  check([](const std::vector<array>& p) { return floor_divide(p[0], p[1]) * p[0] + p[1]; }, {a, b}, "floor_divide");
-  check([](const std::vector<array>& p) { return floor_divide(transpose(p[0]), reshape(p[1], {3, 1})); }, {a, b},
+  check_coverage_grads([](const std::vector<array>& p) { return floor_divide(p[0], p[1]) * p[0] + p[1]; }, {a, b}, "floor_divide");
+  check_coverage_grads([](const std::vector<array>& p) { return floor_divide(transpose(p[0]), reshape(p[1], {3, 1})); }, {a, b},
         "floor_divide of views");
-  check([](const std::vector<array>& p) { return remainder(p[0], p[1]); }, {a, b}, "remainder");
-  check([](const std::vector<array>& p) { return remainder(transpose(p[0]), reshape(p[1], {3, 1})); }, {a, b},
+  check_coverage_grads([](const std::vector<array>& p) { return remainder(p[0], p[1]); }, {a, b}, "remainder");
+  check_coverage_grads([](const std::vector<array>& p) { return remainder(transpose(p[0]), reshape(p[1], {3, 1})); }, {a, b},
         "remainder of views");
 }
 
 TEST(CoverageGrad, WhereBroadcastsAllThree) {
   array c = array({true, false, true, false, true, true}, {2, 1, 3});
   array x = uniform({1, 4, 1}, -1, 1, 8), y = uniform({4, 3}, -1, 1, 9);
-  check([&](const std::vector<array>& p) { return where(c, p[0], p[1]); }, {x, y}, "where (2,1,3) (1,4,1) (4,3)");
-  check([&](const std::vector<array>& p) { return where(c, transpose(p[1]), p[0]); }, {uniform({}, -1, 1, 10),
+  check_coverage_grads([&](const std::vector<array>& p) { return where(c, p[0], p[1]); }, {x, y}, "where (2,1,3) (1,4,1) (4,3)");
+  check_coverage_grads([&](const std::vector<array>& p) { return where(c, transpose(p[1]), p[0]); }, {uniform({}, -1, 1, 10),
         uniform({3, 4}, -1, 1, 11)}, "where with a 0-d y and a transposed x");
 }
 
 TEST(CoverageGrad, CreationAndCopies) {
   array v = uniform({}, -1, 1, 12);
-  check([](const std::vector<array>& p) { return full({2, 3}, p[0]) * p[1]; }, {v, uniform({2, 3}, -1, 1, 13)},
+  check_coverage_grads([](const std::vector<array>& p) { return full({2, 3}, p[0]) * p[1]; }, {v, uniform({2, 3}, -1, 1, 13)},
         "full of a 0-d value");
-  check([](const std::vector<array>& p) { return full({4}, reshape(p[0], {1})); }, {uniform({1}, -1, 1, 14)},
+  check_coverage_grads([](const std::vector<array>& p) { return full({4}, reshape(p[0], {1})); }, {uniform({1}, -1, 1, 14)},
         "full of a one-element value");
   array x = uniform({3, 2}, 0.5, 1.5, 15);
-  check([](const std::vector<array>& p) { return copy(p[0]) * p[0]; }, {x}, "copy");
-  check([](const std::vector<array>& p) { return copy(transpose(p[0])); }, {x}, "copy of a view");
-  check([](const std::vector<array>& p) { return contiguous(transpose(p[0])); }, {x}, "contiguous of a view (a copy)");
-  check([](const std::vector<array>& p) { return contiguous(p[0], true) * p[0]; }, {x}, "contiguous sharing its input");
+  check_coverage_grads([](const std::vector<array>& p) { return copy(p[0]) * p[0]; }, {x}, "copy");
+  check_coverage_grads([](const std::vector<array>& p) { return copy(transpose(p[0])); }, {x}, "copy of a view");
+  check_coverage_grads([](const std::vector<array>& p) { return contiguous(transpose(p[0])); }, {x}, "contiguous of a view (a copy)");
+  check_coverage_grads([](const std::vector<array>& p) { return contiguous(p[0], true) * p[0]; }, {x}, "contiguous sharing its input");
   // Through float32 and back: a quadratic, so central differences are exact up to float32 rounding.
-  check([](const std::vector<array>& p) { return astype(astype(p[0], float32), float64) * p[0]; }, {x},
+  check_coverage_grads([](const std::vector<array>& p) { return astype(astype(p[0], float32), float64) * p[0]; }, {x},
         "astype", 1e-2, 1e-4, 1e-5);
-  check([](const std::vector<array>& p) { return astype(transpose(p[0]), float32); }, {x}, "astype of a view", 1e-2,
+  check_coverage_grads([](const std::vector<array>& p) { return astype(transpose(p[0]), float32); }, {x}, "astype of a view", 1e-2,
         1e-4, 1e-5);
 }
 
@@ -140,27 +140,27 @@ TEST(CoverageGrad, ReductionsOnViews) {
   array x = uniform({3, 4, 2}, 0.5, 1.5, 16);
   for (bool keep : {false, true}) {
     std::string k = keep ? " keepdims" : "";
-    check([keep](const std::vector<array>& p) { return sum(transpose(p[0], {2, 0, 1}), {-1, 0}, keep); }, {x},
+    check_coverage_grads([keep](const std::vector<array>& p) { return sum(transpose(p[0], {2, 0, 1}), {-1, 0}, keep); }, {x},
           "sum of a transpose" + k);
-    check([keep](const std::vector<array>& p) { return prod(slice(p[0], {2, 0, 0}, {-4, 4, 2}, {-1, 2, 1}), -2, keep); },
+    check_coverage_grads([keep](const std::vector<array>& p) { return prod(slice(p[0], {2, 0, 0}, {-4, 4, 2}, {-1, 2, 1}), -2, keep); },
           {x}, "prod of a strided slice" + k);
-    check([keep](const std::vector<array>& p) { return max(transpose(p[0]), keep); }, {x}, "max of everything" + k);
-    check([keep](const std::vector<array>& p) { return min(p[0], {-3, -1}, keep); }, {x}, "min, negative axes" + k);
+    check_coverage_grads([keep](const std::vector<array>& p) { return max(transpose(p[0]), keep); }, {x}, "max of everything" + k);
+    check_coverage_grads([keep](const std::vector<array>& p) { return min(p[0], {-3, -1}, keep); }, {x}, "min, negative axes" + k);
     // A broadcast input: the gradient sums over the broadcast axis too.
-    check([keep](const std::vector<array>& p) { return sum(broadcast_to(p[0], {3, 5, 4}), 1, keep); },
+    check_coverage_grads([keep](const std::vector<array>& p) { return sum(broadcast_to(p[0], {3, 5, 4}), 1, keep); },
           {uniform({3, 1, 4}, -1, 1, 17)}, "sum of a broadcast" + k);
-    check([keep](const std::vector<array>& p) { return max(broadcast_to(p[0], {2, 3}), 1, keep); },
+    check_coverage_grads([keep](const std::vector<array>& p) { return max(broadcast_to(p[0], {2, 3}), 1, keep); },
           {uniform({3}, -1, 1, 18)}, "max of a broadcast (ties along the axis)" + k);
-    check([keep](const std::vector<array>& p) { return prod(p[0], 0, keep); }, {uniform({1, 3}, 0.5, 1.5, 19)},
+    check_coverage_grads([keep](const std::vector<array>& p) { return prod(p[0], 0, keep); }, {uniform({1, 3}, 0.5, 1.5, 19)},
           "prod over a size-1 axis" + k);
   }
   for (bool rev : {false, true}) {
     for (bool inc : {false, true}) {
-      check([rev, inc](const std::vector<array>& p) { return cumsum(transpose(p[0], {1, 2, 0}), -1, rev, inc); }, {x},
+      check_coverage_grads([rev, inc](const std::vector<array>& p) { return cumsum(transpose(p[0], {1, 2, 0}), -1, rev, inc); }, {x},
             "cumsum of a transpose");
     }
   }
-  check([](const std::vector<array>& p) { return sum(p[0], 1); }, {uniform({2, 0, 3}, -1, 1, 20)},
+  check_coverage_grads([](const std::vector<array>& p) { return sum(p[0], 1); }, {uniform({2, 0, 3}, -1, 1, 20)},
         "sum over an empty axis");
 }
 
@@ -193,9 +193,9 @@ TEST(CoverageGrad, SecondOrderOfProdGoesThroughCumProd) {
 TEST(CoverageGrad, SliceUpdateBroadcastAndViews) {
   array src = uniform({4, 5}, -1, 1, 24);
   // A 0-d update broadcast over a negative-step slice; the source as a transposed view.
-  check([](const std::vector<array>& p) { return slice_update(p[0], p[1], {3, 4}, {0, 0}, {-2, -3}); },
+  check_coverage_grads([](const std::vector<array>& p) { return slice_update(p[0], p[1], {3, 4}, {0, 0}, {-2, -3}); },
         {src, uniform({}, -1, 1, 25)}, "0-d update over a negative-step slice");
-  check([](const std::vector<array>& p) { return slice_update(transpose(p[0]), p[1], {1, 0}, {3, 4}, {1, 2}); },
+  check_coverage_grads([](const std::vector<array>& p) { return slice_update(transpose(p[0]), p[1], {1, 0}, {3, 4}, {1, 2}); },
         {src, uniform({1, 2}, -1, 1, 26)}, "row update broadcast into a transposed source");
 }
 
@@ -206,7 +206,7 @@ TEST(CoverageGrad, MaxPoolForwardTangentNode) {
     auto fn = [](const array& x) { return max_pool2d(x, {2, 2}, {1, 2}); };
     return jvp(fn, p[0], p[1]).second;
   };
-  check(f, {distinct({2, 4, 5, 3}, 27), uniform({2, 4, 5, 3}, -1, 1, 28)}, "max_pool2d tangent");
+  check_coverage_grads(f, {distinct({2, 4, 5, 3}, 27), uniform({2, 4, 5, 3}, -1, 1, 28)}, "max_pool2d tangent");
 }
 
 TEST(CoverageGrad, PermutationSecondOrderGoesThroughTheInverse) {
@@ -318,7 +318,7 @@ TEST(DistributedGrad, CollectivesUnderMpirun) {
   ASSERT_GT(len, 0);
   exe[len] = 0;
   std::string log = ::testing::TempDir() + "loom_distributed_grad_" + std::to_string(getpid()) + ".log";
-  // OpenMPI's components leak at MPI_Finalize (see tests/CMakeLists.txt): no leak check in the workers.
+  // OpenMPI's components leak at MPI_Finalize (see tests/CMakeLists.txt): no leak check_coverage_grads in the workers.
   std::string cmd = std::string("mpirun -np 2 --oversubscribe --bind-to none ") +
                     (getuid() == 0 ? "--allow-run-as-root " : "") + "-x LOOM_DISTRIBUTED_GRAD_WORKER=1 -x ASAN_OPTIONS=detect_leaks=0 " + exe +
                     " --gtest_color=no --gtest_filter=DistributedGrad.CollectivesUnderMpirun > " + log + " 2>&1";

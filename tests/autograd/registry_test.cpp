@@ -132,11 +132,11 @@ TEST(PrimitiveRegistry, EveryEntryHasItsGradientChecksOrAReason) {
       ASSERT_TRUE(fs::exists(p)) << e.name << ": " << r.file << " does not exist";
       const std::string body = test_body(strip_comments(read(p)), r.test);
       EXPECT_FALSE(body.empty()) << e.name << ": " << r.file << " has no TEST " << r.test;
-      // check_grads, a test's check(...) / expect_grads(...) wrapper around it, or a hand-written
+      // check_grads, a test's check(...) / ..._grads(...) wrapper around it, or a hand-written
       // central difference.
       const bool calls_checker =
-          body.find("check_grads") != std::string::npos || body.find("check(") != std::string::npos ||
-          body.find("expect_grads(") != std::string::npos || body.find("(2 * eps)") != std::string::npos ||
+          body.find("_grads(") != std::string::npos || body.find("check(") != std::string::npos ||
+          body.find("(2 * eps)") != std::string::npos ||
           body.find("distributed_worker()") != std::string::npos;
       EXPECT_TRUE(calls_checker) << e.name << ": " << r.test << " does not call a finite-difference checker";
       EXPECT_NE(body.find(r.token), std::string::npos) << e.name << ": " << r.test << " does not mention " << r.token;

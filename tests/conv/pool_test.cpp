@@ -9,7 +9,7 @@ using namespace loom;
 using loom::testing::expect_array;
 
 namespace {
-array arr(const std::vector<double>& v, const Shape& s, Dtype d = float32) { return array(v, s, d); }
+array pool_arr(const std::vector<double>& v, const Shape& s, Dtype d = float32) { return array(v, s, d); }
 const double kInf = std::numeric_limits<double>::infinity();
 
 // Cotangent of each input for a pooling node, through its own vjp.
@@ -18,18 +18,18 @@ array pool_jvp(const array& y, const array& t) { return y.primitive().jvp(y.inpu
 }  // namespace
 
 TEST(Pool, MaxPool1dKnownValues) {
-  array x = arr({1, 3, 2, 5, 4, 0}, {1, 6, 1});
+  array x = pool_arr({1, 3, 2, 5, 4, 0}, {1, 6, 1});
   expect_array(max_pool1d(x, 2), {1, 3, 1}, {3, 5, 4});
   expect_array(max_pool1d(x, 2, 1), {1, 5, 1}, {3, 3, 5, 5, 4});
   // padded [-inf, 1, 3, 2, 5, 4, 0, -inf], windows of 3 at 0, 2, 4
   expect_array(max_pool1d(x, 3, 2, 1), {1, 3, 1}, {3, 5, 5});
   expect_array(max_pool1d(x, 3), {1, 2, 1}, {3, 5});
   // Every window is all padding but one element: values stay finite.
-  expect_array(max_pool1d(arr({-7, -8}, {1, 2, 1}), 2, 1, 1), {1, 3, 1}, {-7, -7, -8});
+  expect_array(max_pool1d(pool_arr({-7, -8}, {1, 2, 1}), 2, 1, 1), {1, 3, 1}, {-7, -7, -8});
 }
 
 TEST(Pool, AvgPool1dKnownValues) {
-  array x = arr({1, 3, 2, 5, 4, 0}, {1, 6, 1});
+  array x = pool_arr({1, 3, 2, 5, 4, 0}, {1, 6, 1});
   expect_array(avg_pool1d(x, 2), {1, 3, 1}, {2, 3.5, 2});
   expect_array(avg_pool1d(x, 3, 1), {1, 4, 1}, {2, 10.0 / 3, 11.0 / 3, 3});
   // Zero padding counts toward the divisor (count_include_pad=True).
@@ -43,7 +43,7 @@ TEST(Pool, Pool2dKnownValuesTwoChannels) {
     v.push_back(i);
     v.push_back(-i);
   }
-  array x = arr(v, {1, 4, 4, 2});
+  array x = pool_arr(v, {1, 4, 4, 2});
   expect_array(max_pool2d(x, {2, 2}), {1, 2, 2, 2}, {5, 0, 7, -2, 13, -8, 15, -10});
   expect_array(avg_pool2d(x, {2, 2}), {1, 2, 2, 2}, {2.5, -2.5, 4.5, -4.5, 10.5, -10.5, 12.5, -12.5});
   // 3x3 windows, stride 1: maxima at the bottom-right / top-left corners of each window.
@@ -61,14 +61,14 @@ TEST(Pool, Pool2dKnownValuesTwoChannels) {
   // Batch > 1: the second image is the first plus 100.
   std::vector<double> v2 = v;
   for (double e : v) v2.push_back(e + 100);
-  expect_array(max_pool2d(arr(v2, {2, 4, 4, 2}), {2, 2}), {2, 2, 2, 2},
+  expect_array(max_pool2d(pool_arr(v2, {2, 4, 4, 2}), {2, 2}), {2, 2, 2, 2},
                {5, 0, 7, -2, 13, -8, 15, -10, 105, 100, 107, 98, 113, 92, 115, 90});
 }
 
 TEST(Pool, GeneralAndStridedInputs) {
   std::vector<double> v(16);
   for (int i = 0; i < 16; ++i) v[i] = i;
-  array x = arr(v, {1, 4, 4, 1});
+  array x = pool_arr(v, {1, 4, 4, 1});
   // Transposed view: the pooled values of the transposed image.
   array xt = transpose(x, {0, 2, 1, 3});
   expect_array(max_pool2d(xt, {2, 2}), {1, 2, 2, 1}, {5, 13, 7, 15});
@@ -79,17 +79,17 @@ TEST(Pool, GeneralAndStridedInputs) {
   // The N-d entry points with one value for every axis, and 3 spatial axes.
   expect_array(max_pool(x, {2}), {1, 2, 2, 1}, {5, 7, 13, 15});
   expect_array(avg_pool(x, {2}, {2}, {0}), {1, 2, 2, 1}, {2.5, 4.5, 10.5, 12.5});
-  array x3 = arr(std::vector<double>(v.begin(), v.begin() + 8), {1, 2, 2, 2, 1});
+  array x3 = pool_arr(std::vector<double>(v.begin(), v.begin() + 8), {1, 2, 2, 2, 1});
   expect_array(max_pool(x3, {2, 2, 2}), {1, 1, 1, 1, 1}, {7});
   expect_array(avg_pool(x3, {2, 1, 2}, {1, 1, 1}), {1, 1, 2, 1, 1}, {2.5, 4.5});
 }
 
 TEST(Pool, NanInfAndDtypes) {
-  array x = arr({1, NAN, 2, 3, -kInf, -kInf}, {1, 6, 1});
+  array x = pool_arr({1, NAN, 2, 3, -kInf, -kInf}, {1, 6, 1});
   expect_array(max_pool1d(x, 2), {1, 3, 1}, {NAN, 3, -kInf});
   expect_array(avg_pool1d(x, 2), {1, 3, 1}, {NAN, 2.5, -kInf});
   for (Dtype d : {float16, bfloat16, float64}) {
-    array h = arr({1, 3, 2, 5, 4, 0.5}, {1, 6, 1}, d);
+    array h = pool_arr({1, 3, 2, 5, 4, 0.5}, {1, 6, 1}, d);
     array m = max_pool1d(h, 2), a = avg_pool1d(h, 2);
     EXPECT_EQ(m.dtype(), d);
     EXPECT_EQ(a.dtype(), d);
@@ -114,10 +114,10 @@ TEST(Pool, NanInfAndDtypes) {
 
 TEST(Pool, MaxPoolGradientGoesToFirstMaximum) {
   // Windows [1, 3], [3, 2] (stride 1) and a window of ties [4, 4].
-  array x = arr({1, 3, 2, 4, 4}, {1, 5, 1});
+  array x = pool_arr({1, 3, 2, 4, 4}, {1, 5, 1});
   array y = max_pool1d(x, 2, 1);
-  array dx = pool_vjp(y, arr({10, 20, 30, 40}, {1, 4, 1}));
-  array ty = pool_jvp(y, arr({1, 2, 3, 4, 5}, {1, 5, 1}));
+  array dx = pool_vjp(y, pool_arr({10, 20, 30, 40}, {1, 4, 1}));
+  array ty = pool_jvp(y, pool_arr({1, 2, 3, 4, 5}, {1, 5, 1}));
   expect_array(y, {1, 4, 1}, {3, 3, 4, 4});
   // 3 is the max of the first two windows; the tie [4, 4] sends its gradient to the first 4; the
   // window [2, 4] picks the 4 at index 3 too.
@@ -130,9 +130,9 @@ TEST(Pool, MaxPoolGradientGoesToFirstMaximum) {
     v.push_back(i);
     v.push_back(8 - i);
   }
-  array x2 = arr(v, {1, 3, 3, 2});
+  array x2 = pool_arr(v, {1, 3, 3, 2});
   array y2 = max_pool2d(x2, {2, 2}, {2, 2}, {1, 1});  // windows cover {0}, {1,2}, {3,6}, {4,5,7,8}
-  array dx2 = pool_vjp(y2, arr({1, 10, 2, 20, 3, 30, 4, 40}, {1, 2, 2, 2}));
+  array dx2 = pool_vjp(y2, pool_arr({1, 10, 2, 20, 3, 30, 4, 40}, {1, 2, 2, 2}));
   expect_array(y2, {1, 2, 2, 2}, {0, 8, 2, 7, 6, 5, 8, 4});
   std::vector<double> g(18, 0.0);
   // channel 0 maxima at 0, 2, 6, 8; channel 1 maxima at 0, 1, 3, 4
@@ -142,30 +142,30 @@ TEST(Pool, MaxPoolGradientGoesToFirstMaximum) {
 }
 
 TEST(Pool, MaxPoolSecondOrderNodes) {
-  array x = arr({1, 3, 2, 4, 4}, {1, 5, 1}, float64);
+  array x = pool_arr({1, 3, 2, 4, 4}, {1, 5, 1}, float64);
   array y = max_pool1d(x, 2, 1);
-  array dx = pool_vjp(y, arr({10, 20, 30, 40}, {1, 4, 1}, float64));
+  array dx = pool_vjp(y, pool_arr({10, 20, 30, 40}, {1, 4, 1}, float64));
   // dx = scatter(x, cot): linear in cot with the adjoint gather; zero derivative in x.
-  auto g = dx.primitive().vjp(dx.inputs(), {arr({1, 2, 3, 4, 5}, {1, 5, 1}, float64)}, {0, 1}, {dx});
+  auto g = dx.primitive().vjp(dx.inputs(), {pool_arr({1, 2, 3, 4, 5}, {1, 5, 1}, float64)}, {0, 1}, {dx});
   expect_array(g[0], {1, 5, 1}, {0, 0, 0, 0, 0});
   expect_array(g[1], {1, 4, 1}, {2, 2, 4, 4});
-  auto t = dx.primitive().jvp(dx.inputs(), {arr({1, 1, 1, 1, 1}, {1, 5, 1}, float64), arr({1, 2, 3, 4}, {1, 4, 1}, float64)},
+  auto t = dx.primitive().jvp(dx.inputs(), {pool_arr({1, 1, 1, 1, 1}, {1, 5, 1}, float64), pool_arr({1, 2, 3, 4}, {1, 4, 1}, float64)},
                               {0, 1});
   expect_array(t[0], {1, 5, 1}, {0, 3, 0, 7, 0});
   // The jvp node (a gather) has the scatter as its vjp.
-  array tj = pool_jvp(y, arr({1, 2, 3, 4, 5}, {1, 5, 1}, float64));
-  auto gj = tj.primitive().vjp(tj.inputs(), {arr({1, 1, 1, 1}, {1, 4, 1}, float64)}, {1}, {tj});
+  array tj = pool_jvp(y, pool_arr({1, 2, 3, 4, 5}, {1, 5, 1}, float64));
+  auto gj = tj.primitive().vjp(tj.inputs(), {pool_arr({1, 1, 1, 1}, {1, 4, 1}, float64)}, {1}, {tj});
   expect_array(gj[0], {1, 5, 1}, {0, 2, 0, 2, 0});
 }
 
 TEST(Pool, AvgPoolGradients) {
-  array x = arr({1, 3, 2, 5, 4, 0}, {1, 6, 1}, float64);
+  array x = pool_arr({1, 3, 2, 5, 4, 0}, {1, 6, 1}, float64);
   array y = avg_pool1d(x, 3, 2, 1);  // windows [-1..1], [1..3], [3..5]
-  expect_array(pool_vjp(y, arr({3, 6, 9}, {1, 3, 1}, float64)), {1, 6, 1}, {1, 1 + 2, 2, 2 + 3, 3, 3});
-  expect_array(pool_jvp(y, arr({3, 0, 0, 0, 0, 3}, {1, 6, 1}, float64)), {1, 3, 1}, {1, 0, 1});
+  expect_array(pool_vjp(y, pool_arr({3, 6, 9}, {1, 3, 1}, float64)), {1, 6, 1}, {1, 1 + 2, 2, 2 + 3, 3, 3});
+  expect_array(pool_jvp(y, pool_arr({3, 0, 0, 0, 0, 3}, {1, 6, 1}, float64)), {1, 3, 1}, {1, 0, 1});
   // The vjp node's own vjp is the average pool again.
-  array dx = pool_vjp(y, arr({3, 6, 9}, {1, 3, 1}, float64));
-  auto g = dx.primitive().vjp(dx.inputs(), {arr({1, 3, 2, 5, 4, 0}, {1, 6, 1}, float64)}, {0}, {dx});
+  array dx = pool_vjp(y, pool_arr({3, 6, 9}, {1, 3, 1}, float64));
+  auto g = dx.primitive().vjp(dx.inputs(), {pool_arr({1, 3, 2, 5, 4, 0}, {1, 6, 1}, float64)}, {0}, {dx});
   expect_array(g[0], {1, 3, 1}, {4.0 / 3, 10.0 / 3, 3}, 1e-12);
   // 2-d with overlapping windows: every interior element of a 3x3 input under 2x2 stride-1 windows.
   array x2 = ones({1, 3, 3, 1}, float64);
@@ -179,7 +179,7 @@ TEST(Pool, ScatterParallelSplitsChannels) {
   const int H = 64, W = 64, C = 48;
   auto xv = convref::random_values(size_t(H) * W * C, 77);
   auto cv = convref::random_values(size_t(H / 2) * (W / 2) * C, 78);
-  array x = arr(xv, {1, H, W, C}, float64);
+  array x = pool_arr(xv, {1, H, W, C}, float64);
   array y = max_pool2d(x, {3, 3}, {2, 2}, {1, 1});
   const int OH = y.shape(1), OW = y.shape(2);
   ASSERT_EQ(OH, 32);
@@ -203,11 +203,11 @@ TEST(Pool, ScatterParallelSplitsChannels) {
         ym[(size_t(oh) * OW + ow) * C + c] = best;
         gm[at] += cv[(size_t(oh) * OW + ow) * C + c];
       }
-  array gy = pool_vjp(y, arr(cv, {1, OH, OW, C}, float64));
+  array gy = pool_vjp(y, pool_arr(cv, {1, OH, OW, C}, float64));
   expect_array(y, {1, OH, OW, C}, ym, 1e-12);
   expect_array(gy, {1, H, W, C}, gm, 1e-12);
   array ya = avg_pool2d(x, {3, 3}, {2, 2}, {1, 1});
-  expect_array(pool_vjp(ya, arr(cv, {1, OH, OW, C}, float64)), {1, H, W, C}, ga, 1e-12);
+  expect_array(pool_vjp(ya, pool_arr(cv, {1, OH, OW, C}, float64)), {1, H, W, C}, ga, 1e-12);
 }
 
 TEST(Pool, BadInputs) {

@@ -130,7 +130,7 @@ struct MLP : nn::Module {
 
 // 20 steps of SGD on `rows` of the fixed data set; `average` decides whether gradients are averaged
 // over the world.
-nn::ParamTree train(int first_row, int rows, bool average) {
+nn::ParamTree train_averaged(int first_row, int rows, bool average) {
   random::seed(42);
   MLP model;
   array X = random::normal({64 * 8, 6}, random::key(7));
@@ -154,8 +154,8 @@ nn::ParamTree train(int first_row, int rows, bool average) {
 TEST(DataParallel, TwentyStepsOnShardsEqualOneProcessOnTheGlobalBatch) {
   auto g = dist::init();
   const int per_rank = 64;
-  auto sharded = train(g.rank() * per_rank, per_rank, true);
-  auto whole = train(0, per_rank * g.size(), false);
+  auto sharded = train_averaged(g.rank() * per_rank, per_rank, true);
+  auto whole = train_averaged(0, per_rank * g.size(), false);
   for (auto [name, p] : whole) {
     auto want = p.to_vector<float>();
     auto got = sharded.at(name).to_vector<float>();
@@ -177,7 +177,7 @@ TEST(GradientAccumulator, EqualsOneLargerBatch) {
   const int n = g.size(), r = g.rank(), micro = 3, per_rank = 8;  // a micro-batch: 8 rows per rank
   const int global = micro * n * per_rank;
   array X = random::normal({global, 6}, random::key(7)), Y = random::normal({global, 3}, random::key(8));
-  auto train = [&](bool accumulate) {
+  auto train_averaged = [&](bool accumulate) {
     random::seed(42);
     MLP model;
     optim::AdamW opt(1e-2);
@@ -208,7 +208,7 @@ TEST(GradientAccumulator, EqualsOneLargerBatch) {
     }
     return model.parameters();
   };
-  nn::ParamTree accumulated = train(true), whole = train(false);
+  nn::ParamTree accumulated = train_averaged(true), whole = train_averaged(false);
   for (auto [name, p] : whole) {
     const std::vector<float> want = p.to_vector<float>(), got = accumulated.at(name).to_vector<float>();
     ASSERT_EQ(got.size(), want.size());

@@ -21,10 +21,10 @@ namespace dist = loom::distributed;
 
 namespace {
 
-struct Net : nn::Module {
+struct FsdpNet : nn::Module {
   nn::Linear l1{6, 12}, l2{12, 12};  // every axis 0 splits among 1 to 4 ranks
   nn::LayerNorm ln{12};
-  Net() {
+  FsdpNet() {
     register_module("l1", l1);
     register_module("ln", ln);
     register_module("l2", l2);
@@ -35,9 +35,9 @@ struct Net : nn::Module {
 // 20 AdamW steps on rows [first, first + rows); `mode` 0: plain, 1: the whole model fully sharded,
 // 2: each linear layer sharded by itself and the rest (the norm) by the model's handle, 3: as 2 with the
 // layers called through FullyShardedModule::checkpoint.
-nn::ParamTree train(int first, int rows, int mode, std::optional<Dtype> compute = std::nullopt) {
+nn::ParamTree train_fsdp(int first, int rows, int mode, std::optional<Dtype> compute = std::nullopt) {
   random::seed(42);
-  Net model;
+  FsdpNet model;
   const array X = random::normal({96, 6}, random::key(7)), Y = random::normal({96, 12}, random::key(8));
   std::shared_ptr<nn::FullyShardedModule> f1, f2, whole;
   if (mode >= 2) {
@@ -98,12 +98,12 @@ void expect_same(nn::ParamTree got, nn::ParamTree want, double tol) {
 TEST(FullyShard, TrainingEqualsOneProcessOnTheWholeBatch) {
   auto g = dist::init();
   const int n = g.size(), per_rank = 48 / n, r = g.rank();
-  const nn::ParamTree plain = train(0, 48, 0);
-  expect_same(train(r * per_rank, per_rank, 1), plain, 1e-5);
-  expect_same(train(r * per_rank, per_rank, 2), plain, 1e-5);
-  expect_same(train(r * per_rank, per_rank, 3), plain, 1e-5);
+  const nn::ParamTree plain = train_fsdp(0, 48, 0);
+  expect_same(train_fsdp(r * per_rank, per_rank, 1), plain, 1e-5);
+  expect_same(train_fsdp(r * per_rank, per_rank, 2), plain, 1e-5);
+  expect_same(train_fsdp(r * per_rank, per_rank, 3), plain, 1e-5);
   // bfloat16 compute: the same training to bfloat16's precision.
-  expect_same(train(r * per_rank, per_rank, 1, bfloat16), plain, 5e-2);
+  expect_same(train_fsdp(r * per_rank, per_rank, 1, bfloat16), plain, 5e-2);
 }
 
 // checkpoint() frees each layer's gathered parameters after its forward pass and gathers them again
@@ -220,7 +220,7 @@ TEST(FullyShard, CheckpointsResumeExactlyAndGatherForOneRank) {
   const std::string path = ::testing::TempDir() + "loom_fsdp_" + std::to_string(dist::all_max(pid, g).item<int>());
   const array X = random::normal({48, 6}, random::key(7)), Y = random::normal({48, 12}, random::key(8));
   const array x = slice(X, {r * rows, 0}, {(r + 1) * rows, 6}), y = slice(Y, {r * rows, 0}, {(r + 1) * rows, 12});
-  auto steps = [&](Net& m, nn::FullyShardedModule& fs, optim::Optimizer& opt, int k) {
+  auto steps = [&](FsdpNet& m, nn::FullyShardedModule& fs, optim::Optimizer& opt, int k) {
     auto vg = nn::value_and_grad(m, [&](const array& a, const array& b) { return fs([&] { return mean(square(m(a) - b)); }); });
     for (int s = 0; s < k; ++s) {
       auto [loss, grads] = vg(x, y);
@@ -229,7 +229,7 @@ TEST(FullyShard, CheckpointsResumeExactlyAndGatherForOneRank) {
     }
   };
   random::seed(42);
-  Net model;
+  FsdpNet model;
   auto fs = nn::fully_shard(model);
   optim::AdamW opt(1e-2);
   steps(model, *fs, opt, 3);
@@ -241,7 +241,7 @@ TEST(FullyShard, CheckpointsResumeExactlyAndGatherForOneRank) {
   steps(model, *fs, opt, 3);
 
   random::seed(9);
-  Net resumed;
+  FsdpNet resumed;
   auto fs2 = nn::fully_shard(resumed);
   optim::AdamW opt2(1e-2);
   optim::load_sharded_checkpoint(path, resumed, opt2, g);
@@ -249,7 +249,7 @@ TEST(FullyShard, CheckpointsResumeExactlyAndGatherForOneRank) {
   for (auto [name, p] : model.parameters()) {
     EXPECT_EQ(p.to_vector<float>(), resumed.parameters().at(name).to_vector<float>()) << name;
   }
-  Net one;
+  FsdpNet one;
   optim::AdamW plain(1e-2);
   optim::load_checkpoint(path + ".full", one, plain);
   for (auto [name, p] : whole_at_save) EXPECT_EQ(one.parameters().at(name).to_vector<float>(), p.to_vector<float>()) << name;

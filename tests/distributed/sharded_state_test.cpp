@@ -19,9 +19,9 @@ namespace dist = loom::distributed;
 
 namespace {
 
-struct Net : nn::Module {
+struct StateNet : nn::Module {
   nn::Linear l1{6, 16}, l2{16, 3};  // 163 parameters: not a multiple of 2, 3 or 4 ranks
-  Net() {
+  StateNet() {
     register_module("l1", l1);
     register_module("l2", l2);
   }
@@ -30,9 +30,9 @@ struct Net : nn::Module {
 
 // 20 AdamW steps on rows [first, first + rows) of a fixed data set; `stage` 0 is the replicated
 // optimizer. With `float64_head` the second layer's parameters are float64 (two flat slices).
-nn::ParamTree train(int first, int rows, int stage, bool float64_head, nn::ParamTree* state = nullptr) {
+nn::ParamTree train_staged(int first, int rows, int stage, bool float64_head, nn::ParamTree* state = nullptr) {
   random::seed(42);
-  Net model;
+  StateNet model;
   if (float64_head) {
     model.update({{"l2.weight", astype(model.l2.weight, float64)}, {"l2.bias", astype(*model.l2.bias, float64)}});
   }
@@ -58,8 +58,8 @@ TEST(ShardedState, BothStagesEqualOneProcessOnTheWholeBatch) {
     for (bool f64 : {false, true}) {
       SCOPED_TRACE("stage " + std::to_string(stage) + (f64 ? ", float64 head" : ""));
       nn::ParamTree state;
-      nn::ParamTree sharded = train(g.rank() * per_rank, per_rank, stage, f64, &state);
-      nn::ParamTree whole = train(0, per_rank * n, 0, f64);
+      nn::ParamTree sharded = train_staged(g.rank() * per_rank, per_rank, stage, f64, &state);
+      nn::ParamTree whole = train_staged(0, per_rank * n, 0, f64);
       for (auto [name, p] : whole) {
         const std::vector<double> want = astype(p, float64).to_vector<double>();
         const std::vector<double> got = astype(sharded.at(name), float64).to_vector<double>();
@@ -87,7 +87,7 @@ TEST(ShardedState, BadUse) {
   EXPECT_THROW_MSG(opt.shard_state(std::nullopt, 3), std::invalid_argument, "stage must be 1 or 2, got 3");
   EXPECT_EQ(opt.sharding_stage(), 0);
   random::seed(1);
-  Net model;
+  StateNet model;
   opt.update(model, nn::tree_map(model.trainable_parameters(), [](const array& p) { return zeros_like(p); }));
   EXPECT_THROW_MSG(opt.shard_state(), std::invalid_argument, "before the first update");
   optim::SGD sgd(0.1);
@@ -107,7 +107,7 @@ TEST(ShardedState, CheckpointsResumeExactlyAndGatherForOneRank) {
   const std::string path = ::testing::TempDir() + "loom_zero_" + std::to_string(dist::all_max(pid, g).item<int>());
   const array X = random::normal({16 * n, 6}, random::key(7)), Y = random::normal({16 * n, 3}, random::key(8));
   const array x = slice(X, {r * rows, 0}, {(r + 1) * rows, 6}), y = slice(Y, {r * rows, 0}, {(r + 1) * rows, 3});
-  auto steps = [&](Net& m, optim::Optimizer& opt, int k) {
+  auto steps = [&](StateNet& m, optim::Optimizer& opt, int k) {
     auto vg = nn::value_and_grad(m, [&](const array& a, const array& b) { return mean(square(m(a) - b)); });
     for (int s = 0; s < k; ++s) {
       auto [loss, grads] = vg(x, y);
@@ -116,7 +116,7 @@ TEST(ShardedState, CheckpointsResumeExactlyAndGatherForOneRank) {
     }
   };
   random::seed(42);
-  Net model;
+  StateNet model;
   optim::AdamW opt(1e-2);
   opt.shard_state(g, 2);
   steps(model, opt, 3);
@@ -126,7 +126,7 @@ TEST(ShardedState, CheckpointsResumeExactlyAndGatherForOneRank) {
   steps(model, opt, 3);
 
   random::seed(7);  // other initial values: the checkpoint must replace them all
-  Net resumed;
+  StateNet resumed;
   optim::AdamW opt2(1e-2);
   opt2.shard_state(g, 2);
   EXPECT_EQ(optim::load_sharded_checkpoint(path, resumed, opt2, g).at("note"), "zero");
@@ -136,7 +136,7 @@ TEST(ShardedState, CheckpointsResumeExactlyAndGatherForOneRank) {
   }
 
   // The gathered checkpoint: the whole parameters and per-parameter state, for an unsharded run.
-  Net one;
+  StateNet one;
   optim::AdamW plain(1e-2);
   optim::load_checkpoint(path + ".full", one, plain);
   EXPECT_EQ(plain.step(), 3);
@@ -145,7 +145,7 @@ TEST(ShardedState, CheckpointsResumeExactlyAndGatherForOneRank) {
   for (auto [key, a] : state_at_save) EXPECT_EQ(plain_state.at(key).to_vector<float>(), a.to_vector<float>()) << key;
 
   if (n > 1) {
-    Net other;
+    StateNet other;
     optim::AdamW o(1e-2);
     EXPECT_THROW_MSG(optim::load_checkpoint(path + ".rank0-of-" + std::to_string(n), other, o), std::invalid_argument,
                      "load it with load_sharded_checkpoint");

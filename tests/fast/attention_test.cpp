@@ -11,7 +11,7 @@ namespace {
 using testing::lcg_uniform;
 
 // softmax(scale q k^T + mask) v, op by op.
-array composed(const array& q, const array& k, const array& v, double scale, const std::optional<array>& mask) {
+array attention_composed(const array& q, const array& k, const array& v, double scale, const std::optional<array>& mask) {
   array s = matmul(q * scale, swapaxes(k, -1, -2));
   if (mask) s = s + astype(*mask, s.dtype());
   return matmul(softmax(s, -1), v);
@@ -30,7 +30,7 @@ array f32(const Shape& s, unsigned seed, double lo = -1.5, double hi = 1.5) {
   return astype(lcg_uniform(s, lo, hi, seed), float32);
 }
 
-void expect_close(array a, array b, double tol) {
+void expect_attention_close(array a, array b, double tol) {
   ASSERT_EQ(a.shape(), b.shape());
   auto x = a.to_vector<double>(), y = b.to_vector<double>();
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], tol * (1 + std::abs(y[i]))) << "at " << i;
@@ -43,12 +43,12 @@ void expect_same_grads(const array& q, const array& k, const array& v, double sc
   auto loss = [&](bool fused) {
     return [&, fused](const std::vector<array>& x) {
       return reduce(fused ? fast::scaled_dot_product_attention(x[0], x[1], x[2], scale, mask)
-                          : composed(x[0], x[1], x[2], scale, mask));
+                          : attention_composed(x[0], x[1], x[2], scale, mask));
     };
   };
   auto g1 = value_and_grad(ScalarVectorFn(loss(true)), {0, 1, 2})({q, k, v}).second;
   auto g2 = value_and_grad(ScalarVectorFn(loss(false)), {0, 1, 2})({q, k, v}).second;
-  for (size_t i = 0; i < g1.size(); ++i) expect_close(g1[i], g2[i], 2e-5);
+  for (size_t i = 0; i < g1.size(); ++i) expect_attention_close(g1[i], g2[i], 2e-5);
 }
 
 TEST(ScaledDotProductAttention, MatchesTheComposition) {
@@ -61,7 +61,7 @@ TEST(ScaledDotProductAttention, MatchesTheComposition) {
                                                f32({L, S}, 5, -1, 1) + causal_mask(L, S)};
     for (const auto& m : masks) {
       array got = fast::scaled_dot_product_attention(q, k, v, scale, m);
-      expect_close(got, composed(q, k, v, scale, m), 1e-5);
+      expect_attention_close(got, attention_composed(q, k, v, scale, m), 1e-5);
       // The gradients of every input (and of a float mask) agree with the composition's.
       array w = f32({2, 3, L, 6}, 6);
       std::vector<array> in{q, k, v};
@@ -69,7 +69,7 @@ TEST(ScaledDotProductAttention, MatchesTheComposition) {
       auto loss = [&](bool fused) {
         return [&, fused](const std::vector<array>& x) {
           std::optional<array> mm = x.size() > 3 ? std::optional<array>(x[3]) : std::nullopt;
-          array o = fused ? fast::scaled_dot_product_attention(x[0], x[1], x[2], scale, mm) : composed(x[0], x[1], x[2], scale, mm);
+          array o = fused ? fast::scaled_dot_product_attention(x[0], x[1], x[2], scale, mm) : attention_composed(x[0], x[1], x[2], scale, mm);
           return sum(o * w);
         };
       };
@@ -77,7 +77,7 @@ TEST(ScaledDotProductAttention, MatchesTheComposition) {
       if (m) args.push_back(3);
       auto g1 = value_and_grad(ScalarVectorFn(loss(true)), args)(in).second;
       auto g2 = value_and_grad(ScalarVectorFn(loss(false)), args)(in).second;
-      for (size_t i = 0; i < g1.size(); ++i) expect_close(g1[i], g2[i], 2e-5);
+      for (size_t i = 0; i < g1.size(); ++i) expect_attention_close(g1[i], g2[i], 2e-5);
     }
   }
 }
@@ -89,16 +89,16 @@ TEST(ScaledDotProductAttention, BooleanMaskAndOtherRanks) {
   std::vector<bool> keep;
   for (int i = 0; i < 4 * 5; ++i) keep.push_back(i % 3 != 1);
   array mb(std::vector<int>(keep.begin(), keep.end()), {4, 5}, bool_);
-  array ref = composed(q, k, v, 0.7, where(mb, array(0.0f), array(std::numeric_limits<float>::lowest())));
-  expect_close(fast::scaled_dot_product_attention(q, k, v, 0.7, mb), ref, 1e-5);
+  array ref = attention_composed(q, k, v, 0.7, where(mb, array(0.0f), array(std::numeric_limits<float>::lowest())));
+  expect_attention_close(fast::scaled_dot_product_attention(q, k, v, 0.7, mb), ref, 1e-5);
   // Two axes: one batch.
-  expect_close(fast::scaled_dot_product_attention(take(q, array(0), 0), take(k, array(0), 0),
+  expect_attention_close(fast::scaled_dot_product_attention(take(q, array(0), 0), take(k, array(0), 0),
                                             take(v, array(0), 0), 0.7),
-               composed(take(q, array(0), 0), take(k, array(0), 0), take(v, array(0), 0), 0.7, std::nullopt), 1e-5);
+               attention_composed(take(q, array(0), 0), take(k, array(0), 0), take(v, array(0), 0), 0.7, std::nullopt), 1e-5);
   // float16 computes in float32 and returns float16.
   array h = fast::scaled_dot_product_attention(astype(q, float16), astype(k, float16), astype(v, float16), 0.7);
   EXPECT_EQ(h.dtype(), float16);
-  expect_close(astype(h, float32), composed(q, k, v, 0.7, std::nullopt), 2e-3);
+  expect_attention_close(astype(h, float32), attention_composed(q, k, v, 0.7, std::nullopt), 2e-3);
 }
 
 TEST(ScaledDotProductAttention, InfiniteAndFullyMaskedRows) {
@@ -116,7 +116,7 @@ TEST(ScaledDotProductAttention, InfiniteAndFullyMaskedRows) {
   for (int j = 0; j < S; ++j) m[size_t(7) * S + j] = low, m[size_t(33) * S + j] = j == S - 1 ? 0.0f : -inf;
   array mask(m, {L, S}, float32);
   array q = f32({2, L, 5}, 21), k = f32({2, S, 5}, 22), v = f32({2, S, 3}, 23), w = f32({2, L, 3}, 24);
-  expect_close(fast::scaled_dot_product_attention(q, k, v, 0.6, mask), composed(q, k, v, 0.6, mask), 1e-5);
+  expect_attention_close(fast::scaled_dot_product_attention(q, k, v, 0.6, mask), attention_composed(q, k, v, 0.6, mask), 1e-5);
   expect_same_grads(q, k, v, 0.6, mask, [&](const array& o) { return sum(o * w); });
   // Row 33 attends to the last key alone.
   auto o = fast::scaled_dot_product_attention(q, k, v, 0.6, mask).to_vector<float>();
@@ -136,7 +136,7 @@ TEST(ScaledDotProductAttention, WideHeadsFromAProjection) {
   };
   array q = heads(0, E), k = heads(H * E, E), v = heads(2 * H * E, Ev);
   array mask = causal_mask(L, L), w = f32({B, H, L, Ev}, 26);
-  expect_close(fast::scaled_dot_product_attention(q, k, v, 0.3, mask), composed(q, k, v, 0.3, mask), 1e-5);
+  expect_attention_close(fast::scaled_dot_product_attention(q, k, v, 0.3, mask), attention_composed(q, k, v, 0.3, mask), 1e-5);
   expect_same_grads(q, k, v, 0.3, mask, [&](const array& o) { return sum(o * w); });
   // The cotangent strided too: the gradient of a projection of the output.
   array wo = f32({B, L, H * Ev}, 27);
@@ -156,13 +156,13 @@ TEST(ScaledDotProductAttention, SelfAttentionGradientsLandInTheProjectionsLayout
       std::vector<array> heads;
       for (const array& p : parts) heads.push_back(transpose(reshape(p, {B, L, H, E}), {0, 2, 1, 3}));
       array o = fused ? fast::scaled_dot_product_attention(heads[0], heads[1], heads[2], 0.25, mask)
-                      : composed(heads[0], heads[1], heads[2], 0.25, mask);
+                      : attention_composed(heads[0], heads[1], heads[2], 0.25, mask);
       return sum(o * w);
     };
   };
   array g1 = value_and_grad(ScalarVectorFn(loss(true)), 0)({proj}).second[0];
   array g2 = value_and_grad(ScalarVectorFn(loss(false)), 0)({proj}).second[0];
-  expect_close(g1, g2, 2e-5);
+  expect_attention_close(g1, g2, 2e-5);
   EXPECT_TRUE(g1.flags().row_contiguous);
   // The heads' gradients directly: views 16 floats apart in one buffer when q, k and v are so laid
   // out themselves; head-major gradients of their own for separate q, k and v of the same shape.
@@ -188,8 +188,8 @@ TEST(ScaledDotProductAttention, SelfAttentionGradientsLandInTheProjectionsLayout
   for (const auto* gs : {&sep, &same}) {
     for (const array& x : *gs) EXPECT_EQ(x.strides(), (Strides{L * H * E, E, H * E, 1}));
   }
-  expect_close(sep[0], value_and_grad(ScalarVectorFn([&](const std::vector<array>& x) {
-                                        return sum(composed(x[0], x[1], x[2], 0.25, mask) * w);
+  expect_attention_close(sep[0], value_and_grad(ScalarVectorFn([&](const std::vector<array>& x) {
+                                        return sum(attention_composed(x[0], x[1], x[2], 0.25, mask) * w);
                                       }),
                                       {0, 1, 2})({q, q * 0.5f, q + 1.0f})
                            .second[0],

@@ -6,7 +6,7 @@ namespace {
 
 using testing::lcg_uniform;
 
-array composed(const array& x, const std::optional<array>& w, const std::optional<array>& b, double eps) {
+array layer_norm_composed(const array& x, const std::optional<array>& w, const std::optional<array>& b, double eps) {
   array c = x - mean(x, -1, true);
   array y = c * rsqrt(mean(square(c), -1, true) + eps);
   if (w) y = y * *w;
@@ -14,7 +14,7 @@ array composed(const array& x, const std::optional<array>& w, const std::optiona
   return y;
 }
 
-void expect_close(array a, array b, double tol) {
+void expect_layer_norm_close(array a, array b, double tol) {
   ASSERT_EQ(a.shape(), b.shape());
   auto x = a.to_vector<double>(), y = b.to_vector<double>();
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], tol * (1 + std::abs(y[i]))) << "at " << i;
@@ -36,24 +36,24 @@ TEST(LayerNormFused, MatchesTheCompositionAndItsGradients) {
   for (int mode = 0; mode < 3; ++mode) {
     std::optional<array> ww = mode > 0 ? std::optional<array>(w) : std::nullopt;
     std::optional<array> bb = mode > 1 ? std::optional<array>(b) : std::nullopt;
-    expect_close(fast::layer_norm(x, ww, bb, 1e-5), composed(x, ww, bb, 1e-5), 2e-6);
+    expect_layer_norm_close(fast::layer_norm(x, ww, bb, 1e-5), layer_norm_composed(x, ww, bb, 1e-5), 2e-6);
     auto loss = [&](bool fused) {
       return [&, fused](const std::vector<array>& p) {
         std::optional<array> pw = ww ? std::optional<array>(p[1]) : std::nullopt;
         std::optional<array> pb = bb ? std::optional<array>(p[2]) : std::nullopt;
-        return sum((fused ? fast::layer_norm(p[0], pw, pb, 1e-5) : composed(p[0], pw, pb, 1e-5)) * g);
+        return sum((fused ? fast::layer_norm(p[0], pw, pb, 1e-5) : layer_norm_composed(p[0], pw, pb, 1e-5)) * g);
       };
     };
     auto g1 = value_and_grad(ScalarVectorFn(loss(true)), {0, 1, 2})({x, w, b}).second;
     auto g2 = value_and_grad(ScalarVectorFn(loss(false)), {0, 1, 2})({x, w, b}).second;
-    for (int i = 0; i <= mode; ++i) expect_close(g1[i], g2[i], 2e-4);
+    for (int i = 0; i <= mode; ++i) expect_layer_norm_close(g1[i], g2[i], 2e-4);
   }
   // A strided input (transposed) and float16 in, float16 out.
   array t = transpose(astype(lcg_uniform({130, 7}, -2, 2, 5), float32));
-  expect_close(fast::layer_norm(t, w, b, 1e-5), composed(t, w, b, 1e-5), 2e-6);
+  expect_layer_norm_close(fast::layer_norm(t, w, b, 1e-5), layer_norm_composed(t, w, b, 1e-5), 2e-6);
   array h = fast::layer_norm(astype(t, float16), std::nullopt, std::nullopt);
   EXPECT_EQ(h.dtype(), float16);
-  expect_close(astype(h, float32), composed(t, std::nullopt, std::nullopt, 1e-5), 5e-3);
+  expect_layer_norm_close(astype(h, float32), layer_norm_composed(t, std::nullopt, std::nullopt, 1e-5), 5e-3);
 }
 
 TEST(LayerNormFused, GradientsMatchFiniteDifferences) {

@@ -6,13 +6,13 @@ namespace {
 
 using testing::lcg_uniform;
 
-array composed(const array& x, const std::optional<array>& w, double eps) {
+array rms_norm_composed(const array& x, const std::optional<array>& w, double eps) {
   array y = x * rsqrt(mean(square(x), -1, true) + eps);
   if (w) y = y * *w;
   return y;
 }
 
-void expect_close(array a, array b, double tol) {
+void expect_rms_norm_close(array a, array b, double tol) {
   ASSERT_EQ(a.shape(), b.shape());
   auto x = a.to_vector<double>(), y = b.to_vector<double>();
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], tol * (1 + std::abs(y[i]))) << "at " << i;
@@ -40,32 +40,32 @@ TEST(RMSNormFused, MatchesTheCompositionAndItsGradients) {
   array g = astype(lcg_uniform({3, 100, 130}, -1, 1, 4), float32);
   for (int mode = 0; mode < 2; ++mode) {
     std::optional<array> ww = mode > 0 ? std::optional<array>(w) : std::nullopt;
-    expect_close(fast::rms_norm(x, ww, 1e-5), composed(x, ww, 1e-5), 2e-6);
+    expect_rms_norm_close(fast::rms_norm(x, ww, 1e-5), rms_norm_composed(x, ww, 1e-5), 2e-6);
     auto loss = [&](bool fused) {
       return [&, fused](const std::vector<array>& p) {
         std::optional<array> pw = ww ? std::optional<array>(p[1]) : std::nullopt;
-        return sum((fused ? fast::rms_norm(p[0], pw, 1e-5) : composed(p[0], pw, 1e-5)) * g);
+        return sum((fused ? fast::rms_norm(p[0], pw, 1e-5) : rms_norm_composed(p[0], pw, 1e-5)) * g);
       };
     };
     auto g1 = value_and_grad(ScalarVectorFn(loss(true)), {0, 1})({x, w}).second;
     auto g2 = value_and_grad(ScalarVectorFn(loss(false)), {0, 1})({x, w}).second;
-    for (int i = 0; i <= mode; ++i) expect_close(g1[i], g2[i], 2e-4);
+    for (int i = 0; i <= mode; ++i) expect_rms_norm_close(g1[i], g2[i], 2e-4);
   }
   // A strided input (transposed), its gradients, and float16 in, float16 out.
   array t = transpose(astype(lcg_uniform({130, 7}, -2, 2, 5), float32));
-  expect_close(fast::rms_norm(t, w, 1e-5), composed(t, w, 1e-5), 2e-6);
+  expect_rms_norm_close(fast::rms_norm(t, w, 1e-5), rms_norm_composed(t, w, 1e-5), 2e-6);
   array gt = astype(lcg_uniform({7, 130}, -1, 1, 6), float32);
   auto loss_t = [&](bool fused) {
     return [&, fused](const std::vector<array>& p) {
-      return sum((fused ? fast::rms_norm(p[0], p[1], 1e-5) : composed(p[0], p[1], 1e-5)) * gt);
+      return sum((fused ? fast::rms_norm(p[0], p[1], 1e-5) : rms_norm_composed(p[0], p[1], 1e-5)) * gt);
     };
   };
   auto t1 = value_and_grad(ScalarVectorFn(loss_t(true)), {0, 1})({t, w}).second;
   auto t2 = value_and_grad(ScalarVectorFn(loss_t(false)), {0, 1})({t, w}).second;
-  for (int i = 0; i < 2; ++i) expect_close(t1[i], t2[i], 2e-4);
+  for (int i = 0; i < 2; ++i) expect_rms_norm_close(t1[i], t2[i], 2e-4);
   array h = fast::rms_norm(astype(t, float16), std::nullopt);
   EXPECT_EQ(h.dtype(), float16);
-  expect_close(astype(h, float32), composed(t, std::nullopt, 1e-5), 5e-3);
+  expect_rms_norm_close(astype(h, float32), rms_norm_composed(t, std::nullopt, 1e-5), 5e-3);
 }
 
 TEST(RMSNormFused, GradientsMatchFiniteDifferences) {

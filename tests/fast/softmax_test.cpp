@@ -25,7 +25,7 @@ void expect_bits(array a, array b) {
   }
 }
 
-void expect_close(array a, array b, double tol) {
+void expect_softmax_close(array a, array b, double tol) {
   ASSERT_EQ(a.shape(), b.shape());
   auto x = a.to_vector<double>(), y = b.to_vector<double>();
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], tol * (1 + std::abs(y[i]))) << "at " << i;
@@ -61,7 +61,7 @@ TEST(FastSoftmax, SameValuesAsTheOpAndTheSameGradients) {
       if (x.size() == 6) {
         expect_bits(isnan(gf), isnan(go));
       } else {
-        expect_close(gf, go, x.dtype() == float64 ? 1e-14 : 2e-6);
+        expect_softmax_close(gf, go, x.dtype() == float64 ? 1e-14 : 2e-6);
       }
       EXPECT_EQ(std::string(vjp([&](const array& z) { return fast_fn(z, take_log); }, x, g).second.primitive().name()),
                 take_log ? "LogSoftmaxBackward" : "SoftmaxBackward");

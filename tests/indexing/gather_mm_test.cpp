@@ -13,7 +13,7 @@ using loom::testing::expect_array;
 using loom::testing::iota;
 
 namespace {
-void check(const std::function<array(const std::vector<array>&)>& f, const std::vector<array>& xs) {
+void check_mm_grads(const std::function<array(const std::vector<array>&)>& f, const std::vector<array>& xs) {
   auto r = check_grads([&](const std::vector<array>& p) { return std::vector<array>{f(p)}; }, xs);
   EXPECT_TRUE(r.ok) << r.report;
 }
@@ -63,9 +63,9 @@ TEST(GatherMM, BadInput) {
 
 TEST(GatherMM, Gradients) {
   // Repeated indices: the gradient of a matrix used twice adds up.
-  check([](const std::vector<array>& p) { return gather_mm(p[0], p[1], array({2, 0, 2}), array({1, 1, 0})); },
+  check_mm_grads([](const std::vector<array>& p) { return gather_mm(p[0], p[1], array({2, 0, 2}), array({1, 1, 0})); },
         {astype(iota({3, 2, 2}), float64) * 0.3 - 1.0, astype(iota({2, 2, 3}), float64) * 0.2 - 0.7});
-  check([](const std::vector<array>& p) { return gather_mm(p[0], p[1], std::nullopt, array({1, 1})); },
+  check_mm_grads([](const std::vector<array>& p) { return gather_mm(p[0], p[1], std::nullopt, array({1, 1})); },
         {astype(array({1.f, -2.f, 0.5f}), float64), astype(iota({2, 3, 2}), float64) * 0.1});
 }
 
@@ -119,10 +119,10 @@ TEST(BlockMaskedMM, Gradients) {
   array A = astype(iota({4, 5}), float64) * 0.1 - 1.0, B = astype(iota({5, 3}), float64) * 0.2 - 1.5;
   array ml = array({true, false, true, false, true, true}, {2, 3});
   array mr = array({true, true, false, true, true, false}, {3, 2});
-  check([&](const std::vector<array>& p) { return block_masked_mm(p[0], p[1], 2, greater(p[2], zeros_like(p[2])), ml, mr); },
+  check_mm_grads([&](const std::vector<array>& p) { return block_masked_mm(p[0], p[1], 2, greater(p[2], zeros_like(p[2])), ml, mr); },
         {A, B, array({1.0, -1.0, 1.0, 1.0}, {2, 2})});
   // Floating masks get gradients too.
-  check([](const std::vector<array>& p) { return block_masked_mm(p[0], p[1], 2, p[2], p[3], p[4]); },
+  check_mm_grads([](const std::vector<array>& p) { return block_masked_mm(p[0], p[1], 2, p[2], p[3], p[4]); },
         {A, B, array({2.0, 1.0, 0.5, -1.0}, {2, 2}), array({0.5, 2.0, 1.0, -1.0, 1.0, 0.3}, {2, 3}),
          array({1.0, 3.0, 2.0, 1.0, 1.0, -0.5}, {3, 2})});
 }

@@ -12,6 +12,7 @@
 namespace loom {
 namespace {
 
+using iotest::le;
 using iotest::read_bytes;
 using iotest::write_bytes;
 using testing::expect_array;
@@ -257,11 +258,6 @@ TEST_F(GGUF, SaveErrors) {
 
 // ---- hostile files, built byte by byte ----
 
-std::string le(uint64_t v, int n) {
-  std::string s;
-  for (int i = 0; i < n; ++i) s += static_cast<char>((v >> (8 * i)) & 0xff);
-  return s;
-}
 std::string u32(uint64_t v) { return le(v, 4); }
 std::string u64(uint64_t v) { return le(v, 8); }
 std::string gstr(const std::string& s) { return u64(s.size()) + s; }

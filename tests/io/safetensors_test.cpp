@@ -14,7 +14,7 @@ using loom::testing::expect_array;
 namespace {
 
 // 0.0f .. 5.0f, little-endian, written out by hand.
-const std::string kF32Arange6 = bytes({0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0x40,
+const std::string kSafetensorsF32Arange6 = bytes({0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0x40,
                                        0x00, 0x00, 0x40, 0x40, 0x00, 0x00, 0x80, 0x40, 0x00, 0x00, 0xa0, 0x40});
 
 // A safetensors file: the 8-byte header length, the header text as given, the data.
@@ -49,11 +49,11 @@ TEST_F(Safetensors, MatchesTheReferenceWritersBytes) {
   // "attn.0": the header is exactly 64 bytes, so no padding.
   const std::string h1 = "{\"attn.0\":{\"dtype\":\"F32\",\"shape\":[1,2,3],\"data_offsets\":[0,24]}}";
   ASSERT_EQ(h1.size(), 64u);
-  write_bytes(path("a.safetensors"), bytes({64, 0, 0, 0, 0, 0, 0, 0}) + h1 + kF32Arange6);
+  write_bytes(path("a.safetensors"), bytes({64, 0, 0, 0, 0, 0, 0, 0}) + h1 + kSafetensorsF32Arange6);
   // "attn0" with shape [1,1,2,3]: 65 bytes padded with 7 spaces to 72.
   const std::string h2 = "{\"attn0\":{\"dtype\":\"F32\",\"shape\":[1,1,2,3],\"data_offsets\":[0,24]}}";
   ASSERT_EQ(h2.size(), 65u);
-  write_bytes(path("b.safetensors"), bytes({72, 0, 0, 0, 0, 0, 0, 0}) + h2 + "       " + kF32Arange6);
+  write_bytes(path("b.safetensors"), bytes({72, 0, 0, 0, 0, 0, 0, 0}) + h2 + "       " + kSafetensorsF32Arange6);
   auto [t1, meta1] = load_safetensors(path("a.safetensors"));
   EXPECT_TRUE(meta1.empty());
   expect_array(t1.at("attn.0"), {1, 2, 3}, {0, 1, 2, 3, 4, 5}, 0.0);
@@ -66,13 +66,13 @@ TEST_F(Safetensors, MatchesTheReferenceWritersBytes) {
   // Loom's writer adds each tensor's CRC-32 as metadata, and writes what the reference writer
   // writes given that metadata: 112 bytes of JSON, no padding. 0x91e79017 is zlib.crc32 of the
   // 24 data bytes (and datatest::crc32's, an independent bitwise CRC).
-  ASSERT_EQ(loom::datatest::crc32(kF32Arange6), 0x91e79017u);
+  ASSERT_EQ(loom::datatest::crc32(kSafetensorsF32Arange6), 0x91e79017u);
   save_safetensors(path("w.safetensors"), {{"attn.0", reshape(arange(6.0, float32), {1, 2, 3})}});
   const std::string h3 =
       "{\"__metadata__\":{\"loom.crc32.attn.0\":\"91e79017\"},"
       "\"attn.0\":{\"dtype\":\"F32\",\"shape\":[1,2,3],\"data_offsets\":[0,24]}}";
   ASSERT_EQ(h3.size(), 112u);
-  EXPECT_EQ(read_bytes(path("w.safetensors")), bytes({112, 0, 0, 0, 0, 0, 0, 0}) + h3 + kF32Arange6);
+  EXPECT_EQ(read_bytes(path("w.safetensors")), bytes({112, 0, 0, 0, 0, 0, 0, 0}) + h3 + kSafetensorsF32Arange6);
 
   // No tensors at all: no metadata either.
   save_safetensors(path("e.safetensors"), {});
@@ -305,12 +305,12 @@ TEST_F(Safetensors, StreamsAndPipes) {
   ss >> rest;
   EXPECT_EQ(rest, "TRAILER");  // the stream stops right after the data
 
-  loom::iotest::PipeBuf pipe(st_file("{" + entry("a", "[2,3]", 0, 24) + "}", kF32Arange6));
+  loom::iotest::PipeBuf pipe(st_file("{" + entry("a", "[2,3]", 0, 24) + "}", kSafetensorsF32Arange6));
   std::istream in(&pipe);
   expect_array(load_safetensors(in).first.at("a"), {2, 3}, {0, 1, 2, 3, 4, 5}, 0.0);
 
   // A pipe whose data ends early, and one claiming a giant header.
-  loom::iotest::PipeBuf short_pipe(st_file("{" + entry("a", "[2,3]", 0, 24) + "}", kF32Arange6.substr(0, 10)));
+  loom::iotest::PipeBuf short_pipe(st_file("{" + entry("a", "[2,3]", 0, 24) + "}", kSafetensorsF32Arange6.substr(0, 10)));
   std::istream in2(&short_pipe);
   EXPECT_THROW_MSG(load_safetensors(in2), std::runtime_error,
                    "[load_safetensors] '<stream>': truncated file: tensor 'a' needs 24 bytes but only 10");
@@ -339,7 +339,7 @@ TEST_F(Safetensors, APipeClaimingAHugeHeaderCostsWhatItHolds) {
 }
 
 TEST_F(Safetensors, RejectsTruncatedAndOversizedHeaders) {
-  const std::string good = st_file("{" + entry("a", "[2,3]", 0, 24) + "}", kF32Arange6);
+  const std::string good = st_file("{" + entry("a", "[2,3]", 0, 24) + "}", kSafetensorsF32Arange6);
   expect_bad("", "truncated file: 0 bytes is too short for a safetensors file");
   expect_bad(good.substr(0, 5), "truncated file: 5 bytes is too short");
   expect_bad(good.substr(0, 20), "truncated file: the header length 57 exceeds the 12 bytes left");

@@ -24,7 +24,7 @@ void set_identity_projections(nn::MultiHeadAttention& mha, int dims) {
   }
 }
 
-double sigmoid_ref(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double transformer_sigmoid_ref(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 // Rows [0, t) of (B, L, D) arrays, as a flat vector.
 std::vector<float> prefix(const array& a, int t) {
@@ -72,7 +72,7 @@ TEST(MultiHeadAttention, HandComputedSingleHead) {
   array k({1.0f, 0.0f, 0.0f, 1.0f}, {1, 2, 2});
   array v({1.0f, 2.0f, 3.0f, 4.0f}, {1, 2, 2});
   // scores (1/sqrt(2), 0): weights sigmoid(1/sqrt(2)) and the rest.
-  double p = sigmoid_ref(1 / std::sqrt(2.0));
+  double p = transformer_sigmoid_ref(1 / std::sqrt(2.0));
   expect_array(mha(q, k, v), {1, 1, 2}, {p * 1 + (1 - p) * 3, p * 2 + (1 - p) * 4}, 1e-6);
   // An additive mask that hides key 1 leaves value 0; a boolean mask does the same.
   expect_array(mha(q, k, v, array({0.0f, -1e9f}, {1, 2})), {1, 1, 2}, {1, 2}, 1e-6);
@@ -87,7 +87,7 @@ TEST(MultiHeadAttention, HeadsAttendSeparately) {
   array k({1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 1.0f}, {1, 2, 4});
   array v({1.0f, 1.0f, 1.0f, 1.0f, 3.0f, 3.0f, 3.0f, 3.0f}, {1, 2, 4});
   // Head 0: scores (1/sqrt2, 0); head 1: scores (0, 1/sqrt2).
-  double p = sigmoid_ref(1 / std::sqrt(2.0));
+  double p = transformer_sigmoid_ref(1 / std::sqrt(2.0));
   double h0 = p * 1 + (1 - p) * 3, h1 = (1 - p) * 1 + p * 3;
   expect_array(mha(q, k, v), {1, 1, 4}, {h0, h0, h1, h1}, 1e-6);
   // A per-head mask of shape (2, 1, 2): head 0 only sees key 1, head 1 only key 0.

@@ -9,13 +9,13 @@
 #include "../test_utils.h"
 
 using namespace loom;
+using loom::testing::kInf;
+using loom::testing::kNaN;
+using loom::testing::kPi;
 using loom::testing::expect_array;
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kPi = 3.141592653589793;
 
 using BinaryFn = std::function<array(const array&, const array&)>;
 

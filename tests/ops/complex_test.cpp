@@ -302,7 +302,7 @@ TEST(Complex, NpyAndSafetensorsRoundTrip) {
 // Finite-difference checks of both transforms for f: complex64 (n) -> complex64 or float32 (n).
 // vjp: L(z) = sum(Re(conj(c) f(z))) has gradient dL/dRe z + i dL/dIm z = vjp(c).
 // jvp: (f(z + eps t) - f(z - eps t)) / (2 eps).
-void check(const std::function<array(const array&)>& f, array z, double tol = 2e-2) {
+void check_complex_grads(const std::function<array(const array&)>& f, array z, double tol = 2e-2) {
   const double eps = 1e-3;
   const int n = static_cast<int>(z.size());
   const array y = f(z);
@@ -371,7 +371,7 @@ TEST(Complex, GradsMatchFiniteDifferences) {
   };
   for (const Case& cs : cases) {
     SCOPED_TRACE(cs.name);
-    check(cs.f, z);
+    check_complex_grads(cs.f, z);
   }
 }
 

@@ -7,11 +7,11 @@
 #include "../test_utils.h"
 
 using namespace loom;
+using loom::testing::kInf;
+using loom::testing::kNaN;
 using loom::testing::expect_array;
 
 namespace {
-constexpr double kInf = std::numeric_limits<double>::infinity();
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
 const std::vector<Dtype> kAllDtypes(std::begin(all_dtypes), std::end(all_dtypes));
 }  // namespace
 

@@ -6,11 +6,11 @@
 #include "../test_utils.h"
 
 using namespace loom;
+using loom::testing::kInf;
+using loom::testing::kNaN;
 using loom::testing::expect_array;
 
 namespace {
-constexpr double kInf = std::numeric_limits<double>::infinity();
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 std::vector<int> bools(array a) {
   EXPECT_EQ(a.dtype(), bool_);

@@ -6,14 +6,14 @@
 #include "../test_utils.h"
 
 using namespace loom;
+using loom::testing::kInf;
+using loom::testing::kNaN;
+using loom::testing::kInfF;
+using loom::testing::kNaNF;
 using loom::testing::expect_array;
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr float kInfF = std::numeric_limits<float>::infinity();
-const float kNaNF = std::numeric_limits<float>::quiet_NaN();
 
 // x[i][j][k] = 12 i + 4 j + k, shape (2,3,4)
 array iota234(Dtype d = float32) { return reshape(arange(0.0, 24.0, 1.0, d), {2, 3, 4}); }

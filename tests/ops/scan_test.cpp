@@ -8,16 +8,16 @@
 #include "../test_utils.h"
 
 using namespace loom;
+using loom::testing::kInf;
+using loom::testing::kNaN;
 using loom::testing::expect_array;
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Finite differences of f at x. The identity an exclusive scan starts from (+-inf for cummax,
 // cummin and logcumsumexp) is clipped to a constant so that the differences stay finite.
-void check(const std::function<array(const array&)>& f, const array& x) {
+void check_scan_grads(const std::function<array(const array&)>& f, const array& x) {
   auto finite = [&](const array& y) { return clip(y, array(-100.0, y.dtype()), array(100.0, y.dtype())); };
   auto r = check_grads([&](const std::vector<array>& p) { return std::vector<array>{finite(f(p[0]))}; }, {x});
   EXPECT_TRUE(r.ok) << r.report;
@@ -260,29 +260,29 @@ TEST(ScanGrad, CumProd) {
   array x = rand_values({3, 4}, 1, 0.5, 1.5);
   for (bool reverse : {false, true}) {
     for (bool inclusive : {true, false}) {
-      check([&](const array& a) { return cumprod(a, 1, reverse, inclusive); }, x);
-      check([&](const array& a) { return cumprod(a, 0, reverse, inclusive); }, x);
+      check_scan_grads([&](const array& a) { return cumprod(a, 1, reverse, inclusive); }, x);
+      check_scan_grads([&](const array& a) { return cumprod(a, 0, reverse, inclusive); }, x);
     }
   }
   // Zeros (the exact path past the first zero) and a view.
-  check([&](const array& a) { return cumprod(a, 0); }, array({2.0, 0.0, 3.0, 0.0, 1.5}, float64));
-  check([&](const array& a) { return cumprod(transpose(a), 1, true, false); }, x);
-  check([&](const array& a) { return cumprod(a); }, x);
+  check_scan_grads([&](const array& a) { return cumprod(a, 0); }, array({2.0, 0.0, 3.0, 0.0, 1.5}, float64));
+  check_scan_grads([&](const array& a) { return cumprod(transpose(a), 1, true, false); }, x);
+  check_scan_grads([&](const array& a) { return cumprod(a); }, x);
 }
 
 TEST(ScanGrad, CumMaxCumMin) {
   array x = rand_values({3, 5}, 2);
   for (bool reverse : {false, true}) {
     for (bool inclusive : {true, false}) {
-      check([&](const array& a) { return cummax(a, 1, reverse, inclusive); }, x);
-      check([&](const array& a) { return cummin(a, 1, reverse, inclusive); }, x);
-      check([&](const array& a) { return cummax(a, 0, reverse, inclusive); }, x);
-      check([&](const array& a) { return cummin(a, -2, reverse, inclusive); }, x);
+      check_scan_grads([&](const array& a) { return cummax(a, 1, reverse, inclusive); }, x);
+      check_scan_grads([&](const array& a) { return cummin(a, 1, reverse, inclusive); }, x);
+      check_scan_grads([&](const array& a) { return cummax(a, 0, reverse, inclusive); }, x);
+      check_scan_grads([&](const array& a) { return cummin(a, -2, reverse, inclusive); }, x);
     }
   }
-  check([&](const array& a) { return cummax(transpose(a), 1); }, x);
-  check([&](const array& a) { return cummin(a); }, x);
-  check([&](const array& a) { return cummax(a, 0); }, array({1.0}, float64));
+  check_scan_grads([&](const array& a) { return cummax(transpose(a), 1); }, x);
+  check_scan_grads([&](const array& a) { return cummin(a); }, x);
+  check_scan_grads([&](const array& a) { return cummax(a, 0); }, array({1.0}, float64));
 }
 
 TEST(ScanGrad, CumMaxTiesGoToTheLatest) {
@@ -307,14 +307,14 @@ TEST(ScanGrad, LogCumSumExp) {
   array x = rand_values({3, 4}, 3);
   for (bool reverse : {false, true}) {
     for (bool inclusive : {true, false}) {
-      check([&](const array& a) { return logcumsumexp(a, 1, reverse, inclusive); }, x);
-      check([&](const array& a) { return logcumsumexp(a, 0, reverse, inclusive); }, x);
+      check_scan_grads([&](const array& a) { return logcumsumexp(a, 1, reverse, inclusive); }, x);
+      check_scan_grads([&](const array& a) { return logcumsumexp(a, 0, reverse, inclusive); }, x);
     }
   }
-  check([&](const array& a) { return logcumsumexp(transpose(a), -1, true); }, x);
-  check([&](const array& a) { return logcumsumexp(a); }, x);
+  check_scan_grads([&](const array& a) { return logcumsumexp(transpose(a), -1, true); }, x);
+  check_scan_grads([&](const array& a) { return logcumsumexp(a); }, x);
   // Second order: the vjp is itself made of differentiable ops.
-  check([&](const array& a) { return grad([](const array& z) { return sum(square(logcumsumexp(z, 0))); })(a); },
+  check_scan_grads([&](const array& a) { return grad([](const array& z) { return sum(square(logcumsumexp(z, 0))); })(a); },
         rand_values({5}, 4));
 }
 

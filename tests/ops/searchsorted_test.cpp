@@ -6,11 +6,11 @@
 #include "../test_utils.h"
 
 using namespace loom;
+using loom::testing::kInf;
+using loom::testing::kNaN;
 using loom::testing::expect_array;
 
 namespace {
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
 }  // namespace
 
 TEST(SearchSorted, SidesTiesAndNaN) {

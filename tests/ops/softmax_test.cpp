@@ -6,10 +6,9 @@
 namespace loom {
 namespace {
 
+using loom::testing::kInfF;
+using loom::testing::kNaNF;
 using testing::lcg_uniform;
-
-constexpr float kInfF = std::numeric_limits<float>::infinity();
-constexpr float kNaNF = std::numeric_limits<float>::quiet_NaN();
 
 // The composition, op by op over the last axis (the max shift, 0 where that max is -inf; a +inf
 // max stays, making its row NaN as in numpy, PyTorch and MLX).

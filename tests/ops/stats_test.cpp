@@ -7,12 +7,12 @@
 #include "../test_utils.h"
 
 using namespace loom;
+using loom::testing::kInf;
+using loom::testing::kNaN;
 using loom::testing::expect_array;
 
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // np.array([[[3,1,2,7],[5,4,9,8],[0,-1,6,2]],[[1,1,1,1],[2,3,5,4],[9,8,7,6]]], float)
 array sample() {

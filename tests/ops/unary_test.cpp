@@ -8,13 +8,13 @@
 #include "../test_utils.h"
 
 using namespace loom;
+using loom::testing::kInf;
+using loom::testing::kNaN;
+using loom::testing::kPi;
 using loom::testing::expect_array;
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kPi = 3.141592653589793;
 constexpr double kE = 2.718281828459045;
 
 using UnaryFn = std::function<array(const array&)>;
@@ -26,7 +26,7 @@ struct UnaryCase {
   std::vector<double> expected;  // f(in), hand-computed
 };
 
-double tol_for(Dtype d) {
+double unary_tol_for(Dtype d) {
   if (d == float16) return 4e-3;
   if (d == bfloat16) return 2e-2;
   if (d == float32) return 2e-6;
@@ -37,7 +37,7 @@ double tol_for(Dtype d) {
 void check_unary_layouts(const UnaryCase& c, Dtype d) {
   SCOPED_TRACE(std::string(c.name) + " " + to_string(d));
   ASSERT_EQ(c.in.size(), 6u);
-  const double tol = tol_for(d);
+  const double tol = unary_tol_for(d);
   const auto& v = c.in;
   const auto& e = c.expected;
   const Dtype out_dtype = is_floating_point(d) ? d : float32;
@@ -107,7 +107,7 @@ void check_unary_layouts(const UnaryCase& c, Dtype d) {
   }
 }
 
-std::vector<UnaryCase> float_cases() {
+std::vector<UnaryCase> unary_float_cases() {
   return {
       {"negative", [](const array& x) { return negative(x); }, {1.5, -2, 0, 3, -0.25, 7}, {-1.5, 2, 0, -3, 0.25, -7}},
       {"operator-", [](const array& x) { return -x; }, {1.5, -2, 0, 3, -0.25, 7}, {-1.5, 2, 0, -3, 0.25, -7}},
@@ -179,7 +179,7 @@ std::vector<UnaryCase> predicate_cases() {
 }  // namespace
 
 TEST(Unary, FloatOpsEveryDtypeAndLayout) {
-  for (const auto& c : float_cases()) {
+  for (const auto& c : unary_float_cases()) {
     for (Dtype d : {float32, float64, float16, bfloat16}) check_unary_layouts(c, d);
   }
 }

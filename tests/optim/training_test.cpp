@@ -19,9 +19,9 @@ using namespace loom;
 
 namespace {
 
-struct MLP : nn::Module {
+struct TrainingMLP : nn::Module {
   nn::Linear l1{4, 16}, l2{16, 1};
-  MLP() {
+  TrainingMLP() {
     register_module("l1", l1);
     register_module("l2", l2);
   }
@@ -38,7 +38,7 @@ std::pair<array, array> batch(int n) {
 // Runs `steps` steps of the DESIGN.md loop and returns the mean loss of the first and last 10.
 std::pair<double, double> train(optim::Optimizer& opt, int steps, bool clip = false) {
   random::seed(7);
-  MLP model;
+  TrainingMLP model;
   auto loss_fn = [&](const array& x, const array& y) { return mean(square(model(x) - y)); };
   auto loss_and_grad = nn::value_and_grad(model, loss_fn);
   double first = 0, last = 0;
@@ -102,7 +102,7 @@ TEST(Training, EveryOptimizerTrainsAndKeepsItsStateEvaluated) {
 TEST(Training, ThousandStepsRunInBoundedMemory) {
   // If anything kept last step's graph alive, memory would grow with every step.
   random::seed(1);
-  MLP model;
+  TrainingMLP model;
   optim::AdamW opt(1e-3);
   auto loss_fn = [&](const array& x, const array& y) { return mean(square(model(x) - y)); };
   auto loss_and_grad = nn::value_and_grad(model, loss_fn);
@@ -121,7 +121,7 @@ TEST(Training, ThousandStepsRunInBoundedMemory) {
 
 TEST(Training, FrozenParametersAreLeftAloneAndKeepNoState) {
   random::seed(2);
-  MLP model;
+  TrainingMLP model;
   model.freeze({"l1"});
   const auto w1 = model.parameters()["l1.weight"].to_vector<float>();
   const auto w2 = model.parameters()["l2.weight"].to_vector<float>();

@@ -39,7 +39,7 @@ void expect_within(double got, double want, double stderr_, const char* what) {
 }
 
 template <typename T>
-bool same_bits(array a, array b) {
+bool stats_same_bits(array a, array b) {
   a.eval();
   b.eval();
   if (a.nbytes() != b.nbytes() || a.dtype() != b.dtype()) return false;
@@ -399,7 +399,7 @@ TEST(RandomThreads, ResultsIndependentOfThreadCount) {
   auto two = draw();
   set_num_threads(saved);
   ASSERT_EQ(one.size(), two.size());
-  for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(same_bits<char>(one[i], two[i])) << "generator " << i;
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(stats_same_bits<char>(one[i], two[i])) << "generator " << i;
 }
 
 TEST(RandomStats, MultivariateNormalMeanAndCovariance) {
