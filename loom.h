@@ -19,6 +19,7 @@
 #include "loom/ops/linalg.h"
 #include "loom/ops/view.h"
 #include "loom/ops/quantized.h"
+#include "loom/ops/autocast.h"
 #include "loom/io/io.h"
 #include "loom/io/idx.h"
 #include "loom/io/text.h"
@@ -48,3 +49,4 @@
 #include "loom/optim/schedulers.h"
 #include "loom/optim/clip.h"
 #include "loom/optim/checkpoint.h"
+#include "loom/optim/loss_scaler.h"

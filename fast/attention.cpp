@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #endif
 
+#include "loom/ops/autocast.h"
 #include "loom/fast/custom.h"
 #include "loom/fast/fast.h"
 #include "loom/ops/kernels/elementwise.h"
@@ -448,9 +449,13 @@ class ScaledDotProductAttention : public Custom {
 
 }  // namespace
 
-array scaled_dot_product_attention(const array& queries, const array& keys, const array& values, double scale,
-                                   const std::optional<array>& mask, StreamOrDevice s) {
+array scaled_dot_product_attention(const array& queries_cast, const array& keys_cast, const array& values_cast,
+                                   double scale, const std::optional<array>& mask_cast, StreamOrDevice s) {
   OnStream on(s);
+  using loom::detail::autocast_lower;  // a matrix-product op of Autocast's policy
+  const array queries = autocast_lower(queries_cast), keys = autocast_lower(keys_cast), values = autocast_lower(values_cast);
+  std::optional<array> mask;
+  if (mask_cast) mask.emplace(autocast_lower(*mask_cast));
   const char* op = "scaled_dot_product_attention";
   const size_t nd = queries.ndim();
   auto shapes = [&] {

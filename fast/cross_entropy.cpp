@@ -6,6 +6,7 @@
 #include <optional>
 #include <type_traits>
 
+#include "loom/ops/autocast.h"
 #include "loom/fast/custom.h"
 #include "loom/fast/fast.h"
 #include "loom/ops/indexing.h"
@@ -236,9 +237,10 @@ void check_class_indices(const array& targets, int num_classes, const Shape& log
   }
 }
 
-array softmax_cross_entropy(const array& logits, const array& targets, int axis, double label_smoothing,
+array softmax_cross_entropy(const array& logits_cast, const array& targets, int axis, double label_smoothing,
                             StreamOrDevice s) {
   OnStream on(s);
+  const array logits = loom::detail::autocast_float32(logits_cast);  // in Autocast's float32 list
   const char* op = "softmax_cross_entropy";
   if (logits.ndim() == 0) {
     throw std::invalid_argument(msg("[", op, "] logits must have at least one axis (the classes); got a 0-d array"));

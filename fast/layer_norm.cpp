@@ -2,6 +2,7 @@
 // (the composition makes about ten passes forward and twenty backward).
 #include <cmath>
 
+#include "loom/ops/autocast.h"
 #include "loom/fast/custom.h"
 #include "loom/fast/fast.h"
 #include "loom/ops/kernels/fast_math.h"
@@ -159,9 +160,15 @@ class LayerNorm : public Custom {
 
 }  // namespace
 
-array layer_norm(const array& x, const std::optional<array>& weight, const std::optional<array>& bias, double eps,
-                 StreamOrDevice s) {
+array layer_norm(const array& x_cast, const std::optional<array>& weight_cast, const std::optional<array>& bias_cast,
+                 double eps, StreamOrDevice s) {
   OnStream on(s);
+  // In Autocast's float32 list.
+  auto f32 = [](const std::optional<array>& a) {
+    return a ? std::optional<array>(loom::detail::autocast_float32(*a)) : std::nullopt;
+  };
+  const array x = loom::detail::autocast_float32(x_cast);
+  const std::optional<array> weight = f32(weight_cast), bias = f32(bias_cast);
   const char* op = "layer_norm";
   if (x.ndim() == 0) throw std::invalid_argument(msg("[", op, "] needs an array with at least one axis, got a 0-d array"));
   const int n = x.shape(-1);

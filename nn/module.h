@@ -2,6 +2,7 @@
 // child modules by name; parameters() walks them into a tree with dotted names.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -10,6 +11,7 @@
 #include "loom/autograd/transforms.h"
 #include "loom/core/array.h"
 #include "loom/distributed/distributed.h"
+#include "loom/ops/autocast.h"
 #include "loom/nn/tree.h"
 
 namespace loom::nn {
@@ -150,9 +152,18 @@ class Child : public T {
 /// Wraps `fn(args...)` (returning the loss, or a vector whose first element is the loss) into a
 /// function of the same arguments returning `(value, grads)`, where grads are the gradients of the
 /// loss with respect to `model.trainable_parameters()`, under the same names. Nothing is evaluated.
+///
+/// With `compute_dtype` (bfloat16 or float16), the forward and backward passes are built under
+/// `Autocast(compute_dtype)` (ops/autocast.h: mixed precision): matrix products compute in it,
+/// softmax, norms, reductions and losses in float32, and the gradients come back in each parameter's
+/// own dtype (float32 parameters: float32 gradients). For float16, scale the loss
+/// (optim::DynamicLossScaler) so that small gradients do not flush to zero.
 template <typename Fn>
-auto value_and_grad(Module& model, Fn fn) {
-  return [&model, fn](const auto&... args) {
+auto value_and_grad(Module& model, Fn fn, std::optional<Dtype> compute_dtype = std::nullopt) {
+  if (compute_dtype) Autocast check(*compute_dtype);  // rejects a dtype the policy has no use for, now
+  return [&model, fn, compute_dtype](const auto&... args) {
+    std::optional<Autocast> mixed;
+    if (compute_dtype) mixed.emplace(*compute_dtype);
     const ParamTree params = model.trainable_parameters();
     std::vector<int> argnums(params.size());
     for (size_t i = 0; i < argnums.size(); ++i) argnums[i] = static_cast<int>(i);

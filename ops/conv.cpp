@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "loom/core/primitive.h"
+#include "loom/ops/autocast.h"
 #include "loom/ops/kernels/elementwise.h"
 #include "loom/ops/kernels/gemm.h"
 #include "loom/ops/ops.h"
@@ -585,9 +586,10 @@ std::vector<int> expand(const std::vector<int>& v, int D, int def, const char* w
 
 std::string list_str(const std::vector<int>& v) { return shape_str(v); }
 
-array conv_impl(const char* op, const array& input, const array& weight, const std::vector<int>& stride,
+array conv_impl(const char* op, const array& input_cast, const array& weight_cast, const std::vector<int>& stride,
                 const std::vector<int>& pad_lo, const std::vector<int>& pad_hi, const std::vector<int>& kdil,
                 const std::vector<int>& idil, int groups, bool flip, int want_spatial) {
+  const array input = detail::autocast_lower(input_cast), weight = detail::autocast_lower(weight_cast);
   const int nd = static_cast<int>(input.ndim());
   const std::string in_s = shape_str(input.shape()), w_s = shape_str(weight.shape());
   if (want_spatial > 0 && nd != want_spatial + 2) {

@@ -1,5 +1,6 @@
 #include "loom/core/primitive.h"
 #include "loom/ops/kernels/elementwise.h"
+#include "loom/ops/autocast.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/kernels/gemm.h"
 #include "loom/ops/ops.h"
@@ -200,8 +201,9 @@ MatmulOperands matmul_operands(const array& a_in, const array& b_in) {
 
 }  // namespace
 
-array matmul(const array& a_in, const array& b_in, StreamOrDevice s) {
+array matmul(const array& a_cast, const array& b_cast, StreamOrDevice s) {
   OnStream on(s);
+  const array a_in = detail::autocast_lower(a_cast), b_in = detail::autocast_lower(b_cast);
   if (folds(a_in, b_in)) {
     check_inner(a_in, b_in);
     Shape out = a_in.shape();
@@ -216,8 +218,10 @@ array matmul(const array& a_in, const array& b_in, StreamOrDevice s) {
   return c;
 }
 
-array addmm(const array& c, const array& a, const array& b, float alpha, float beta, StreamOrDevice s) {
+array addmm(const array& c_cast, const array& a_cast, const array& b_cast, float alpha, float beta, StreamOrDevice s) {
   OnStream on(s);
+  // A matrix product of Autocast's policy, its bias included (as torch.autocast's linear).
+  const array c = detail::autocast_lower(c_cast), a = detail::autocast_lower(a_cast), b = detail::autocast_lower(b_cast);
   array ab = matmul(a, b);
   bool ok = true;
   try {
@@ -314,6 +318,8 @@ array squeeze_vector_dims(const array& out, size_t a_nd, size_t b_nd) {
 array gather_mm(array a, array b, std::optional<array> lhs_indices, std::optional<array> rhs_indices,
                 bool /*sorted_indices*/, StreamOrDevice s) {
   OnStream on(s);
+  a = detail::autocast_lower(a);
+  b = detail::autocast_lower(b);
   if (!lhs_indices && !rhs_indices) return matmul(a, b);
   const size_t a_nd = a.ndim(), b_nd = b.ndim();
   prepare_mm_operands(a, b, "gather_mm");
@@ -356,6 +362,11 @@ array gather_mm(array a, array b, std::optional<array> lhs_indices, std::optiona
 array block_masked_mm(array a, array b, int block_size, std::optional<array> mask_out,
                       std::optional<array> mask_lhs, std::optional<array> mask_rhs, StreamOrDevice s) {
   OnStream on(s);
+  a = detail::autocast_lower(a);
+  b = detail::autocast_lower(b);
+  for (auto* m : {&mask_out, &mask_lhs, &mask_rhs}) {
+    if (*m) *m = detail::autocast_lower(**m);  // a float mask scales the product: same dtype
+  }
   if (!mask_out && !mask_lhs && !mask_rhs) return matmul(a, b);
   if (block_size < 1) {
     throw std::invalid_argument(msg("[block_masked_mm] block_size must be at least 1; got ", block_size));

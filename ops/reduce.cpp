@@ -2,6 +2,7 @@
 #include <numeric>
 
 #include "loom/core/primitive.h"
+#include "loom/ops/autocast.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/kernels/elementwise.h"
 #include "loom/ops/ops.h"
@@ -776,20 +777,26 @@ size_t reduced_count(const array& a, const std::vector<int>& axes, const char* n
   return n;
 }
 
+// sum and prod are in Autocast's float32 list (ops/autocast.h); max, min, all and any are exact in
+// any dtype.
+array autocast_for(const array& a, ReduceType t) {
+  return t == ReduceType::sum || t == ReduceType::prod ? detail::autocast_float32(a) : a;
+}
+
 }  // namespace
 
 #define LOOM_REDUCTION(FN, TYPE)                                                                  \
   array FN(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {        \
     OnStream on(s);                                                                                \
-    return reduce(a, axes, keepdims, TYPE);                                                        \
+    return reduce(autocast_for(a, TYPE), axes, keepdims, TYPE);                                    \
   }                                                                                                \
   array FN(const array& a, int axis, bool keepdims, StreamOrDevice s) {                            \
     OnStream on(s);                                                                                \
-    return reduce(a, {axis}, keepdims, TYPE);                                                      \
+    return reduce(autocast_for(a, TYPE), {axis}, keepdims, TYPE);                                  \
   }                                                                                                \
   array FN(const array& a, bool keepdims, StreamOrDevice s) {                                      \
     OnStream on(s);                                                                                \
-    return reduce(a, all_axes(a), keepdims, TYPE);                                                 \
+    return reduce(autocast_for(a, TYPE), all_axes(a), keepdims, TYPE);                             \
   }
 LOOM_REDUCTION(sum, ReduceType::sum)
 LOOM_REDUCTION(prod, ReduceType::prod)
@@ -799,8 +806,9 @@ LOOM_REDUCTION(all, ReduceType::all)
 LOOM_REDUCTION(any, ReduceType::any)
 #undef LOOM_REDUCTION
 
-array mean(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice stream) {
+array mean(const array& a_cast, const std::vector<int>& axes, bool keepdims, StreamOrDevice stream) {
   OnStream on(stream);
+  const array a = detail::autocast_float32(a_cast);
   size_t n = reduced_count(a, axes, "mean");
   const Dtype acc = accumulation_dtype(a.dtype());
   array s = sum(astype(a, acc), axes, keepdims);
@@ -813,7 +821,8 @@ array mean(const array& a, int axis, bool keepdims, StreamOrDevice s) {
 array mean(const array& a, bool keepdims, StreamOrDevice s) { OnStream on(s); return mean(a, all_axes(a), keepdims); }
 
 namespace {
-array var_impl(const array& a, const std::vector<int>& axes, bool keepdims, int ddof, const char* name) {
+array var_impl(const array& a_cast, const std::vector<int>& axes, bool keepdims, int ddof, const char* name) {
+  const array a = detail::autocast_float32(a_cast);
   size_t n = reduced_count(a, axes, name);
   const Dtype acc = accumulation_dtype(a.dtype());
   array x = astype(a, acc);
@@ -863,8 +872,9 @@ array stable_shift(const array& x, const std::vector<int>& axes, bool keep_posit
 }
 }  // namespace
 
-array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
+array logsumexp(const array& a_cast, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
   OnStream on(s);
+  const array a = detail::autocast_float32(a_cast);
   reduced_count(a, axes, "logsumexp");
   detail::reject_complex(a.dtype(), "logsumexp");
   const Dtype d = result_dtype(a.dtype());
@@ -898,7 +908,8 @@ array softmax_composed(const array& x, const std::vector<int>& axes, bool take_l
 
 namespace {
 // Over the last axis alone, the fused primitive; otherwise the composition.
-array softmax_impl(const array& a, const std::vector<int>& axes, bool take_log, const char* name) {
+array softmax_impl(const array& a_cast, const std::vector<int>& axes, bool take_log, const char* name) {
+  const array a = detail::autocast_float32(a_cast);
   reduced_count(a, axes, name);
   detail::reject_complex(a.dtype(), name);
   const Dtype d = result_dtype(a.dtype());
@@ -962,7 +973,9 @@ array argmin(const array& a, bool keepdims, StreamOrDevice s) {
 }
 
 namespace {
-array make_scan(const array& a, int axis, bool reverse, bool inclusive, ScanType t, const char* name) {
+array make_scan(const array& a_cast, int axis, bool reverse, bool inclusive, ScanType t, const char* name) {
+  // cumsum and cumprod are in Autocast's float32 list; cummax and cummin are exact in any dtype.
+  const array a = t == ScanType::sum || t == ScanType::prod ? detail::autocast_float32(a_cast) : a_cast;
   int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), name);
   Dtype d = a.dtype();
   if (t == ScanType::sum && (d == bool_ || d == uint8)) d = int32;

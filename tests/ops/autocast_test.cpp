@@ -1,0 +1,183 @@
+// Autocast, the mixed-precision policy: which ops compute in the policy's dtype, which in float32,
+// which as their inputs say; that the values are those of the explicit casts; that regions nest,
+// belong to their thread, and give gradients in the parameters' own dtype.
+#include <thread>
+
+#include "../test_utils.h"
+#include "loom/fast/fast.h"
+#include "loom/ops/autocast.h"
+#include "loom/ops/conv.h"
+#include "loom/ops/linalg.h"
+
+namespace loom {
+namespace {
+
+// float32 values (lcg_uniform gives float64, which the policy leaves alone).
+array lcg_uniform(const Shape& shape, double lo, double hi, unsigned seed) {
+  return astype(testing::lcg_uniform(shape, lo, hi, seed), float32);
+}
+
+// Equal element for element, bit for bit (both evaluated in the same dtype).
+void expect_same(const array& got, const array& want) {
+  ASSERT_EQ(got.dtype(), want.dtype());
+  ASSERT_EQ(got.shape(), want.shape());
+  EXPECT_TRUE(array_equal(got, want, true).item<bool>()) << got << "\nwant\n" << want;
+}
+
+TEST(Autocast, OffByDefaultAndScoped) {
+  EXPECT_FALSE(autocast_dtype().has_value());
+  {
+    Autocast mixed(bfloat16);
+    EXPECT_EQ(autocast_dtype(), std::optional<Dtype>(bfloat16));
+    {
+      Autocast inner(float16);
+      EXPECT_EQ(autocast_dtype(), std::optional<Dtype>(float16));
+      {
+        Autocast off(float16, false);
+        EXPECT_FALSE(autocast_dtype().has_value());
+        EXPECT_EQ(matmul(ones({2, 2}), ones({2, 2})).dtype(), float32);
+      }
+      EXPECT_EQ(autocast_dtype(), std::optional<Dtype>(float16));
+    }
+    EXPECT_EQ(autocast_dtype(), std::optional<Dtype>(bfloat16));
+  }
+  EXPECT_FALSE(autocast_dtype().has_value());
+}
+
+TEST(Autocast, BelongsToItsThread) {
+  Autocast mixed(bfloat16);
+  std::optional<Dtype> seen = bfloat16;
+  Dtype product = bfloat16;
+  std::thread t([&] {
+    seen = autocast_dtype();
+    product = matmul(ones({2, 2}), ones({2, 2})).dtype();
+  });
+  t.join();
+  EXPECT_FALSE(seen.has_value());
+  EXPECT_EQ(product, float32);
+}
+
+TEST(Autocast, RejectsDtypesItHasNoUseFor) {
+  for (Dtype d : {float32, float64, int32, complex64}) {
+    EXPECT_THROW_MSG(Autocast{d}, std::invalid_argument, "[Autocast] computes in bfloat16 or float16");
+  }
+  EXPECT_NO_THROW((Autocast{float32, false}));  // off: the dtype is not used
+}
+
+TEST(Autocast, MatrixProductsComputeInThePolicyDtype) {
+  const array a = lcg_uniform({4, 6}, -1, 1, 1), b = lcg_uniform({6, 5}, -1, 1, 2), bias = lcg_uniform({5}, -1, 1, 3);
+  for (Dtype d : {bfloat16, float16}) {
+    array mm = matmul(a, b), am = addmm(bias, a, b), batched = matmul(reshape(a, {2, 2, 6}), b);
+    array want_mm = matmul(astype(a, d), astype(b, d));
+    array want_am = addmm(astype(bias, d), astype(a, d), astype(b, d));
+    {
+      Autocast mixed(d);
+      mm = matmul(a, b);
+      am = addmm(bias, a, b);
+      batched = matmul(reshape(a, {2, 2, 6}), b);
+    }
+    expect_same(mm, want_mm);
+    expect_same(am, want_am);
+    EXPECT_EQ(batched.dtype(), d);
+    // Close to the float32 product, within the half type's rounding.
+    EXPECT_TRUE(allclose(astype(mm, float32), matmul(a, b), 3e-2, 3e-2).item<bool>());
+  }
+}
+
+TEST(Autocast, ConvolutionsGatherMmAndAttentionComputeInThePolicyDtype) {
+  const array x = lcg_uniform({1, 6, 6, 2}, -1, 1, 4), w = lcg_uniform({3, 3, 3, 2}, -1, 1, 5);
+  const array q = lcg_uniform({1, 2, 4, 8}, -1, 1, 6), k = lcg_uniform({1, 2, 5, 8}, -1, 1, 7),
+              v = lcg_uniform({1, 2, 5, 8}, -1, 1, 8), mask = lcg_uniform({4, 5}, -1, 0, 9);
+  const array ga = lcg_uniform({3, 2, 4}, -1, 1, 10), gb = lcg_uniform({2, 4, 3}, -1, 1, 11);
+  const array want_conv = conv2d(astype(x, bfloat16), astype(w, bfloat16));
+  const array want_tconv = conv_transpose2d(astype(x, bfloat16), astype(w, bfloat16));
+  const array want_att = fast::scaled_dot_product_attention(astype(q, bfloat16), astype(k, bfloat16),
+                                                            astype(v, bfloat16), 0.35, astype(mask, bfloat16));
+  const array want_gmm = gather_mm(astype(ga, bfloat16), astype(gb, bfloat16), array({2, 0}), array({1, 1}));
+  Autocast mixed(bfloat16);
+  expect_same(conv2d(x, w), want_conv);
+  expect_same(conv_transpose2d(x, w), want_tconv);
+  expect_same(fast::scaled_dot_product_attention(q, k, v, 0.35, mask), want_att);
+  expect_same(gather_mm(ga, gb, array({2, 0}), array({1, 1})), want_gmm);
+}
+
+TEST(Autocast, Float32ListComputesInFloat32) {
+  const array x = astype(lcg_uniform({3, 7}, -3, 3, 12), bfloat16);
+  const array x32 = astype(x, float32);
+  const array w = lcg_uniform({7}, 0.5, 1.5, 13), bias = lcg_uniform({7}, -1, 1, 14);
+  const array targets({1, 6, 0}, int32);
+  struct Case {
+    const char* name;
+    std::function<array(const array&)> f;
+  };
+  const std::vector<Case> cases = {
+      {"softmax", [](const array& a) { return softmax(a, -1); }},
+      {"softmax over axis 0", [](const array& a) { return softmax(a, 0); }},
+      {"log_softmax", [](const array& a) { return log_softmax(a, -1); }},
+      {"logsumexp", [](const array& a) { return logsumexp(a, -1); }},
+      {"sum", [](const array& a) { return sum(a, 1); }},
+      {"sum of all", [](const array& a) { return sum(a); }},
+      {"prod", [](const array& a) { return prod(a, 0); }},
+      {"mean", [](const array& a) { return mean(a, -1); }},
+      {"var", [](const array& a) { return var(a, 0); }},
+      {"std", [](const array& a) { return std(a); }},
+      {"cumsum", [](const array& a) { return cumsum(a, 1); }},
+      {"cumprod", [](const array& a) { return cumprod(a, 1); }},
+      {"layer_norm", [&](const array& a) { return fast::layer_norm(a, w, bias, 1e-5); }},
+      {"rms_norm", [&](const array& a) { return fast::rms_norm(a, w, 1e-5); }},
+      {"softmax_cross_entropy", [&](const array& a) { return fast::softmax_cross_entropy(a, targets); }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const array want = c.f(x32);
+    array got = x;
+    {
+      Autocast mixed(bfloat16);
+      got = c.f(x);
+    }
+    EXPECT_EQ(got.dtype(), float32);
+    expect_same(got, want);
+  }
+}
+
+TEST(Autocast, OtherOpsFollowTheirInputs) {
+  const array h = astype(lcg_uniform({2, 3}, -1, 1, 15), bfloat16), f = lcg_uniform({2, 3}, -1, 1, 16);
+  Autocast mixed(bfloat16);
+  EXPECT_EQ(add(h, h).dtype(), bfloat16);
+  EXPECT_EQ(add(h, f).dtype(), float32);  // a float32 residual stream stays float32
+  EXPECT_EQ(exp(f).dtype(), float32);
+  EXPECT_EQ(max(h, 0).dtype(), bfloat16);  // exact in any dtype
+  EXPECT_EQ(cummax(h, 1).dtype(), bfloat16);
+  EXPECT_EQ(fast::gelu(h).dtype(), bfloat16);
+}
+
+TEST(Autocast, LeavesFloat64IntegersAndComplexAlone) {
+  const array d = testing::lcg_uniform({3, 3}, -1, 1, 17);  // float64
+  const array i = array({1, 2, 3, 4}, {2, 2}, int32);
+  const array c = astype(lcg_uniform({2, 2}, -1, 1, 18), complex64);
+  Autocast mixed(float16);
+  EXPECT_EQ(matmul(d, d).dtype(), float64);
+  EXPECT_EQ(sum(d).dtype(), float64);
+  EXPECT_EQ(softmax(d, -1).dtype(), float64);
+  EXPECT_EQ(sum(i).dtype(), int32);
+  EXPECT_EQ(matmul(c, c).dtype(), complex64);
+}
+
+TEST(Autocast, GradientsComeBackInTheParametersDtype) {
+  const array x = lcg_uniform({8, 5}, -1, 1, 19), w = lcg_uniform({5, 4}, -1, 1, 20);
+  auto loss = [&](const std::vector<array>& p) { return std::vector<array>{mean(square(matmul(x, p[0])))}; };
+  auto [v32, g32] = value_and_grad(loss, {0})({w});
+  std::vector<array> v16, g16;
+  {
+    Autocast mixed(bfloat16);
+    std::tie(v16, g16) = value_and_grad(loss, {0})({w});
+  }
+  EXPECT_EQ(v16[0].dtype(), float32);  // mean is in the float32 list
+  EXPECT_EQ(g16[0].dtype(), float32);
+  // The product rounds to bfloat16 (8 bits of mantissa): ~1% relative.
+  EXPECT_TRUE(allclose(v16[0], v32[0], 2e-2, 1e-3).item<bool>()) << v16[0] << " vs " << v32[0];
+  EXPECT_TRUE(allclose(g16[0], g32[0], 3e-2, 3e-3).item<bool>()) << g16[0] << "\nvs\n" << g32[0];
+}
+
+}  // namespace
+}  // namespace loom
