@@ -76,7 +76,8 @@ double peak_mb() {
   return u.ru_maxrss / 1024.0;
 }
 
-double run(const data::TextDataset& text, int warmup, int timed, int64_t* nparams) {
+// One configuration's median step; `compute`: the mixed-precision policy's dtype (none: float32).
+double run(const data::TextDataset& text, int warmup, int timed, int64_t* nparams, std::optional<Dtype> compute) {
   random::seed(0);
   LM model;
   int64_t n = 0;
@@ -84,7 +85,7 @@ double run(const data::TextDataset& text, int warmup, int timed, int64_t* nparam
   *nparams = n;
   optim::AdamW opt(3e-4, {0.9, 0.999}, 1e-8, 0.01);
   auto loss_fn = [&](const array& x, const array& y) { return nn::losses::cross_entropy(model(x), y, "mean"); };
-  auto step = nn::value_and_grad(model, loss_fn);
+  auto step = nn::value_and_grad(model, loss_fn, compute);
   const int64_t ntrain = text.size() * 9 / 10;  // windows starting in the first 90%
   std::mt19937_64 rng(0);
   std::uniform_int_distribution<int64_t> start(0, ntrain - 1);
@@ -98,7 +99,9 @@ double run(const data::TextDataset& text, int warmup, int timed, int64_t* nparam
     opt.update(model, grads);
     eval(loss, model.parameters());
     if (s >= warmup) ms.push_back(bench::now_ms() - t0);
-    if (s == 0) std::fprintf(stderr, "transformer_step: first loss %.4f\n", loss.item<float>());
+    if (s == 0) {
+      std::fprintf(stderr, "transformer_step%s: first loss %.4f\n", compute ? "_bf16" : "", loss.item<float>());
+    }
   }
   return bench::median(ms);
 }
@@ -110,11 +113,16 @@ int main(int argc, char** argv) {
   data::TextDataset text(data::fortune_files(), T, 1);
   for (int threads : bench::thread_counts(argc, argv)) {
     set_num_threads(threads);
-    int64_t nparams = 0;
-    double t = run(text, warmup, timed, &nparams);
-    std::printf("{\"bench\":\"transformer_step\",\"impl\":\"loom\",\"threads\":%d,\"batch\":%d,\"context\":%d,"
-                "\"median_ms\":%.2f,\"tokens_per_s\":%.0f,\"params\":%lld,\"peak_mb\":%.1f,\"n\":%d}\n",
-                threads, B, T, t, B * T / (t * 1e-3), static_cast<long long>(nparams), peak_mb(), timed);
-    std::fflush(stdout);
+    // float32, then the same step under bfloat16 mixed precision (docs/mixed-precision.md), in one run
+    // so that their ratio is taken on one machine state. peak_mb is the process's peak so far.
+    for (std::optional<Dtype> compute : {std::optional<Dtype>(), std::optional<Dtype>(bfloat16)}) {
+      int64_t nparams = 0;
+      double t = run(text, warmup, timed, &nparams, compute);
+      std::printf("{\"bench\":\"%s\",\"impl\":\"loom\",\"threads\":%d,\"batch\":%d,\"context\":%d,"
+                  "\"median_ms\":%.2f,\"tokens_per_s\":%.0f,\"params\":%lld,\"peak_mb\":%.1f,\"n\":%d}\n",
+                  compute ? "transformer_step_bf16" : "transformer_step", threads, B, T, t, B * T / (t * 1e-3),
+                  static_cast<long long>(nparams), peak_mb(), timed);
+      std::fflush(stdout);
+    }
   }
 }
