@@ -102,6 +102,7 @@ int main(int argc, char** argv) {
   int profile_steps = 5;
   uint64_t seed = 0;
   std::string dir = "/usr/share/games/fortunes", prompt = "The ", mode = "replicated", profile_path;
+  std::string compute = "float32";
   CLI::App app{"Train a byte-level transformer LM on the fortune texts, alone or under mpirun -np N."};
   app.add_option("--steps", steps, "training steps")->capture_default_str();
   app.add_option("--batch-size", batch, "global batch (windows), split evenly across ranks")->capture_default_str();
@@ -115,6 +116,10 @@ int main(int argc, char** argv) {
   app.add_option("--temperature", temperature, "sampling temperature for the second sample")->capture_default_str();
   app.add_option("--mode", mode, "how the ranks share the training state")
       ->check(CLI::IsMember({"replicated", "zero1", "zero2", "fully_sharded", "tensor_parallel"}))
+      ->capture_default_str();
+  app.add_option("--compute-dtype", compute,
+                 "mixed precision: products in this dtype, parameters and optimizer float32 (float16 scales the loss)")
+      ->check(CLI::IsMember({"float32", "bfloat16", "float16"}))
       ->capture_default_str();
   app.add_option("--log-every", log_every, "print the loss every N steps")->capture_default_str();
   app.add_option("--val-windows", val_windows, "held-out windows scored at the end (the first N of the last 10%)")
@@ -143,9 +148,10 @@ int main(int argc, char** argv) {
   data::DataLoader loader(data::Subset(text, 0, windows - held_out), batch, data::LoaderOptions{true, seed, data::Remainder::drop},
                           tensor_parallel ? data::Shard() : data::Shard(world));
   if (lead) {
-    std::printf("fortunes: %lld bytes, %lld windows of %d (%lld held out); %d rank(s) x %d thread(s), batch %d, %s\n",
+    std::printf("fortunes: %lld bytes, %lld windows of %d (%lld held out); %d rank(s) x %d thread(s), batch %d, %s, "
+                "compute %s\n",
                 static_cast<long long>(text->num_bytes()), static_cast<long long>(windows), context,
-                static_cast<long long>(held_out), world.size(), threads, batch, mode.c_str());
+                static_cast<long long>(held_out), world.size(), threads, batch, mode.c_str(), compute.c_str());
   }
 
   LM model(context, 128, 4, 4, 512);
@@ -153,10 +159,17 @@ int main(int argc, char** argv) {
   if (mode == "fully_sharded") model.fully_shard();
   if (tensor_parallel) model.tensor_parallel(world);
   if (mode == "zero1" || mode == "zero2") optimizer.shard_state(world, mode == "zero1" ? 1 : 2);
+  // Mixed precision (docs/mixed-precision.md): the policy for forward and backward; float16 also
+  // scales the loss, and a step whose gradients overflow is skipped on every rank.
+  const std::optional<Dtype> compute_dtype =
+      compute == "bfloat16" ? std::optional<Dtype>(bfloat16) : compute == "float16" ? std::optional<Dtype>(float16) : std::nullopt;
+  std::optional<optim::DynamicLossScaler> scaler;
+  if (compute == "float16") scaler.emplace(optim::DynamicLossScaler::Options{}, world);
   auto loss_fn = [&](const array& x, const array& y) {
-    return nn::losses::cross_entropy(model(x), y, "mean");
+    array loss = nn::losses::cross_entropy(model(x), y, "mean");
+    return std::vector<array>{scaler ? scaler->scale(loss) : loss, loss};  // differentiate the first
   };
-  auto loss_and_grad = nn::value_and_grad(model, loss_fn);
+  auto loss_and_grad = nn::value_and_grad(model, loss_fn, compute_dtype);
 
   const double t0 = now_s();
   double recent = 0;
@@ -167,10 +180,15 @@ int main(int argc, char** argv) {
     const bool profiling = !profile_path.empty() && step >= 2 && step < 2 + profile_steps;
     if (profiling && step == 2) profile::start();
     auto [x, y] = loader.batch(i);
-    auto [loss, grads] = loss_and_grad(x, y);
+    auto [losses, grads] = loss_and_grad(x, y);
+    const array loss = losses[1];
     // The sharded modes average inside; tensor-parallel gradients are the whole batch's already.
     if (mode == "replicated") grads = nn::average_gradients(grads);
-    optimizer.update(model, grads);
+    if (scaler) {
+      scaler->step(optimizer, model, grads);  // false: skipped (the gradients overflowed)
+    } else {
+      optimizer.update(model, grads);
+    }
     eval(loss, model.parameters());
     if (profiling && (step == 1 + profile_steps || step == steps)) {
       profile::stop();
@@ -218,6 +236,10 @@ int main(int argc, char** argv) {
   if (lead) {
     std::printf("held-out loss %.4f (%.3f bits per byte) after %d steps, %.1f s\n", val_loss, val_loss / std::log(2.0),
                 steps, now_s() - t0);
+    if (scaler) {
+      std::printf("float16 loss scale %g; %lld step(s) skipped for overflowing gradients\n", scaler->loss_scale(),
+                  static_cast<long long>(scaler->skipped_steps()));
+    }
   }
   if (lead || together) {
     const std::string greedy = generate(model, prompt, sample_bytes, 0);
