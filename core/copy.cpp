@@ -64,6 +64,15 @@ bool copy_tiled(const Shape& shape, const std::array<Strides, 2>& st, const In* 
 
 }  // namespace
 
+namespace {
+template <typename In, typename Out>
+constexpr bool half_and_float32() {
+  constexpr bool in_half = std::is_same_v<In, float16_t> || std::is_same_v<In, bfloat16_t>;
+  constexpr bool out_half = std::is_same_v<Out, float16_t> || std::is_same_v<Out, bfloat16_t>;
+  return (in_half && std::is_same_v<Out, float>) || (out_half && std::is_same_v<In, float>);
+}
+}  // namespace
+
 void copy_strided(const array& src, void* dst, Dtype dst_dtype, const Strides& dst_strides) {
   if (src.size() == 0) return;
   Shape shape = src.shape();
@@ -80,6 +89,14 @@ void copy_strided(const array& src, void* dst, Dtype dst_dtype, const Strides& d
         if constexpr (std::is_same_v<In, Out>) {
           if (s[0] == 1 && s[1] == 1) {
             std::memcpy(static_cast<void*>(yp), static_cast<const void*>(xp), sizeof(In) * n);
+            return;
+          }
+        } else if constexpr (half_and_float32<In, Out>()) {
+          // Contiguous rows in a loop the compiler vectorizes: the half-precision matmul converts its
+          // operands and result this way (Matmul::half_matmul). Only these pairs, for compile time.
+          if (s[0] == 1 && s[1] == 1) {
+            LOOM_IVDEP
+            for (int i = 0; i < n; ++i) yp[i] = cast_value<Out>(xp[i]);
             return;
           }
         }

@@ -89,8 +89,10 @@ class Matmul : public UnaryPrimitive {
       matmul_impl<double>(in[0], in[1], c, out, alpha_, beta_);
     } else if (out.dtype() == complex64) {
       matmul_impl<complex64_t>(in[0], in[1], c, out, alpha_, beta_);
+    } else if (out.dtype() == float32) {
+      matmul_impl<float>(in[0], in[1], c, out, alpha_, beta_);
     } else {
-      matmul_impl<float>(in[0], in[1], c, out, alpha_, beta_);  // float32 only: see matmul_node
+      half_matmul(in, out);
     }
   }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
@@ -126,6 +128,19 @@ class Matmul : public UnaryPrimitive {
 
  private:
   static array scaled(const array& x, float s) { return s == 1.0f ? x : multiply(x, array(s, x.dtype())); }
+  // float16 / bfloat16: float32's GEMM (OpenBLAS has no half-precision one) on operands converted
+  // here, in the kernel. As astype nodes around a float32 product (as before) the conversions were a
+  // fifth of a bfloat16 training step, and the graph kept float32 copies of every operand for the
+  // backward pass.
+  void half_matmul(const std::vector<array>& in, array& out) const {
+    const array a = kernels::row_contiguous(in[0], float32), b = kernels::row_contiguous(in[1], float32);
+    std::optional<array> c;
+    if (in.size() > 2) c = kernels::row_contiguous(in[2], float32);  // read before out may reuse its buffer
+    array product(allocator::malloc(out.size() * sizeof(float)), out.shape(), float32);
+    matmul_impl<float>(a, b, c ? &*c : nullptr, product, alpha_, beta_);
+    out.alloc();
+    kernels::copy_strided(product, out.raw_data(), out.dtype(), out.strides());
+  }
   float alpha_, beta_;
 };
 
@@ -157,14 +172,10 @@ struct MatmulOperands {
   Dtype dtype;
 };
 
-// The Matmul node of `inputs` (a, b[, c]) with result `dtype`. The GEMMs are float32 and float64;
-// other dtypes (half types) compute in float32, with the casts as nodes of the graph.
+// The Matmul node of `inputs` (a, b[, c]) with result `dtype` (the half types compute in float32
+// inside the kernel: Matmul::half_matmul).
 array matmul_node(const Shape& out, Dtype dtype, float alpha, float beta, std::vector<array> inputs) {
-  if (dtype == float32 || dtype == float64 || dtype == complex64) {
-    return array(out, dtype, std::make_shared<Matmul>(alpha, beta), std::move(inputs));
-  }
-  for (auto& x : inputs) x = astype(x, float32);
-  return astype(array(out, float32, std::make_shared<Matmul>(alpha, beta), std::move(inputs)), dtype);
+  return array(out, dtype, std::make_shared<Matmul>(alpha, beta), std::move(inputs));
 }
 
 MatmulOperands matmul_operands(const array& a_in, const array& b_in) {
