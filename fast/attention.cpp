@@ -12,9 +12,9 @@
 #include <immintrin.h>
 #endif
 
-#include "loom/ops/autocast.h"
 #include "loom/fast/custom.h"
 #include "loom/fast/fast.h"
+#include "loom/ops/autocast.h"
 #include "loom/ops/kernels/elementwise.h"
 #include "loom/ops/kernels/fast_math.h"
 #include "loom/ops/kernels/gemm.h"
@@ -454,8 +454,7 @@ array scaled_dot_product_attention(const array& queries_cast, const array& keys_
   OnStream on(s);
   using loom::detail::autocast_lower;  // a matrix-product op of Autocast's policy
   const array queries = autocast_lower(queries_cast), keys = autocast_lower(keys_cast), values = autocast_lower(values_cast);
-  std::optional<array> mask;
-  if (mask_cast) mask.emplace(autocast_lower(*mask_cast));
+  const std::optional<array> mask = autocast_lower(mask_cast);
   const char* op = "scaled_dot_product_attention";
   const size_t nd = queries.ndim();
   auto shapes = [&] {

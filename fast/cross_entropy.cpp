@@ -6,9 +6,9 @@
 #include <optional>
 #include <type_traits>
 
-#include "loom/ops/autocast.h"
 #include "loom/fast/custom.h"
 #include "loom/fast/fast.h"
+#include "loom/ops/autocast.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/kernels/elementwise.h"
 #include "loom/ops/kernels/fast_math.h"

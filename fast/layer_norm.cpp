@@ -2,9 +2,9 @@
 // (the composition makes about ten passes forward and twenty backward).
 #include <cmath>
 
-#include "loom/ops/autocast.h"
 #include "loom/fast/custom.h"
 #include "loom/fast/fast.h"
+#include "loom/ops/autocast.h"
 #include "loom/ops/kernels/fast_math.h"
 #include "loom/ops/kernels/rows.h"
 #include "loom/ops/ops.h"
@@ -164,11 +164,9 @@ array layer_norm(const array& x_cast, const std::optional<array>& weight_cast, c
                  double eps, StreamOrDevice s) {
   OnStream on(s);
   // In Autocast's float32 list.
-  auto f32 = [](const std::optional<array>& a) {
-    return a ? std::optional<array>(loom::detail::autocast_float32(*a)) : std::nullopt;
-  };
-  const array x = loom::detail::autocast_float32(x_cast);
-  const std::optional<array> weight = f32(weight_cast), bias = f32(bias_cast);
+  using loom::detail::autocast_float32;
+  const array x = autocast_float32(x_cast);
+  const std::optional<array> weight = autocast_float32(weight_cast), bias = autocast_float32(bias_cast);
   const char* op = "layer_norm";
   if (x.ndim() == 0) throw std::invalid_argument(msg("[", op, "] needs an array with at least one axis, got a 0-d array"));
   const int n = x.shape(-1);

@@ -1,9 +1,9 @@
 // Fused RMS normalization over the last axis: forward and backward each make one pass per row.
 #include <cmath>
 
-#include "loom/ops/autocast.h"
 #include "loom/fast/custom.h"
 #include "loom/fast/fast.h"
+#include "loom/ops/autocast.h"
 #include "loom/ops/kernels/fast_math.h"
 #include "loom/ops/kernels/rows.h"
 #include "loom/ops/ops.h"
@@ -143,8 +143,7 @@ array rms_norm(const array& x_cast, const std::optional<array>& weight_cast, dou
   OnStream on(s);
   // In Autocast's float32 list.
   const array x = loom::detail::autocast_float32(x_cast);
-  const std::optional<array> weight =
-      weight_cast ? std::optional<array>(loom::detail::autocast_float32(*weight_cast)) : std::nullopt;
+  const std::optional<array> weight = loom::detail::autocast_float32(weight_cast);
   const char* op = "rms_norm";
   if (x.ndim() == 0) throw std::invalid_argument(msg("[", op, "] needs an array with at least one axis, got a 0-d array"));
   const int n = x.shape(-1);

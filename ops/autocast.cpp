@@ -35,6 +35,16 @@ array autocast_float32(const array& x) {
   if (!policy || !is_half(x.dtype())) return x;
   return astype(x, float32);
 }
+
+std::optional<array> autocast_lower(const std::optional<array>& x) {
+  if (!x) return std::nullopt;
+  return autocast_lower(*x);
+}
+
+std::optional<array> autocast_float32(const std::optional<array>& x) {
+  if (!x) return std::nullopt;
+  return autocast_float32(*x);
+}
 }  // namespace detail
 
 }  // namespace loom

@@ -49,6 +49,9 @@ namespace detail {
 array autocast_lower(const array& x);
 /// For a float32-list op: float16 and bfloat16 `x` as float32 when the policy is on.
 array autocast_float32(const array& x);
+/// The same for an optional operand (a mask, a norm's weight): nullopt stays nullopt.
+std::optional<array> autocast_lower(const std::optional<array>& x);
+std::optional<array> autocast_float32(const std::optional<array>& x);
 }  // namespace detail
 
 }  // namespace loom

@@ -375,9 +375,8 @@ array block_masked_mm(array a, array b, int block_size, std::optional<array> mas
   OnStream on(s);
   a = detail::autocast_lower(a);
   b = detail::autocast_lower(b);
-  for (auto* m : {&mask_out, &mask_lhs, &mask_rhs}) {
-    if (*m) *m = detail::autocast_lower(**m);  // a float mask scales the product: same dtype
-  }
+  // A float mask scales the product: the same dtype as the operands.
+  for (auto* m : {&mask_out, &mask_lhs, &mask_rhs}) *m = detail::autocast_lower(*m);
   if (!mask_out && !mask_lhs && !mask_rhs) return matmul(a, b);
   if (block_size < 1) {
     throw std::invalid_argument(msg("[block_masked_mm] block_size must be at least 1; got ", block_size));
