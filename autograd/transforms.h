@@ -1,4 +1,4 @@
-// Function transforms over the lazy graph: vjp, jvp, grad, value_and_grad.
+// Function transforms over the lazy graph: vjp, jvp, grad, value_and_grad, vmap.
 // They build more graph and evaluate nothing: the forward and backward run in the eval that follows.
 #pragma once
 
@@ -53,6 +53,19 @@ inline std::function<std::vector<array>(const std::vector<array>&)> grad(const S
 }
 std::function<array(const array&)> grad(const UnaryFn& fun);
 
+/// `fun` applied along an axis of its inputs (MLX's vmap): input i carries its batch along axis
+/// in_axes[i], or is the same for every batch entry when in_axes[i] is -1 (None); output j gets its
+/// batch at axis out_axes[j] (negative counts from the end of the batched output). Empty in_axes or
+/// out_axes mean 0 for every input or output. Each primitive's batching rule (Primitive::vmap) builds
+/// the batched graph once: nothing loops over the batch. vmap nests, and composes with grad, jvp,
+/// vjp and custom_function both ways. Throws std::invalid_argument for an axis out of range, batch
+/// sizes that differ, no batched input, a function that evaluates inside vmap, or a primitive with no
+/// batching rule (named in the message).
+VectorFn vmap(const VectorFn& fun, const std::vector<int>& in_axes = {}, const std::vector<int>& out_axes = {});
+std::function<array(const array&, const array&)> vmap(const std::function<array(const array&, const array&)>& fun,
+                                                      int in_axis_a = 0, int in_axis_b = 0, int out_axis = 0);
+std::function<array(const array&)> vmap(const UnaryFn& fun, int in_axis = 0, int out_axis = 0);
+
 /// A user vjp rule: (primals, cotangents, outputs) -> one cotangent per primal.
 using CustomVjpFn = std::function<std::vector<array>(const std::vector<array>& primals,
                                                      const std::vector<array>& cotangents,
@@ -80,6 +93,15 @@ VectorFn custom_vjp(VectorFn fun, CustomVjpFn fun_vjp);
 VectorFn checkpoint(VectorFn fun);
 
 namespace detail {
+/// vmap's two halves (as MLX's): vmap_trace runs `fun` on placeholders of the unbatched inputs
+/// (returning them and the traced outputs); vmap_replace rebuilds the traced graph on the batched
+/// `inputs` with each primitive's batching rule.
+std::pair<std::vector<array>, std::vector<array>> vmap_trace(const VectorFn& fun, const std::vector<array>& inputs,
+                                                             const std::vector<int>& in_axes);
+std::vector<array> vmap_replace(const std::vector<array>& inputs, const std::vector<array>& s_inputs,
+                                const std::vector<array>& s_outputs, const std::vector<int>& in_axes,
+                                const std::vector<int>& out_axes);
+
 /// Makes the cotangents once the traced outputs are known.
 using CotangentFn = std::function<std::vector<array>(const std::vector<array>& outputs)>;
 /// vjp restricted to the primals in `argnums`; the workhorse of every reverse-mode transform.

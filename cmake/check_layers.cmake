@@ -6,7 +6,8 @@
 # Three rules, each reported with the file, the line and the include at fault:
 #   1. A folder includes only from the folders below it (LAYER_<folder> below).
 #   2. An internal header is included only where its scope allows: core's internal headers and
-#      ops/utils.h (the toolkit for writing kernels and checking arguments) from any library folder;
+#      ops/utils.h (the toolkit for writing kernels and checking arguments) and ops/batching.h (for
+#      writing batching rules) from any library folder;
 #      ops' other internal headers (ops/kernels/, the elementwise op structs, the indexing helpers)
 #      from ops/ and fast/, which implement kernels; every other internal header from its own folder.
 #   3. No public header includes an internal one (the installed package would not compile), and
@@ -24,7 +25,7 @@ set(LAYER_nn core ops io autograd fast distributed data nn)
 set(LAYER_optim core ops io autograd fast distributed data nn optim)
 set(FOLDERS core ops io autograd fast distributed data nn optim)
 
-set(TOOLKIT_PREFIXES "core/" "ops/utils.h")
+set(TOOLKIT_PREFIXES "core/" "ops/utils.h" "ops/batching.h")
 set(KERNEL_PREFIXES "ops/")
 set(KERNEL_USERS ops fast)
 

@@ -29,6 +29,13 @@ std::vector<array> Primitive::jvp(const std::vector<array>&, const std::vector<a
   throw std::invalid_argument("[jvp] " + os.str() + " has no Jacobian-vector product");
 }
 
+std::pair<std::vector<array>, std::vector<int>> Primitive::vmap(const std::vector<array>&, const std::vector<int>&,
+                                                                const std::vector<array>&) {
+  std::ostringstream os;
+  print(os);
+  throw std::invalid_argument("[vmap] " + os.str() + " has no batching rule");
+}
+
 void Primitive::consecutive_offsets(const std::vector<array>& inputs, std::vector<int64_t>& offsets) {
   offsets.clear();
   int64_t offset = 0;

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <memory>
 #include <ostream>
+#include <utility>
 #include <vector>
 
 #include "loom/core/array.h"
@@ -42,6 +43,17 @@ class Primitive {
   /// Tangents of every output, given tangents for the inputs listed in `argnums` (others are zero).
   virtual std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
                                  const std::vector<int>& argnums);
+
+  /// The batching rule (vmap): this primitive's outputs for inputs where each input i with
+  /// axes[i] >= 0 carries one more axis, at axes[i], along which its batch runs (all batched inputs
+  /// have the same batch size; axes[i] == -1: input i is the same for every batch entry). `outputs`
+  /// are the unbatched node's outputs (their shapes and dtypes; outputs[0].primitive_ptr() is this
+  /// primitive). Returns the batched outputs and, for each, the axis its batch runs along (-1: it
+  /// does not vary along the batch). The default throws std::invalid_argument naming the primitive:
+  /// a primitive without a rule says why where it is declared.
+  virtual std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                               const std::vector<int>& axes,
+                                                               const std::vector<array>& outputs);
 
   /// Floating-point operations of one evaluation, for the profiler (core/profile.h), or -1 when
   /// not known. Elementwise primitives count one per output element (the default).

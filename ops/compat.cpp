@@ -7,6 +7,7 @@
 
 #include "loom/core/copy.h"
 #include "loom/core/primitive.h"
+#include "loom/ops/batching.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 
@@ -40,6 +41,10 @@ class Contiguous : public UnaryPrimitive {
   }
   std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
     return {t[0]};
+  }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    return detail::vmap_elementwise(in, axes, outs);
   }
   const char* name() const override { return "Contiguous"; }
   bool makes_view() const override { return true; }

@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "loom/core/primitive.h"
+#include "loom/ops/batching.h"
 #include "loom/ops/kernels/elementwise.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
@@ -31,6 +32,15 @@ class Full : public UnaryPrimitive {
     return {full(shape_, t[0], dtype_)};
   }
   Full(Shape s, Dtype d) : shape_(std::move(s)), dtype_(d) {}
+  // The value, one per batch entry, broadcast over the fill shape.
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>&) override {
+    const array v = detail::batch_first(in[0], axes[0]);
+    Shape ones(shape_.size() + 1, 1), shape = shape_;
+    ones[0] = v.shape()[0];
+    shape.insert(shape.begin(), v.shape()[0]);
+    return {{broadcast_to(astype(reshape(v, ones), dtype_), shape)}, {0}};
+  }
   const char* name() const override { return "Full"; }
 
  private:
@@ -85,6 +95,10 @@ class AsType : public UnaryPrimitive {
   std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
     return {astype(t[0], dtype_)};
   }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    return detail::vmap_elementwise(in, axes, outs);
+  }
   const char* name() const override { return "AsType"; }
 
  private:
@@ -103,6 +117,10 @@ class Copy : public UnaryPrimitive {
   std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
     return {t[0]};
   }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    return detail::vmap_elementwise(in, axes, outs);
+  }
   const char* name() const override { return "Copy"; }
   bool forwards_buffer() const override { return true; }
 };
@@ -117,6 +135,10 @@ class StopGradient : public UnaryPrimitive {
   }
   std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>&, const std::vector<int>&) override {
     return {zeros_like(p[0])};
+  }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    return detail::vmap_elementwise(in, axes, outs);
   }
   const char* name() const override { return "StopGradient"; }
   bool is_differentiable() const override { return false; }

@@ -813,6 +813,10 @@ class ComplexToReal : public UnaryPrimitive {
   std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t, const std::vector<int>&) override {
     return {Op::jvp(p[0], t[0])};
   }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    return detail::vmap_elementwise(in, axes, outs);
+  }
   const char* name() const override { return Op::name; }
 };
 
@@ -1179,6 +1183,10 @@ class Select : public UnaryPrimitive {
       if (argnums[i] == 2) ty = t[i];
     }
     return {where(p[0], tx, ty)};
+  }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    return detail::vmap_elementwise(in, axes, outs);
   }
   const char* name() const override { return "Select"; }
 };

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "loom/core/primitive.h"
+#include "loom/ops/batching.h"
 #include "loom/ops/ops.h"
 
 namespace loom {
@@ -98,6 +99,10 @@ class Unary : public UnaryPrimitive {
     array y(primals[0].shape(), primals[0].dtype(), std::make_shared<Unary<Op>>(), {primals[0]});
     return {Op::grad(primals[0], y, tangents[0])};
   }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    return detail::vmap_elementwise(in, axes, outs);
+  }
   const char* name() const override { return Op::name; }
   bool is_differentiable() const override {
     return Op::kind != ElementwiseKind::predicate && Op::kind != ElementwiseKind::bitwise;
@@ -134,6 +139,10 @@ class Binary : public UnaryPrimitive {
       acc = acc ? add(*acc, t) : t;
     }
     return {*acc};
+  }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    return detail::vmap_elementwise(in, axes, outs);
   }
   const char* name() const override { return Op::name; }
   bool is_differentiable() const override {

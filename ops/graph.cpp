@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "loom/core/primitive.h"
+#include "loom/ops/batching.h"
 #include "loom/ops/ops.h"
 
 namespace loom {
@@ -34,6 +35,11 @@ class Depends : public Primitive {
       out.push_back(it != argnums.end() ? tangents[it - argnums.begin()] : zeros_like(primals[i]));
     }
     return out;
+  }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& /*outs*/) override {
+    std::vector<array> first(in.begin(), in.begin() + n_), rest(in.begin() + n_, in.end());
+    return {depends(first, rest), std::vector<int>(axes.begin(), axes.begin() + n_)};
   }
   const char* name() const override { return "Depends"; }
   bool makes_view() const override { return true; }

@@ -1,4 +1,5 @@
 #include "loom/core/primitive.h"
+#include "loom/ops/batching.h"
 #include "loom/ops/kernels/elementwise.h"
 #include "loom/ops/autocast.h"
 #include "loom/ops/indexing.h"
@@ -125,6 +126,28 @@ class Matmul : public UnaryPrimitive {
     return in.size() > 2 && listed_once(in, 2) ? row_contiguous_donors(in, {2}) : 0;
   }
   const char* name() const override { return "Matmul"; }
+  // A batch on one operand only folds into its rows (of a) or columns (of b): one GEMM for the whole
+  // batch against the shared operand, as per-example gradients of a linear layer need.
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    const Shape& out = outs[0].shape();
+    const int n = static_cast<int>(out.size()), B = detail::vmap_size(in, axes);
+    auto prim = outs[0].primitive_ptr();
+    if (in.size() == 2 && (axes[0] < 0 || axes[1] < 0)) {
+      const bool rows = axes[0] >= 0;
+      const array& x = in[rows ? 0 : 1];
+      Shape shape = x.shape();  // the batch next to the rows (columns), then merged with them
+      shape.erase(shape.begin() + axes[rows ? 0 : 1]);
+      shape[n - (rows ? 2 : 1)] *= B;
+      array folded = reshape(moveaxis(x, axes[rows ? 0 : 1], n - (rows ? 2 : 1)), shape);
+      Shape fout = out;
+      fout[n - (rows ? 2 : 1)] *= B;
+      array r(std::move(fout), outs[0].dtype(), prim, rows ? std::vector<array>{folded, in[1]}
+                                                             : std::vector<array>{in[0], folded});
+      return {{reshape(r, detail::insert_axis(out, n - (rows ? 2 : 1), B))}, {n - (rows ? 2 : 1)}};
+    }
+    return {{array(detail::insert_axis(out, 0, B), outs[0].dtype(), prim, detail::all_batch_first(in, axes))}, {0}};
+  }
 
  private:
   static array scaled(const array& x, float s) { return s == 1.0f ? x : multiply(x, array(s, x.dtype())); }

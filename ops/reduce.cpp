@@ -2,6 +2,7 @@
 #include <numeric>
 
 #include "loom/core/primitive.h"
+#include "loom/ops/batching.h"
 #include "loom/ops/autocast.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/kernels/elementwise.h"
@@ -315,6 +316,14 @@ class Reduce : public UnaryPrimitive {
     // Both prod and max/min are linear in the tangent with the weights the vjp uses.
     return {sum(multiply(t[0], input_grad(x, y, ones_like(y))), axes_, true)};
   }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    const int b = axes[0];
+    std::vector<int> ax;
+    for (int a : axes_) ax.push_back(detail::batched_axis(a, b));
+    Shape shape = detail::insert_axis(outs[0].shape(), b, in[0].shape(b));
+    return {{array(std::move(shape), outs[0].dtype(), std::make_shared<Reduce>(type_, std::move(ax)), {in[0]})}, {b}};
+  }
   const char* name() const override { return "Reduce"; }
   void print(std::ostream& os) const override { os << "Reduce(" << reduce_name(type_) << ")"; }
   bool is_differentiable() const override { return type_ != ReduceType::all && type_ != ReduceType::any; }
@@ -622,6 +631,12 @@ class Scan : public UnaryPrimitive {
     }
     return {zeros_like(x)};
   }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    const int b = axes[0];
+    auto prim = std::make_shared<Scan>(type_, detail::batched_axis(axis_, b), reverse_, inclusive_);
+    return {{array(in[0].shape(), outs[0].dtype(), std::move(prim), {in[0]})}, {b}};
+  }
   const char* name() const override { return scan_name(type_); }
 
  private:
@@ -723,6 +738,13 @@ class ArgReduce : public UnaryPrimitive {
         }
       });
     });
+  }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    const int b = axes[0];
+    Shape shape = detail::insert_axis(outs[0].shape(), b, in[0].shape(b));
+    auto prim = std::make_shared<ArgReduce>(is_max_, detail::batched_axis(axis_, b));
+    return {{array(std::move(shape), int32, std::move(prim), {in[0]})}, {b}};
   }
   const char* name() const override { return is_max_ ? "ArgMax" : "ArgMin"; }
   bool is_differentiable() const override { return false; }

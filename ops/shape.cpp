@@ -5,6 +5,7 @@
 #include <string>
 
 #include "loom/core/primitive.h"
+#include "loom/ops/batching.h"
 #include "loom/ops/graph.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/kernels/elementwise.h"
@@ -67,6 +68,12 @@ bool view_strides(const array& x, const Shape& shape, Strides& out) {
   return true;  // trailing output axes are all 1 (their stride is never used)
 }
 
+// A slice bound of the unbatched array as one of the array with its batch first.
+Shape with_batch(Shape bound, int batch_value) {
+  bound.insert(bound.begin(), batch_value);
+  return bound;
+}
+
 class Reshape : public UnaryPrimitive {
  public:
   bool supports_complex() const override { return true; }
@@ -91,6 +98,13 @@ class Reshape : public UnaryPrimitive {
   }
   std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
     return {reshape(t[0], shape_)};
+  }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>&) override {
+    const array x = detail::batch_first(in[0], axes[0]);
+    Shape shape = shape_;
+    shape.insert(shape.begin(), x.shape()[0]);
+    return {{reshape(x, shape)}, {0}};
   }
   const char* name() const override { return "Reshape"; }
   bool forwards_buffer() const override { return true; }
@@ -126,6 +140,14 @@ class Broadcast : public UnaryPrimitive {
   std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
     return {broadcast_to(t[0], shape_)};
   }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>&) override {
+    const array x = detail::batch_first(in[0], axes[0]);
+    Shape aligned = x.shape(), shape = shape_;  // the batch first, then the broadcast's leading ones
+    aligned.insert(aligned.begin() + 1, shape_.size() + 1 - x.ndim(), 1);
+    shape.insert(shape.begin(), x.shape()[0]);
+    return {{broadcast_to(reshape(x, aligned), shape)}, {0}};
+  }
   const char* name() const override { return "Broadcast"; }
   bool makes_view() const override { return true; }
 
@@ -159,6 +181,12 @@ class Transpose : public UnaryPrimitive {
   std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
     return {transpose(t[0], axes_)};
   }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>&) override {
+    std::vector<int> perm{0};
+    for (int a : axes_) perm.push_back(a + 1);
+    return {{transpose(detail::batch_first(in[0], axes[0]), perm)}, {0}};
+  }
   const char* name() const override { return "Transpose"; }
   bool makes_view() const override { return true; }
 
@@ -188,6 +216,11 @@ class Slice : public UnaryPrimitive {
   }
   std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
     return {slice(t[0], start_, stop_, strides_)};
+  }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>&) override {
+    const array x = detail::batch_first(in[0], axes[0]);
+    return {{slice(x, with_batch(start_, 0), with_batch(stop_, x.shape()[0]), with_batch(strides_, 1))}, {0}};
   }
   const char* name() const override { return "Slice"; }
   bool makes_view() const override { return true; }
@@ -309,6 +342,13 @@ class SliceUpdate : public UnaryPrimitive {
   uint64_t donors(const std::vector<array>& in, int) const override {
     return listed_once(in, 0) ? row_contiguous_donors(in, {0}) : 0;
   }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>&) override {
+    std::vector<array> x = detail::all_batch_first(in, axes);
+    const int n = x[0].shape()[0];
+    auto prim = std::make_shared<SliceUpdate>(with_batch(start_, 0), with_batch(stop_, n), with_batch(strides_, 1), mode_);
+    return {{array(x[0].shape(), x[0].dtype(), std::move(prim), {x[0], x[1]})}, {0}};
+  }
   const char* name() const override {
     switch (mode_) {
       case SliceMode::none: return "SliceUpdate";
@@ -375,6 +415,10 @@ class Concatenate : public UnaryPrimitive {
                          const std::vector<int>& argnums) override {
     return {concatenate(tangents_or_zeros(p, t, argnums), axis_)};
   }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>&) override {
+    return {{concatenate(detail::all_batch_first(in, axes), axis_ + 1)}, {0}};
+  }
   const char* name() const override { return "Concatenate"; }
 
  private:
@@ -437,6 +481,17 @@ class Split : public Primitive {
     if (shapes_.empty()) return split(t[0], std::vector<int>(starts_.begin() + 1, starts_.end()), axis_);
     return split_flat(t[0], shapes_);
   }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>&) override {
+    const array x = detail::batch_first(in[0], axes[0]);
+    std::vector<array> parts = split(x, std::vector<int>(starts_.begin() + 1, starts_.end()), axis_ + 1);
+    for (size_t k = 0; k < parts.size() && !shapes_.empty(); ++k) {  // split_flat: each part in its shape
+      Shape shape = shapes_[k];
+      shape.insert(shape.begin(), x.shape()[0]);
+      parts[k] = reshape(parts[k], shape);
+    }
+    return {parts, std::vector<int>(parts.size(), 0)};
+  }
   const char* name() const override { return "Split"; }
   bool makes_view() const override { return true; }
 
@@ -477,6 +532,17 @@ class Pad : public UnaryPrimitive {
                          const std::vector<int>& argnums) override {
     auto tt = tangents_or_zeros(p, t, argnums);
     return {pad(tt[0], axes_, low_, high_, tt[1])};
+  }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>&) override {
+    const array x = detail::batch_first_broadcast(in[0], axes[0], detail::vmap_size(in, axes));
+    const std::vector<int> ax = detail::shift_axes(axes_, static_cast<int>(x.ndim()) - 1);
+    if (axes[1] < 0) return {{pad(x, ax, low_, high_, in[1])}, {0}};
+    // One pad value per batch entry: pad with anything, then put each entry's value outside the input.
+    array inside = pad(ones(x.shape(), bool_), ax, low_, high_, array(false));
+    Shape ones_shape(x.ndim(), 1);
+    ones_shape[0] = x.shape()[0];
+    return {{where(inside, pad(x, ax, low_, high_, array(0, x.dtype())), reshape(in[1], ones_shape))}, {0}};
   }
   const char* name() const override { return "Pad"; }
 

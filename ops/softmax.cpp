@@ -1,6 +1,7 @@
 // softmax and log_softmax over the last axis as one primitive: one pass per row forward; the
 // gradient is written with ops (as MLX's), from the output. fast::softmax adds a fused backward.
 #include "loom/core/primitive.h"
+#include "loom/ops/batching.h"
 #include "loom/ops/kernels/softmax.h"
 #include "loom/ops/ops.h"
 
@@ -38,6 +39,12 @@ class Softmax : public UnaryPrimitive {
     return {multiply(y, subtract(t, sum(multiply(t, y), -1, true)))};
   }
   uint64_t donors(const std::vector<array>& in, int) const override { return row_contiguous_donors(in, {0}); }
+  // Rows of the last axis: the batch goes first, out of the way.
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    const array x = detail::batch_first(in[0], axes[0]);
+    return {{array(x.shape(), outs[0].dtype(), outs[0].primitive_ptr(), {x})}, {0}};
+  }
   const char* name() const override { return log_ ? "LogSoftmax" : "Softmax"; }
 
  private:

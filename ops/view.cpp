@@ -8,6 +8,7 @@
 #include "loom/core/copy.h"
 #include "loom/core/loops.h"
 #include "loom/core/primitive.h"
+#include "loom/ops/batching.h"
 
 namespace loom {
 
@@ -49,6 +50,12 @@ class View : public UnaryPrimitive {
     size_t data_size;
     const auto flags = array::layout_flags(out.shape(), out.strides(), &data_size);
     out.copy_shared_buffer(copy, out.strides(), flags, data_size, 0);
+  }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    // The last axis changes length: the batch must not be it.
+    const bool last = axes[0] == static_cast<int>(in[0].ndim()) - 1;
+    return {{view(last ? detail::batch_first(in[0], axes[0]) : in[0], outs[0].dtype())}, {last ? 0 : axes[0]}};
   }
   const char* name() const override { return "View"; }
   bool makes_view() const override { return true; }

@@ -201,10 +201,11 @@ inline std::vector<Entry> registry() {
       none("RandomPermutation", sample),
       checked("PermuteAxis", {{kRandom, "RandomGrad.PermutationOfArrayMatchesFiniteDifferences", "permutation"}}),
       checked("PermuteAxisInverse", {{kCover, "CoverageGrad.PermutationSecondOrderGoesThroughTheInverse", "permutation"}}),
-      // ---- transforms (autograd/custom.cpp) ----
+      // ---- transforms (autograd/custom.cpp, autograd/vmap.cpp) ----
       checked("CustomTransforms", {{kCustom, "CustomFunction.VjpAndJvpRulesMatchFiniteDifferences", "softplus_fn"},
                                    {kCustom, "CustomFunction.MultipleOutputsAndSecondOrder", "custom_function"},
                                    {kCustom, "Checkpoint.SameValuesAndGradients", "checkpoint"}}),
+      none("VmapInput", "vmap's placeholder for a batched input: never evaluated, never differentiated"),
       checked("Depends", {{kCustom, "Depends.ValuesPassThroughAndGradientsSkipTheDependencies", "depends"}}),
       // ---- softmax (ops/softmax.cpp) ----
       checked("Softmax", {{kSoftmax, "SoftmaxFused.GradientsMatchFiniteDifferences", "softmax"}}),

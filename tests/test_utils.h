@@ -65,6 +65,38 @@ inline array lcg_uniform(const Shape& shape, double lo, double hi, unsigned seed
   return array(v, shape, float64);
 }
 
+/// Checks vmap(fun, in_axes, out_axes) on `inputs` against calling `fun` on each batch entry and
+/// stacking the results: same shapes, dtypes and values (within rtol/atol; NaNs must match).
+inline void expect_vmap_matches_loop(const VectorFn& fun, const std::vector<array>& inputs,
+                                     const std::vector<int>& in_axes, const std::vector<int>& out_axes = {},
+                                     double rtol = 1e-5, double atol = 1e-6) {
+  std::vector<array> got = vmap(fun, in_axes, out_axes)(inputs);
+  int size = -1;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (in_axes[i] >= 0) size = inputs[i].shape(in_axes[i]);
+  }
+  ASSERT_GE(size, 0);
+  std::vector<std::vector<array>> per_entry;
+  for (int b = 0; b < size; ++b) {
+    std::vector<array> x;
+    for (size_t i = 0; i < inputs.size(); ++i) x.push_back(in_axes[i] >= 0 ? take(inputs[i], b, in_axes[i]) : inputs[i]);
+    per_entry.push_back(fun(x));
+  }
+  ASSERT_EQ(got.size(), per_entry.empty() ? got.size() : per_entry[0].size());
+  for (size_t j = 0; j < got.size(); ++j) {
+    std::vector<array> parts;
+    for (auto& e : per_entry) parts.push_back(e[j]);
+    const int ax = out_axes.empty() ? 0 : out_axes[j];
+    array want = stack(parts, ax < 0 ? ax + static_cast<int>(parts[0].ndim()) + 1 : ax);
+    ASSERT_EQ(got[j].shape(), want.shape()) << "output " << j;
+    ASSERT_EQ(got[j].dtype(), want.dtype()) << "output " << j;
+    const Dtype cd = is_complex(want.dtype()) ? complex64 : float64;
+    array g = astype(got[j], cd), w = astype(want, cd);
+    EXPECT_TRUE(allclose(g, w, rtol, atol, true).item<bool>())
+        << "output " << j << ":\nvmap " << g << "\nloop " << w;
+  }
+}
+
 /// Names joined by single spaces (for comparing parameter-tree names in one assertion).
 inline std::string joined(const std::vector<std::string>& names) {
   std::string out;
