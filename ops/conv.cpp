@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "loom/core/primitive.h"
+#include "loom/ops/batching.h"
 #include "loom/ops/autocast.h"
 #include "loom/ops/kernels/elementwise.h"
 #include "loom/ops/kernels/gemm.h"
@@ -459,6 +460,63 @@ void flip_taps(const T* src, T* dst, int64_t cout, int64_t kt, int64_t cg) {
 
 array make_conv(ConvRole role, const array& a, const array& b, const ConvParams& p, Shape out_shape);
 
+// ---- vmap: the batch folds into the images (axis 0), or into the channels of a grouped convolution ----
+
+// (B, N, S.., G*c) -> (N, S.., G*B*c): within each of the `groups` groups, the channels of every batch
+// entry side by side, so the same grouped convolution sees B times the channels in each group.
+array batch_into_groups(const array& a, int groups) {
+  const int nd = static_cast<int>(a.ndim()), B = a.shape(0), C = a.shape(nd - 1);
+  Shape split = a.shape();
+  split.back() = groups;
+  split.push_back(C / groups);
+  Shape out(a.shape().begin() + 1, a.shape().end());
+  out.back() = B * C;
+  return reshape(moveaxis(reshape(a, split), 0, nd - 1), out);
+}
+
+// The inverse on an output: (N, S.., G*B*c) -> (N, S.., B, G*c), the batch just before the channels.
+array batch_out_of_groups(const array& a, int B, int groups) {
+  const int nd = static_cast<int>(a.ndim()), C = a.shape(nd - 1) / B;
+  Shape split = a.shape();
+  split.back() = groups;
+  split.push_back(B);
+  split.push_back(C / groups);
+  Shape out = a.shape();
+  out.back() = B;
+  out.push_back(C);
+  return reshape(swapaxes(reshape(a, split), nd - 1, nd), out);
+}
+
+// (B, N, S.., C) -> (N, S.., B*C): each batch entry its own block of groups (a convolution with B
+// times the groups).
+array batch_as_groups(const array& a) {
+  const int nd = static_cast<int>(a.ndim());
+  return flatten(moveaxis(a, 0, nd - 2), nd - 2, nd - 1);
+}
+
+// Weights (B, G*co, K.., cg) -> (G*B*co, K.., cg): the output channels of every batch entry side by
+// side within each group.
+array weights_into_groups(const array& w, int groups) {
+  Shape split = w.shape();
+  split[1] = w.shape(1) / groups;
+  split.insert(split.begin() + 1, groups);
+  Shape out(w.shape().begin() + 1, w.shape().end());
+  out[0] *= w.shape(0);
+  return reshape(swapaxes(reshape(w, split), 0, 1), out);
+}
+
+// The inverse on a weight-shaped output: (G*B*co, K.., cg) -> (B, G*co, K.., cg).
+array weights_out_of_groups(const array& w, int B, int groups) {
+  Shape split = w.shape();
+  split[0] = w.shape(0) / (B * groups);
+  split.insert(split.begin(), B);
+  split.insert(split.begin(), groups);
+  Shape out = w.shape();
+  out[0] /= B;
+  out.insert(out.begin(), B);
+  return reshape(swapaxes(reshape(w, split), 0, 1), out);
+}
+
 class Convolution : public UnaryPrimitive {
  public:
   Convolution(ConvRole role, ConvParams p, Shape out_shape)
@@ -550,6 +608,8 @@ class Convolution : public UnaryPrimitive {
     return {*acc};
   }
 
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override;
   const char* name() const override { return "Convolution"; }
   void print(std::ostream& os) const override {
     static const char* roles[] = {"forward", "input_grad", "weight_grad"};
@@ -563,6 +623,49 @@ class Convolution : public UnaryPrimitive {
   ConvParams p_;
   Shape out_shape_;
 };
+
+// Inputs a and b are (x, w), (y, w) or (x, y) by role. For forward and input_grad, images batched
+// alone fold the batch into the images (axis 0); for weight_grad, which sums over the images, one
+// input batched alone folds it into the channels within each group, as does a weight batched alone
+// for the others. Both inputs batched make each batch entry its own block of groups.
+std::pair<std::vector<array>, std::vector<int>> Convolution::vmap(const std::vector<array>& in,
+                                                                  const std::vector<int>& axes,
+                                                                  const std::vector<array>& outs) {
+  const int B = detail::vmap_size(in, axes), G = p_.groups;
+  const array a = detail::batch_first(in[0], axes[0]), b = detail::batch_first(in[1], axes[1]);
+  const Shape& out = outs[0].shape();
+  const int nd = static_cast<int>(out.size());
+  const bool images_out = role_ != ConvRole::weight_grad;
+  Shape shape = out;
+  if (axes[0] >= 0 && axes[1] >= 0) {
+    ConvParams q = p_;
+    q.groups = B * G;
+    const array b2 = images_out ? flatten(b, 0, 1) : batch_as_groups(b);
+    (images_out ? shape.back() : shape[0]) *= B;
+    const array r = make_conv(role_, batch_as_groups(a), b2, q, shape);
+    if (images_out) return {{reshape(r, detail::insert_axis(out, nd - 1, B))}, {nd - 1}};
+    return {{reshape(r, detail::insert_axis(out, 0, B))}, {0}};
+  }
+  if (images_out && axes[0] >= 0) {  // images alone: more images
+    shape[0] *= B;
+    const array r = make_conv(role_, flatten(a, 0, 1), b, p_, shape);
+    return {{reshape(r, detail::insert_axis(out, 0, B))}, {0}};
+  }
+  if (images_out) {  // the weight alone: forward into its output channels, input_grad into its input ones
+    shape.back() *= B;
+    const array w = role_ == ConvRole::forward ? weights_into_groups(b, G) : batch_as_groups(b);
+    return {{batch_out_of_groups(make_conv(role_, a, w, p_, shape), B, G)}, {nd - 1}};
+  }
+  if (axes[0] >= 0) {  // weight_grad of batched images x: more input channels per group
+    shape.back() *= B;
+    const array r = make_conv(role_, batch_into_groups(a, G), b, p_, shape);
+    return {{reshape(r, detail::insert_axis(out, nd - 1, B))}, {nd - 1}};
+  }
+  // weight_grad of batched output gradients y: more output channels per group.
+  shape[0] *= B;
+  const array r = make_conv(role_, a, batch_into_groups(b, G), p_, shape);
+  return {{weights_out_of_groups(r, B, G)}, {0}};
+}
 
 // Records one convolution node. The inputs are cast to a common floating dtype.
 array make_conv(ConvRole role, const array& a, const array& b, const ConvParams& p, Shape out_shape) {

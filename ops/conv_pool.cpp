@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "loom/core/primitive.h"
+#include "loom/ops/batching.h"
 #include "loom/ops/conv.h"
 #include "loom/ops/kernels/elementwise.h"
 #include "loom/ops/ops.h"
@@ -356,6 +357,17 @@ class Pooling : public UnaryPrimitive {
     return {*acc};
   }
 
+  // Every role treats the images along axis 0 alike and apart: the batch joins them.
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    const int size = detail::vmap_size(in, axes);
+    std::vector<array> x;
+    for (const array& a : detail::all_batch_first(in, axes)) x.push_back(flatten(a, 0, 1));
+    Shape shape = outs[0].shape();
+    shape[0] *= size;
+    array y(shape, outs[0].dtype(), std::make_shared<Pooling>(role_, p_, shape), std::move(x));
+    return {{reshape(y, detail::insert_axis(outs[0].shape(), 0, size))}, {0}};
+  }
   const char* name() const override { return "Pooling"; }
   void print(std::ostream& os) const override {
     static const char* roles[] = {"max", "avg", "max_scatter", "max_gather", "avg_scatter"};

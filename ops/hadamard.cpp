@@ -11,6 +11,7 @@
 
 #include "loom/core/copy.h"
 #include "loom/core/primitive.h"
+#include "loom/ops/batching.h"
 #include "loom/ops/kernels/rows.h"
 #include "loom/ops/ops.h"
 
@@ -139,6 +140,15 @@ class Hadamard : public UnaryPrimitive {
   }
   std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& tan, const std::vector<int>&) override {
     return {make(tan[0], p[0].dtype(), transposed_)};
+  }
+  // The kernel transforms rows along the last axis and takes any leading axes: the batch only has to
+  // stay off the last axis.
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    const int last = static_cast<int>(in[0].ndim()) - 1;
+    const int b = axes[0] == last ? 0 : axes[0];
+    const array x = axes[0] == last ? moveaxis(in[0], last, 0) : in[0];
+    return {{array(x.shape(), outs[0].dtype(), outs[0].primitive_ptr(), {x})}, {b}};
   }
   uint64_t donors(const std::vector<array>& in, int) const override { return row_contiguous_donors(in, {0}); }
   const char* name() const override { return "Hadamard"; }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "loom/core/primitive.h"
+#include "loom/ops/batching.h"
 #include "loom/ops/indexing_utils.h"
 #include "loom/ops/kernels/elementwise.h"
 #include "loom/ops/ops.h"
@@ -50,6 +51,31 @@ Shape take_shape(const Shape& a, const Shape& idx, int axis) {
   out.insert(out.end(), idx.begin(), idx.end());
   out.insert(out.end(), a.begin() + axis + 1, a.end());
   return out;
+}
+
+// ---- vmap helpers ----
+
+// `x` with its batch (at `axis`, -1: unbatched) at `at`: moved there, or a new axis of `size` broadcast.
+array batch_at(const array& x, int axis, int at, int size) {
+  if (axis == at) return x;
+  if (axis >= 0) return moveaxis(x, axis, at);
+  return broadcast_to(expand_dims(x, at), detail::insert_axis(x.shape(), at, size));
+}
+
+// The batch axis of the first batched input.
+int first_batch_axis(const std::vector<int>& axes) {
+  for (int a : axes) {
+    if (a >= 0) return a;
+  }
+  return -1;
+}
+
+// Entry b's number at b along the first of ndim axes (B, 1, .., 1): an index array that sends each
+// batch entry's indices into its own entry.
+array batch_iota(int size, int ndim) {
+  Shape shape(ndim, 1);
+  shape[0] = size;
+  return reshape(arange(0, size), shape);
 }
 
 // ---- take ----
@@ -122,6 +148,39 @@ class Take : public UnaryPrimitive {
       if (argnums[i] == 0) return {take(t[i], p[1], axis_)};
     }
     return {zeros(take_shape(p[0].shape(), p[1].shape(), axis_), p[0].dtype())};
+  }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    const array& a = in[0];
+    const array& idx = in[1];
+    const Dtype dt = outs[0].dtype();
+    if (axes[1] < 0) {  // shared indices: the batch is one more axis of a around the taken one
+      const int b = axes[0], ax = detail::batched_axis(axis_, b);
+      const int at = b < ax ? b : b - 1 + static_cast<int>(idx.ndim());
+      return {{array(take_shape(a.shape(), idx.shape(), ax), dt, std::make_shared<Take>(ax), {a, idx})}, {at}};
+    }
+    if (axes[0] < 0) {  // a shared array: the batch is one more axis of the indices
+      return {{array(take_shape(a.shape(), idx.shape(), axis_), dt, std::make_shared<Take>(axis_), {a, idx})},
+              {axis_ + axes[1]}};
+    }
+    // Each entry's indices into its own entry: a gather indexed by (entry, index), whose window is the
+    // rest of a; its result (B, I.., pre.., post..) is ordered as take's (B, pre.., I.., post..).
+    const int size = detail::vmap_size(in, axes);
+    const array x = detail::batch_first(a, axes[0]), i = detail::batch_first(idx, axes[1]);
+    const int ni = static_cast<int>(i.ndim()) - 1, pre = axis_, post = static_cast<int>(x.ndim()) - 2 - axis_;
+    Shape window = x.shape();
+    window[0] = 1;
+    window[axis_ + 1] = 1;
+    array g = gather(x, {batch_iota(size, ni + 1), i}, {0, axis_ + 1}, window);
+    Shape flat = i.shape();
+    for (int d = 1; d < static_cast<int>(x.ndim()); ++d) {
+      if (d != axis_ + 1) flat.push_back(x.shape(d));
+    }
+    std::vector<int> perm{0};
+    for (int d = 0; d < pre; ++d) perm.push_back(1 + ni + d);
+    for (int d = 0; d < ni; ++d) perm.push_back(1 + d);
+    for (int d = 0; d < post; ++d) perm.push_back(1 + ni + pre + d);
+    return {{transpose(reshape(g, flat), perm)}, {0}};
   }
   const char* name() const override { return "Take"; }
 
@@ -196,6 +255,15 @@ class TakeAlongAxis : public UnaryPrimitive {
       if (argnums[i] == 0) return {take_along_axis(t[i], p[1], axis_)};
     }
     return {zeros(p[1].shape(), p[0].dtype())};
+  }
+  // The array and the indices aligned on the first batched input's batch axis (the other moved or
+  // broadcast there): one more axis along which the take runs alike.
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    const int size = detail::vmap_size(in, axes), at = first_batch_axis(axes);
+    const array a = batch_at(in[0], axes[0], at, size), i = batch_at(in[1], axes[1], at, size);
+    auto prim = std::make_shared<TakeAlongAxis>(detail::batched_axis(axis_, at));
+    return {{array(i.shape(), outs[0].dtype(), std::move(prim), {a, i})}, {at}};
   }
   const char* name() const override { return "TakeAlongAxis"; }
 
@@ -282,6 +350,16 @@ class ScatterAxis : public UnaryPrimitive {
   uint64_t donors(const std::vector<array>& in, int) const override {
     return listed_once(in, 0) ? row_contiguous_donors(in, {0}) : 0;
   }
+  // As TakeAlongAxis: every input aligned on one batch axis.
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    const int size = detail::vmap_size(in, axes), at = first_batch_axis(axes);
+    std::vector<array> x;
+    for (size_t k = 0; k < in.size(); ++k) x.push_back(batch_at(in[k], axes[k], at, size));
+    Shape shape = x[0].shape();
+    auto prim = std::make_shared<ScatterAxis>(mode_, detail::batched_axis(axis_, at));
+    return {{array(std::move(shape), outs[0].dtype(), std::move(prim), std::move(x))}, {at}};
+  }
   const char* name() const override { return mode_ == ScatterMode::put ? "PutAlongAxis" : "ScatterAddAxis"; }
 
  private:
@@ -353,6 +431,27 @@ class ScatterAdd : public UnaryPrimitive {
   // The updates are written over a copy of the input: its own buffer when nothing else reads it.
   uint64_t donors(const std::vector<array>& in, int) const override {
     return listed_once(in, 0) ? row_contiguous_donors(in, {0}) : 0;
+  }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    const int size = detail::vmap_size(in, axes);
+    const array a = detail::batch_first_broadcast(in[0], axes[0], size);
+    const array u = detail::batch_first_broadcast(in[2], axes[2], size);  // (B, pre.., I.., post..)
+    if (axes[1] < 0) {  // shared indices: one more leading axis
+      return {{array(a.shape(), outs[0].dtype(), std::make_shared<ScatterAdd>(axis_ + 1), {a, in[1], u})}, {0}};
+    }
+    // Each entry's indices into its own entry: a scatter_add indexed by (entry, index), whose updates
+    // are windows (1, pre.., 1, post..) after the index axes.
+    const array i = detail::batch_first(in[1], axes[1]);
+    const int ni = static_cast<int>(i.ndim()) - 1, pre = axis_, post = static_cast<int>(a.ndim()) - 2 - axis_;
+    std::vector<int> perm{0};
+    for (int d = 0; d < ni; ++d) perm.push_back(1 + pre + d);
+    for (int d = 0; d < pre; ++d) perm.push_back(1 + d);
+    for (int d = 0; d < post; ++d) perm.push_back(1 + pre + ni + d);
+    Shape window = i.shape();
+    for (int d = 0; d < static_cast<int>(a.ndim()); ++d) window.push_back(d == 0 || d == axis_ + 1 ? 1 : a.shape(d));
+    array upd = reshape(transpose(u, perm), window);
+    return {{scatter_add(a, {batch_iota(size, ni + 1), i}, upd, {0, axis_ + 1})}, {0}};
   }
   const char* name() const override { return "ScatterAddTake"; }
 
@@ -603,6 +702,33 @@ class Gather : public UnaryPrimitive {
     std::vector<array> idx(p.begin() + 1, p.end());
     return {gather(detail::tangent_or_zeros(p, t, argnums, 0), idx, axes_, slice_)};
   }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    const int size = detail::vmap_size(in, axes);
+    bool idx_batched = false;
+    for (size_t k = 1; k < in.size(); ++k) idx_batched |= axes[k] >= 0;
+    if (!idx_batched) {  // shared indices: every window spans the whole batch, where it is
+      const int b = axes[0];
+      std::vector<int> ax;
+      for (int a : axes_) ax.push_back(detail::batched_axis(a, b));
+      Shape window = detail::insert_axis(slice_, b, size);
+      const int ni = in.size() > 1 ? static_cast<int>(in[1].ndim()) : 0;
+      Shape shape = detail::insert_axis(outs[0].shape(), ni + b, size);
+      return {{array(std::move(shape), outs[0].dtype(), std::make_shared<Gather>(std::move(ax), std::move(window)), in)},
+              {ni + b}};
+    }
+    std::vector<array> idx;
+    for (size_t k = 1; k < in.size(); ++k) idx.push_back(detail::batch_first_broadcast(in[k], axes[k], size));
+    if (axes[0] < 0) return {{gather(in[0], idx, axes_, slice_)}, {0}};
+    // Each entry's indices into its own entry: the entry is one more index, with a window of 1.
+    const int ni = static_cast<int>(idx[0].ndim()) - 1;
+    idx.insert(idx.begin(), batch_iota(size, ni + 1));
+    std::vector<int> ax{0};
+    for (int a : axes_) ax.push_back(a + 1);
+    Shape window = detail::insert_axis(slice_, 0, 1);
+    array g = gather(detail::batch_first(in[0], axes[0]), idx, ax, window);  // (B, I.., 1, window..)
+    return {{squeeze(g, ni + 1)}, {0}};
+  }
   const char* name() const override { return "Gather"; }
 
  private:
@@ -728,6 +854,8 @@ class Scatter : public UnaryPrimitive {
     array hit = equal(gather(res, idx, axes_, window(upd, a)), upd);
     return {scatter_add(from_a, idx, where(hit, tu, zeros_like(tu)), axes_)};
   }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override;
   // The updates are written over a copy of the input: its own buffer when nothing else reads it.
   uint64_t donors(const std::vector<array>& in, int) const override {
     return listed_once(in, 0) ? row_contiguous_donors(in, {0}) : 0;
@@ -810,10 +938,50 @@ array scatter_node(const array& a, const std::vector<array>& indices, const arra
   return array(a.shape(), a.dtype(), std::make_shared<Scatter>(mode, std::move(axes), op), std::move(inputs));
 }
 
+std::pair<std::vector<array>, std::vector<int>> Scatter::vmap(const std::vector<array>& in,
+                                                              const std::vector<int>& axes,
+                                                              const std::vector<array>& outs) {
+  const int size = detail::vmap_size(in, axes);
+  const int k = static_cast<int>(in.size()) - 2;  // index arrays
+  bool idx_batched = false;
+  for (int j = 1; j <= k; ++j) idx_batched |= axes[j] >= 0;
+  const array a = detail::batch_first_broadcast(in[0], axes[0], size);
+  const array& u = in.back();
+  const int ua = axes.back();
+  std::vector<array> inputs{a};
+  std::vector<int> ax;
+  if (!idx_batched) {
+    // Shared indices: each update window spans the whole batch, a new window axis just after the
+    // index axes, in the order the updates land in every entry.
+    const int ni = k > 0 ? static_cast<int>(in[1].ndim()) : 0;
+    for (int j = 1; j <= k; ++j) inputs.push_back(in[j]);
+    inputs.push_back(ua >= 0 ? moveaxis(u, ua, ni) : broadcast_to(expand_dims(u, ni), detail::insert_axis(u.shape(), ni, size)));
+    for (int x : axes_) ax.push_back(x + 1);
+  } else {
+    // Each entry's indices into its own entry: the entry is one more index, with a window of 1.
+    std::vector<array> idx;
+    for (int j = 1; j <= k; ++j) idx.push_back(detail::batch_first_broadcast(in[j], axes[j], size));
+    const int ni = static_cast<int>(idx[0].ndim()) - 1;
+    inputs.push_back(broadcast_to(batch_iota(size, ni + 1), idx[0].shape()));
+    inputs.insert(inputs.end(), idx.begin(), idx.end());
+    const array ub = detail::batch_first_broadcast(u, ua, size);
+    inputs.push_back(expand_dims(ub, ni + 1));
+    ax.push_back(0);
+    for (int x : axes_) ax.push_back(x + 1);
+  }
+  Shape shape = a.shape();
+  return {{array(std::move(shape), outs[0].dtype(), std::make_shared<Scatter>(mode_, std::move(ax), op_), std::move(inputs))},
+          {0}};
+}
+
 // ---- masked_scatter ----
 
+// Inputs: a, the mask broadcast to a's shape, and src laid out as rows. Under vmap the first
+// `batch` axes of all three (src's rows axis follows them) index independent entries: each entry's
+// true positions, in order, take its own src elements from the first.
 class MaskedScatter : public UnaryPrimitive {
  public:
+  explicit MaskedScatter(int batch = 0) : batch_(batch) {}
   bool supports_complex() const override { return true; }  // moves elements of any dtype
   void eval_cpu(const std::vector<array>& in, array& out) override {
     detail::copy_or_donate(in[0], out);
@@ -821,20 +989,31 @@ class MaskedScatter : public UnaryPrimitive {
     array mask = kernels::row_contiguous(in[1]);
     array src = kernels::row_contiguous(in[2]);
     const bool* m = kernels::ptr<bool>(mask);
-    const int64_t n = static_cast<int64_t>(out.size()), ns = static_cast<int64_t>(src.size());
-    int64_t count = 0;
-    for (int64_t i = 0; i < n; ++i) count += m[i] ? 1 : 0;
-    if (count > ns) {
-      throw std::runtime_error(msg("[masked_scatter] the mask selects ", count, " positions but src has only ", ns,
-                                   " elements"));
-    }
+    const int64_t entries = detail::prod(out.shape(), 0, batch_);
+    const int64_t n = static_cast<int64_t>(out.size()) / entries, ns = static_cast<int64_t>(src.size()) / entries;
     LOOM_DISPATCH_ITEMSIZE(out.itemsize(), T, {
-      T* o = kernels::ptr<T>(out);
-      const T* s = kernels::ptr<T>(src);
-      int64_t j = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        if (m[i]) o[i] = s[j++];
-      }
+      T* o0 = kernels::ptr<T>(out);
+      const T* s0 = kernels::ptr<T>(src);
+      kernels::parallel_for(
+          static_cast<size_t>(entries),
+          [&](size_t b, size_t e) {
+            for (size_t r = b; r < e; ++r) {
+              const bool* mr = m + r * n;
+              int64_t count = 0;
+              for (int64_t i = 0; i < n; ++i) count += mr[i] ? 1 : 0;
+              if (count > ns) {
+                throw std::runtime_error(msg("[masked_scatter] the mask selects ", count,
+                                             " positions but src has only ", ns, " elements"));
+              }
+              T* o = o0 + r * n;
+              const T* sr = s0 + r * ns;
+              int64_t j = 0;
+              for (int64_t i = 0; i < n; ++i) {
+                if (mr[i]) o[i] = sr[j++];
+              }
+            }
+          },
+          std::max<size_t>(1, kernels::kParallelThreshold / std::max<int64_t>(n, 1)));
     });
   }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
@@ -849,12 +1028,15 @@ class MaskedScatter : public UnaryPrimitive {
       } else if (arg == 2 && src.size() == 0) {
         out.push_back(zeros_like(src));
       } else if (arg == 2) {
-        // Masked position i took src element (number of true entries before i).
-        array mf = flatten(mask);
-        array pos = cumsum(astype(mf, int32), 0, false, false);
+        // Masked position i of entry e took src element e * ns + (number of true entries before i).
+        const int entries = static_cast<int>(detail::prod(mask.shape(), 0, batch_));
+        const int ns = static_cast<int>(src.size()) / entries;
+        array mf = reshape(mask, {entries, static_cast<int>(mask.size()) / entries});
+        array pos = cumsum(astype(mf, int32), 1, false, false);
+        pos = add(pos, reshape(multiply(arange(0, entries), array(ns)), {entries, 1}));
         pos = where(mf, pos, zeros_like(pos));
-        array g = scatter_add_take(zeros({static_cast<int>(src.size())}, c.dtype()), pos,
-                                   where(mf, flatten(c), zeros({1}, c.dtype())), 0);
+        array g = scatter_add_take(zeros({static_cast<int>(src.size())}, c.dtype()), flatten(pos),
+                                   where(flatten(mf), flatten(c), zeros({1}, c.dtype())), 0);
         out.push_back(reshape(g, src.shape()));
       } else {
         out.push_back(zeros_like(p[arg]));
@@ -866,13 +1048,23 @@ class MaskedScatter : public UnaryPrimitive {
                          const std::vector<int>& argnums) override {
     // The inputs are already in the node's form (mask broadcast to a, src as rows).
     array ta = detail::tangent_or_zeros(p, t, argnums, 0);
-    return {array(ta.shape(), ta.dtype(), std::make_shared<MaskedScatter>(),
+    return {array(ta.shape(), ta.dtype(), std::make_shared<MaskedScatter>(batch_),
                   {ta, p[1], astype(detail::tangent_or_zeros(p, t, argnums, 2), ta.dtype())})};
+  }
+  // The batch leads all three inputs, one more independent axis.
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    std::vector<array> x = detail::all_batch_first(in, axes);
+    Shape shape = x[0].shape();
+    return {{array(std::move(shape), outs[0].dtype(), std::make_shared<MaskedScatter>(batch_ + 1), std::move(x))}, {0}};
   }
   uint64_t donors(const std::vector<array>& in, int) const override {
     return listed_once(in, 0) ? row_contiguous_donors(in, {0}) : 0;
   }
   const char* name() const override { return "MaskedScatter"; }
+
+ private:
+  int batch_;
 };
 
 // ---- as_strided ----
@@ -902,6 +1094,18 @@ class AsStrided : public UnaryPrimitive {
   }
   std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
     return {as_strided(t[0], shape_, strides_, static_cast<size_t>(offset_))};
+  }
+  // Entry b of the row-contiguous (B, n) batch starts n elements after entry b - 1: one more
+  // leading axis of stride n over the flattened batch.
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    const array x = detail::batch_first(in[0], axes[0]);
+    const int size = x.shape(0), n = x.shape(1);
+    Shape shape = detail::insert_axis(shape_, 0, size);
+    Strides strides = strides_;
+    strides.insert(strides.begin(), n);
+    auto prim = std::make_shared<AsStrided>(shape, std::move(strides), offset_);
+    return {{array(std::move(shape), outs[0].dtype(), std::move(prim), {reshape(x, {size * n})})}, {0}};
   }
   const char* name() const override { return "AsStrided"; }
   bool makes_view() const override { return true; }

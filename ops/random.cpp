@@ -10,6 +10,7 @@
 
 #include "loom/core/eval.h"
 #include "loom/core/primitive.h"
+#include "loom/ops/batching.h"
 #include "loom/ops/elementwise.h"
 #include "loom/ops/kernels/elementwise.h"
 #include "loom/ops/ops.h"
@@ -207,13 +208,26 @@ float unit_cap() {
   else return below_one<T>();
 }
 
+// The output elements drawn from one key: the whole output, or one key's block of it.
+struct Block {
+  void* data;
+  size_t n, item;
+  size_t size() const { return n; }
+  size_t itemsize() const { return item; }
+  void* raw_data() const { return data; }
+  template <typename T>
+  T* ptr() const {
+    return static_cast<T*>(data);
+  }
+};
+
 // float64 results (Loom only: MLX's uniform has no float64): a 64-bit word per element (words 2i and
 // 2i + 1 of a draw of 2n words, as bits(shape, 8) gives them), u = (w >> 11) 2^-53 in [0, 1).
 inline double unit64(uint64_t w) { return static_cast<double>(w >> 11) * 0x1p-53; }
 
 // Fills out (n elements of 8 bytes) with 64-bit words, then calls f(i, word) on each in place.
 template <typename F>
-void draw64(const Key& k, array& out, F f) {
+void draw64(const Key& k, const Block& out, F f) {
   const size_t n = out.size();
   uint32_t* w32 = static_cast<uint32_t*>(out.raw_data());
   draw(k, 2 * n, [&](size_t w, uint32_t v) { w32[w] = v; });
@@ -239,6 +253,12 @@ struct Param {
     }
   }
   P operator[](size_t i) const { return scalar ? p[0] : p[i]; }
+  // The parameter from flat index `off` on (the block of one key of a batch of keys).
+  Param from(size_t off) const {
+    Param q = *this;
+    if (!scalar) q.p += off;
+    return q;
+  }
 };
 
 enum class Dist { bits, uniform, normal, truncated_normal, randint, bernoulli, gumbel, laplace, permutation, categorical };
@@ -259,16 +279,11 @@ const char* dist_name(Dist d) {
   return "Random";
 }
 
-Key read_key(const array& k) {
-  const uint32_t* p = kernels::ptr<uint32_t>(k);
-  return {p[0], p[k.strides()[0]]};
-}
-
 // ---- kernels ----
 
 // bits: the draw's words are the little-endian bytes of the output (MLX's layout for widths 1, 2
 // and 4: ceil(n * width / 4) words, the last one cut to the bytes that remain; width 8 is 2n words).
-void bits_kernel(const Key& k, array& out) {
+void bits_kernel(const Key& k, const Block& out) {
   const size_t nbytes = out.size() * out.itemsize();
   char* y = static_cast<char*>(out.raw_data());
   draw(k, (nbytes + 3) / 4, [&](size_t w, uint32_t v) {
@@ -279,9 +294,8 @@ void bits_kernel(const Key& k, array& out) {
 
 // uniform: MLX's range * u + low in T, range = high - low in T.
 template <typename T>
-void uniform_kernel(const Key& k, const array& lo_a, const array& hi_a, array& out) {
-  Param<T> lo(lo_a), hi(hi_a);
-  T* y = kernels::ptr<T>(out);
+void uniform_kernel(const Key& k, const Param<T>& lo, const Param<T>& hi, const Block& out) {
+  T* y = out.ptr<T>();
   if constexpr (sizeof(T) == 8) {
     draw64(k, out, [&](size_t i, uint64_t w) { y[i] = t_add(t_mul(t_sub(hi[i], lo[i]), T(unit64(w))), lo[i]); });
   } else {
@@ -301,8 +315,8 @@ inline float sym_unit(uint32_t w) {
 
 // normal: loc + (sqrt(2) * scale) * T(erfinv(u)), each step rounded in T as MLX's ops are.
 template <typename T>
-void normal_kernel(const Key& k, std::optional<double> loc, std::optional<double> scale, array& out) {
-  T* y = kernels::ptr<T>(out);
+void normal_kernel(const Key& k, std::optional<double> loc, std::optional<double> scale, const Block& out) {
+  T* y = out.ptr<T>();
   T s = static_cast<T>(std::sqrt(2.0));
   if (scale) s = t_mul(s, static_cast<T>(*scale));
   const bool has_loc = loc.has_value();
@@ -315,8 +329,8 @@ void normal_kernel(const Key& k, std::optional<double> loc, std::optional<double
 
 // laplace: sign(u) * log1p(-|u|) (float32, or float64 for float64 results), then scale and loc in T.
 template <typename T>
-void laplace_kernel(const Key& k, double loc, double scale, array& out) {
-  T* y = kernels::ptr<T>(out);
+void laplace_kernel(const Key& k, double loc, double scale, const Block& out) {
+  T* y = out.ptr<T>();
   const T s = static_cast<T>(scale), l = static_cast<T>(loc);
   draw(k, out.size(), [&](size_t i, uint32_t w) {
     const float u = sym_unit(w);
@@ -348,9 +362,8 @@ inline T t_erfinv(T x) {
 // truncated_normal (MLX, after JAX): a = erf(lower / sqrt2), b = erf(upper / sqrt2),
 // u = uniform(a, b) in T, z = sqrt2 * erfinv(u) in T, clipped to [lower, upper].
 template <typename T>
-void truncated_normal_kernel(const Key& k, const array& lo_a, const array& hi_a, array& out) {
-  Param<T> lo(lo_a), hi(hi_a);
-  T* y = kernels::ptr<T>(out);
+void truncated_normal_kernel(const Key& k, const Param<T>& lo, const Param<T>& hi, const Block& out) {
+  T* y = out.ptr<T>();
   const T sqrt2 = static_cast<T>(std::sqrt(2.0));
   auto one = [&](size_t i, T u01) {
     const T l = lo[i], h = hi[i];
@@ -374,8 +387,8 @@ void truncated_normal_kernel(const Key& k, const array& lo_a, const array& hi_a,
 
 // gumbel: -log(-log(u)) in T, u uniform in [0, 1).
 template <typename T>
-void gumbel_kernel(const Key& k, array& out) {
-  T* y = kernels::ptr<T>(out);
+void gumbel_kernel(const Key& k, const Block& out) {
+  T* y = out.ptr<T>();
   if constexpr (sizeof(T) == 8) {
     draw64(k, out, [&](size_t i, uint64_t w) { y[i] = -std::log(-std::log(unit64(w))); });
   } else {
@@ -390,9 +403,8 @@ void gumbel_kernel(const Key& k, array& out) {
 // randint: floor(float32 uniform(low, high)) clamped to [low, high - 1] (bounds as float32 for the
 // draw). The clamp is done in int64 before the cast to T.
 template <typename T>
-void randint_kernel(const Key& k, const array& lo_a, const array& hi_a, array& out) {
-  Param<int64_t> lo(lo_a), hi(hi_a);
-  T* y = kernels::ptr<T>(out);
+void randint_kernel(const Key& k, const Param<int64_t>& lo, const Param<int64_t>& hi, const Block& out) {
+  T* y = out.ptr<T>();
   const float cap = unit_cap<float>();
   draw(k, out.size(), [&](size_t i, uint32_t w) {
     const int64_t l = lo[i], h = hi[i];
@@ -409,21 +421,20 @@ void randint_kernel(const Key& k, const array& lo_a, const array& hi_a, array& o
 // bernoulli: bits < p * nextafter(2^32 as float32, +inf), compared in float32 (in float64 for
 // float64 p), as MLX's less(bits, multiply(p, upper)) promotes.
 template <typename P>
-void bernoulli_kernel(const Key& k, const array& p_a, array& out) {
-  Param<P> p(p_a);
-  bool* y = kernels::ptr<bool>(out);
+void bernoulli_kernel(const Key& k, const Param<P>& p, const Block& out) {
+  bool* y = out.ptr<bool>();
   const float upper = std::nextafter(static_cast<float>(std::numeric_limits<uint32_t>::max()),
                                      std::numeric_limits<float>::max());
   draw(k, out.size(), [&](size_t i, uint32_t w) { y[i] = static_cast<P>(w) < p[i] * static_cast<P>(upper); });
 }
 
 // permutation: the stable argsort of bits((n)).
-void permutation_kernel(const Key& k, array& out) {
+void permutation_kernel(const Key& k, const Block& out) {
   const size_t n = out.size();
   std::vector<std::pair<uint32_t, int32_t>> keys(n);
   draw(k, n, [&](size_t i, uint32_t w) { keys[i] = {w, static_cast<int32_t>(i)}; });
   std::sort(keys.begin(), keys.end());  // ties break by index: a stable sort of the words
-  int32_t* y = kernels::ptr<int32_t>(out);
+  int32_t* y = out.ptr<int32_t>();
   for (size_t i = 0; i < n; ++i) y[i] = keys[i].second;
 }
 
@@ -432,10 +443,7 @@ void permutation_kernel(const Key& k, array& out) {
 // w = exp(x - max) (where max is +-inf: w = (x == max)), cdf = exclusive running sum of w,
 // sample = (index of the first cdf entry > u * sum(w)) - 1 with u uniform float32.
 template <typename T>
-void categorical_kernel(const Key& k, const array& logits, array& out) {
-  array x = kernels::row_contiguous(logits);
-  const T* xp = kernels::ptr<T>(x);
-  const size_t m = x.size();
+void categorical_kernel(const Key& k, const T* xp, size_t m, const Block& out) {
   T mx = xp[0];
   for (size_t j = 1; j < m; ++j) {
     // MLX's max propagates NaN
@@ -449,7 +457,7 @@ void categorical_kernel(const Key& k, const array& logits, array& out) {
     cdf[j] = total;
     total = total + wj;
   }
-  int32_t* y = kernels::ptr<int32_t>(out);
+  int32_t* y = out.ptr<int32_t>();
   const float cap = unit_cap<float>();
   draw(k, out.size(), [&](size_t i, uint32_t w) {
     const T u = static_cast<T>(unit<float>(w, cap)) * total;
@@ -465,48 +473,44 @@ class Random : public UnaryPrimitive {
   Random(Dist d, Shape shape, Dtype dtype, double a = 0, double b = 1)
       : dist_(d), shape_(std::move(shape)), dtype_(dtype), a_(a), b_(b) {}
 
+  // The key is (2) or, under vmap, (K.., 2): a batch of keys, each drawing its own block of
+  // prod(shape_) output elements (the output is (K.., shape_..)) exactly as it would alone; the
+  // parameters then carry the same leading axes.
   void eval_cpu(const std::vector<array>& in, array& out) override {
     out.alloc();
     if (out.size() == 0) return;
-    const Key k = read_key(in[0]);
-    switch (dist_) {
-      case Dist::bits:
-        bits_kernel(k, out);
-        break;
-      case Dist::uniform:
-        LOOM_DISPATCH_FLOAT(out.dtype(), T, uniform_kernel<T>(k, in[1], in[2], out));
-        break;
-      case Dist::normal:
-        LOOM_DISPATCH_FLOAT(out.dtype(), T,
-                            normal_kernel<T>(k, std::isnan(a_) ? std::nullopt : std::optional<double>(a_),
-                                             std::isnan(b_) ? std::nullopt : std::optional<double>(b_), out));
-        break;
-      case Dist::laplace:
-        LOOM_DISPATCH_FLOAT(out.dtype(), T, laplace_kernel<T>(k, a_, b_, out));
-        break;
-      case Dist::truncated_normal:
-        LOOM_DISPATCH_FLOAT(out.dtype(), T, truncated_normal_kernel<T>(k, in[1], in[2], out));
-        break;
-      case Dist::gumbel:
-        LOOM_DISPATCH_FLOAT(out.dtype(), T, gumbel_kernel<T>(k, out));
-        break;
-      case Dist::randint:
-        LOOM_DISPATCH_REAL(out.dtype(), T, {
-          if constexpr (std::is_integral_v<T>) randint_kernel<T>(k, in[1], in[2], out);
-        });
-        break;
-      case Dist::bernoulli:
-        if (in[1].dtype() == float64) bernoulli_kernel<double>(k, in[1], out);
-        else bernoulli_kernel<float>(k, in[1], out);
-        break;
-      case Dist::permutation:
-        permutation_kernel(k, out);
-        break;
-      case Dist::categorical:
-        if (in[1].dtype() == float64) categorical_kernel<double>(k, in[1], out);
-        else categorical_kernel<float>(k, in[1], out);
-        break;
+    const array keys = kernels::row_contiguous(in[0]);
+    const uint32_t* kp = kernels::ptr<uint32_t>(keys);
+    size_t per = 1;
+    for (int d : shape_) per *= static_cast<size_t>(d);
+    const size_t blocks = out.size() / per;
+    // Parameters laid out once (a scalar stays as it is): each block reads its run of them.
+    std::vector<array> params(in.begin(), in.end());
+    for (size_t i = 1; i < params.size(); ++i) {
+      if (params[i].data_size() != 1 || dist_ == Dist::categorical) params[i] = kernels::row_contiguous(params[i]);
     }
+    const size_t m = dist_ == Dist::categorical ? params[1].size() / blocks : 0;
+    auto one = [&](size_t e) {
+      const Key k{kp[2 * e], kp[2 * e + 1]};
+      const Block o{static_cast<char*>(out.raw_data()) + e * per * out.itemsize(), per, out.itemsize()};
+      run(k, params, e * per, o, m ? params[1].raw_data() : nullptr, m, e);
+    };
+    // Small blocks run one per task; a large block parallelizes inside its own draw.
+    if (blocks == 1 || per >= kernels::kParallelThreshold) {
+      for (size_t e = 0; e < blocks; ++e) one(e);
+    } else {
+      kernels::parallel_for(
+          blocks, [&](size_t b, size_t e) { for (size_t i = b; i < e; ++i) one(i); },
+          std::max<size_t>(1, kernels::kParallelThreshold / per));
+    }
+  }
+  // The batch of keys (a key shared by every entry, broadcast) leads the output and the parameters.
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    std::vector<array> x = ::loom::detail::all_batch_first(in, axes);
+    Shape shape = ::loom::detail::insert_axis(outs[0].shape(), 0, x[0].shape(0));
+    return {{array(std::move(shape), dtype_, std::make_shared<Random>(dist_, shape_, dtype_, a_, b_), std::move(x))},
+            {0}};
   }
   // Gradients stop here: the samples do not depend differentiably on the key, and the parameters'
   // gradients are deliberately not propagated.
@@ -523,6 +527,51 @@ class Random : public UnaryPrimitive {
   bool is_differentiable() const override { return false; }
 
  private:
+  // One key's block: the parameters from flat index `off`, the logits' row `e` (m of them).
+  void run(const Key& k, const std::vector<array>& in, size_t off, const Block& out, const void* logits, size_t m,
+           size_t e) const {
+    switch (dist_) {
+      case Dist::bits:
+        bits_kernel(k, out);
+        break;
+      case Dist::uniform:
+        LOOM_DISPATCH_FLOAT(dtype_, T, uniform_kernel<T>(k, Param<T>(in[1]).from(off), Param<T>(in[2]).from(off), out));
+        break;
+      case Dist::normal:
+        LOOM_DISPATCH_FLOAT(dtype_, T,
+                            normal_kernel<T>(k, std::isnan(a_) ? std::nullopt : std::optional<double>(a_),
+                                             std::isnan(b_) ? std::nullopt : std::optional<double>(b_), out));
+        break;
+      case Dist::laplace:
+        LOOM_DISPATCH_FLOAT(dtype_, T, laplace_kernel<T>(k, a_, b_, out));
+        break;
+      case Dist::truncated_normal:
+        LOOM_DISPATCH_FLOAT(dtype_, T,
+                            truncated_normal_kernel<T>(k, Param<T>(in[1]).from(off), Param<T>(in[2]).from(off), out));
+        break;
+      case Dist::gumbel:
+        LOOM_DISPATCH_FLOAT(dtype_, T, gumbel_kernel<T>(k, out));
+        break;
+      case Dist::randint:
+        LOOM_DISPATCH_REAL(dtype_, T, {
+          if constexpr (std::is_integral_v<T>) {
+            randint_kernel<T>(k, Param<int64_t>(in[1]).from(off), Param<int64_t>(in[2]).from(off), out);
+          }
+        });
+        break;
+      case Dist::bernoulli:
+        if (in[1].dtype() == float64) bernoulli_kernel<double>(k, Param<double>(in[1]).from(off), out);
+        else bernoulli_kernel<float>(k, Param<float>(in[1]).from(off), out);
+        break;
+      case Dist::permutation:
+        permutation_kernel(k, out);
+        break;
+      case Dist::categorical:
+        if (in[1].dtype() == float64) categorical_kernel<double>(k, static_cast<const double*>(logits) + e * m, m, out);
+        else categorical_kernel<float>(k, static_cast<const float*>(logits) + e * m, m, out);
+        break;
+    }
+  }
   Dist dist_;
   Shape shape_;
   Dtype dtype_;
@@ -545,6 +594,8 @@ class PermuteAxis : public UnaryPrimitive {
     for (int d = 0; d < axis_; ++d) outer *= s[d];
     for (size_t d = axis_ + 1; d < s.size(); ++d) inner *= s[d];
     const size_t n = s[axis_];
+    // idx is (n), or (K.., n) under vmap with x's leading axes K..: each its own permutation.
+    const size_t per = outer / (idx.size() / n);
     const size_t row = inner * x.itemsize();
     const char* src = static_cast<const char*>(x.raw_data());
     char* dst = static_cast<char*>(out.raw_data());
@@ -553,8 +604,9 @@ class PermuteAxis : public UnaryPrimitive {
         [&](size_t b, size_t e) {
           for (size_t r = b; r < e; ++r) {
             const size_t o = r / n, j = r % n;
-            const size_t from = inverse_ ? j : static_cast<size_t>(ip[j]);
-            const size_t to = inverse_ ? static_cast<size_t>(ip[j]) : j;
+            const int32_t* p = ip + (o / per) * n;
+            const size_t from = inverse_ ? j : static_cast<size_t>(p[j]);
+            const size_t to = inverse_ ? static_cast<size_t>(p[j]) : j;
             std::memcpy(dst + (o * n + to) * row, src + (o * n + from) * row, row);
           }
         },
@@ -580,6 +632,20 @@ class PermuteAxis : public UnaryPrimitive {
       }
     }
     return {zeros_like(p[0])};
+  }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    // One permutation for every entry: the batch of x stays where it is.
+    if (axes[1] < 0 && in[1].ndim() == 1) {
+      const int b = axes[0];
+      auto prim = std::make_shared<PermuteAxis>(::loom::detail::batched_axis(axis_, b), inverse_);
+      return {{array(in[0].shape(), outs[0].dtype(), std::move(prim), {in[0], in[1]})}, {b}};
+    }
+    // A permutation per entry: the batch leads both x and the permutations.
+    std::vector<array> x = ::loom::detail::all_batch_first(in, axes);
+    Shape shape = x[0].shape();
+    return {{array(std::move(shape), outs[0].dtype(), std::make_shared<PermuteAxis>(axis_ + 1, inverse_), std::move(x))},
+            {0}};
   }
   const char* name() const override { return inverse_ ? "PermuteAxisInverse" : "PermuteAxis"; }
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "loom/core/primitive.h"
+#include "loom/ops/batching.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/indexing_utils.h"
 #include "loom/ops/kernels/elementwise.h"
@@ -221,6 +222,12 @@ class Sort : public UnaryPrimitive {
   std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t, const std::vector<int>&) override {
     return {take_along_axis(t[0], argsort(p[0], axis_), axis_)};
   }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    const int b = axes[0];
+    auto prim = std::make_shared<Sort>(detail::batched_axis(axis_, b));
+    return {{array(in[0].shape(), outs[0].dtype(), std::move(prim), {in[0]})}, {b}};
+  }
   const char* name() const override { return "Sort"; }
   bool supports_complex() const override { return true; }
 
@@ -232,6 +239,12 @@ class ArgSort : public UnaryPrimitive {
  public:
   explicit ArgSort(int axis) : axis_(axis) {}
   void eval_cpu(const std::vector<array>& in, array& out) override { run_sort<SortKind::argsort>(in[0], out, axis_, 0); }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>&) override {
+    const int b = axes[0];
+    auto prim = std::make_shared<ArgSort>(detail::batched_axis(axis_, b));
+    return {{array(in[0].shape(), int32, std::move(prim), {in[0]})}, {b}};
+  }
   const char* name() const override { return "ArgSort"; }
   bool supports_complex() const override { return true; }
   bool is_differentiable() const override { return false; }
@@ -240,11 +253,21 @@ class ArgSort : public UnaryPrimitive {
   int axis_;
 };
 
+Shape with_axis(Shape s, int axis, int size) {
+  s[axis] = size;
+  return s;
+}
+
 // The indices of the k largest (the last k of argsort), ascending; used by TopK's gradients.
 class ArgTopK : public UnaryPrimitive {
  public:
   ArgTopK(int k, int axis) : k_(k), axis_(axis) {}
   void eval_cpu(const std::vector<array>& in, array& out) override { run_sort<SortKind::argtopk>(in[0], out, axis_, k_); }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>&) override {
+    const int b = axes[0], ax = detail::batched_axis(axis_, b);
+    return {{array(with_axis(in[0].shape(), ax, k_), int32, std::make_shared<ArgTopK>(k_, ax), {in[0]})}, {b}};
+  }
   const char* name() const override { return "ArgTopK"; }
   bool supports_complex() const override { return true; }
   bool is_differentiable() const override { return false; }
@@ -252,11 +275,6 @@ class ArgTopK : public UnaryPrimitive {
  private:
   int k_, axis_;
 };
-
-Shape with_axis(Shape s, int axis, int size) {
-  s[axis] = size;
-  return s;
-}
 
 class TopK : public UnaryPrimitive {
  public:
@@ -268,6 +286,11 @@ class TopK : public UnaryPrimitive {
   }
   std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t, const std::vector<int>&) override {
     return {take_along_axis(t[0], indices(p[0]), axis_)};
+  }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    const int b = axes[0], ax = detail::batched_axis(axis_, b);
+    return {{array(with_axis(in[0].shape(), ax, k_), outs[0].dtype(), std::make_shared<TopK>(k_, ax), {in[0]})}, {b}};
   }
   const char* name() const override { return "TopK"; }
   bool supports_complex() const override { return true; }
@@ -285,6 +308,12 @@ class ArgPartition : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& in, array& out) override {
     run_sort<SortKind::argpartition>(in[0], out, axis_, kth_);
   }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>&) override {
+    const int b = axes[0];
+    auto prim = std::make_shared<ArgPartition>(kth_, detail::batched_axis(axis_, b));
+    return {{array(in[0].shape(), int32, std::move(prim), {in[0]})}, {b}};
+  }
   const char* name() const override { return "ArgPartition"; }
   bool supports_complex() const override { return true; }
   bool is_differentiable() const override { return false; }
@@ -293,9 +322,11 @@ class ArgPartition : public UnaryPrimitive {
   int kth_, axis_;
 };
 
-// For each value, its insertion index into a sorted 1-d sequence (inputs 0 and 1, of one dtype):
-// the first index whose element is not less than the value ("left") or greater than it ("right").
-// NaN orders after every other value, as sort puts it (numpy).
+// For each value, its insertion index into a sorted sequence (inputs 0 and 1, of one dtype): the
+// first index whose element is not less than the value ("left") or greater than it ("right"). NaN
+// orders after every other value, as sort puts it (numpy). The sequence runs along input 0's last
+// axis; its leading axes, if any (vmap's batches), match the values' leading axes, and each value
+// is searched in the sequence at its own position along them.
 class SearchSorted : public UnaryPrimitive {
  public:
   explicit SearchSorted(bool right) : right_(right) {}
@@ -304,10 +335,14 @@ class SearchSorted : public UnaryPrimitive {
     const array& vals = in[1];
     out.alloc();
     if (out.size() == 0) return;
-    const int64_t n = seq.shape()[0];
-    const int64_t ss = seq.strides()[0];
+    const int lead = static_cast<int>(seq.ndim()) - 1;
+    const int64_t n = seq.shape()[lead];
+    const int64_t ss = seq.strides()[lead];
     Shape shape = vals.shape();
-    std::array<Strides, 2> st{vals.strides(), out.strides()};
+    // The third operand walks the start of each value's sequence (stride 0 past the leading axes).
+    Strides seq_st(shape.size(), 0);
+    for (int d = 0; d < lead; ++d) seq_st[d] = seq.strides()[d];
+    std::array<Strides, 3> st{vals.strides(), out.strides(), seq_st};
     kernels::collapse(shape, st);
     int32_t* y0 = kernels::ptr<int32_t>(out);
     LOOM_DISPATCH_REAL(vals.dtype(), T, {
@@ -316,13 +351,14 @@ class SearchSorted : public UnaryPrimitive {
       const T* v0 = kernels::ptr<T>(vals);
       // a < b with NaN last.
       auto less = [](C a, C b) { return is_nan(b) ? !is_nan(a) : a < b; };
-      kernels::for_each_row<2>(shape, st, [&](const std::array<int64_t, 2>& o, int cnt, const std::array<int64_t, 2>& s) {
+      kernels::for_each_row<3>(shape, st, [&](const std::array<int64_t, 3>& o, int cnt, const std::array<int64_t, 3>& s) {
         for (int j = 0; j < cnt; ++j) {
           const C v = static_cast<C>(v0[o[0] + j * s[0]]);
+          const T* sp = s0 + o[2] + j * s[2];
           int64_t lo = 0, hi = n;  // the answer is in [lo, hi]
           while (lo < hi) {
             const int64_t mid = lo + (hi - lo) / 2;
-            const C e = static_cast<C>(s0[mid * ss]);
+            const C e = static_cast<C>(sp[mid * ss]);
             if (right_ ? !less(v, e) : less(e, v)) lo = mid + 1;
             else hi = mid;
           }
@@ -330,6 +366,18 @@ class SearchSorted : public UnaryPrimitive {
         }
       });
     });
+  }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>&) override {
+    // One shared 1-d sequence: the values keep their batch where it is.
+    if (axes[0] < 0 && in[0].ndim() == 1) {
+      return {{array(in[1].shape(), int32, std::make_shared<SearchSorted>(right_), {in[0], in[1]})}, {axes[1]}};
+    }
+    // Otherwise the batch becomes a leading axis of both (a view where an input is unbatched).
+    const int size = detail::vmap_size(in, axes);
+    array seq = detail::batch_first_broadcast(in[0], axes[0], size);
+    array vals = detail::batch_first_broadcast(in[1], axes[1], size);
+    return {{array(vals.shape(), int32, std::make_shared<SearchSorted>(right_), {seq, vals})}, {0}};
   }
   const char* name() const override { return "SearchSorted"; }
   bool is_differentiable() const override { return false; }
