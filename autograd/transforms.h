@@ -56,7 +56,8 @@ std::function<array(const array&)> grad(const UnaryFn& fun);
 /// `fun` applied along an axis of its inputs (MLX's vmap): input i carries its batch along axis
 /// in_axes[i], or is the same for every batch entry when in_axes[i] is -1 (None); output j gets its
 /// batch at axis out_axes[j] (negative counts from the end of the batched output). Empty in_axes or
-/// out_axes mean 0 for every input or output. Each primitive's batching rule (Primitive::vmap) builds
+/// out_axes mean 0 for every input or output; as in MLX, in_axes that are all -1 need out_axes that
+/// are all negative and the other way round (else std::invalid_argument when vmap is called). Each primitive's batching rule (Primitive::vmap) builds
 /// the batched graph once: nothing loops over the batch. vmap nests, and composes with grad, jvp,
 /// vjp and custom_function both ways. Throws std::invalid_argument for an axis out of range, batch
 /// sizes that differ, no batched input, a function that evaluates inside vmap, or a primitive with no
@@ -76,13 +77,20 @@ using CustomJvpFn = std::function<std::vector<array>(const std::vector<array>& p
                                                      const std::vector<array>& tangents,
                                                      const std::vector<int>& argnums)>;
 
-/// `fun` with its derivatives given by `fun_vjp` and/or `fun_jvp` instead of by differentiating
-/// through `fun` (the forward still runs `fun`). A missing rule falls back to differentiating `fun`;
-/// with neither, `fun` itself is returned. The rules run when a transform needs them and build graph
-/// like any op, so they compose (grad of grad works when the rules are differentiable).
-/// The vjp rule must return one cotangent per primal, each of its primal's shape.
+/// A user batching rule: (inputs, axes) -> (outputs, the batch axis of each), as Primitive::vmap
+/// (axes[i] == -1: input i is not batched).
+using CustomVmapFn = std::function<std::pair<std::vector<array>, std::vector<int>>(const std::vector<array>& inputs,
+                                                                                   const std::vector<int>& axes)>;
+
+/// `fun` with its derivatives given by `fun_vjp` and/or `fun_jvp`, and its batching by `fun_vmap`,
+/// instead of by transforming `fun` (the forward still runs `fun`). A missing rule falls back to
+/// transforming `fun`; with none, `fun` itself is returned. The rules run when a transform needs them
+/// and build graph like any op, so they compose (grad of grad works when the rules are
+/// differentiable; under vmap the vjp and jvp rules still apply, batched themselves). The vjp rule
+/// must return one cotangent per primal, each of its primal's shape.
 VectorFn custom_function(VectorFn fun, std::optional<CustomVjpFn> fun_vjp = std::nullopt,
-                         std::optional<CustomJvpFn> fun_jvp = std::nullopt);
+                         std::optional<CustomJvpFn> fun_jvp = std::nullopt,
+                         std::optional<CustomVmapFn> fun_vmap = std::nullopt);
 
 /// custom_function with only a vjp rule (forward mode differentiates through `fun`).
 VectorFn custom_vjp(VectorFn fun, CustomVjpFn fun_vjp);

@@ -194,6 +194,15 @@ std::vector<array> vmap_replace(const std::vector<array>& inputs, const std::vec
 }  // namespace detail
 
 VectorFn vmap(const VectorFn& fun, const std::vector<int>& in_axes, const std::vector<int>& out_axes) {
+  // As MLX: a list of only negative axes says "nothing batched", on either side or neither.
+  auto none = [](const std::vector<int>& a) {
+    return !a.empty() && std::all_of(a.begin(), a.end(), [](int x) { return x < 0; });
+  };
+  if (none(in_axes) != none(out_axes)) {
+    throw std::invalid_argument(msg("[vmap] ", none(in_axes) ? "no in_axes entry is batched (all -1) but out_axes are"
+                                                              : "every out_axes entry is negative but in_axes batch an input",
+                                    ": give both or neither"));
+  }
   return [fun, in_axes, out_axes](const std::vector<array>& inputs) {
     std::vector<int> ia = in_axes.empty() ? std::vector<int>(inputs.size(), 0) : in_axes;
     auto [s_inputs, s_outputs] = detail::vmap_trace(fun, inputs, ia);

@@ -144,6 +144,13 @@ class AllReduce : public Communication {
   // Flat: `layout` is the hash of the parts' shapes.
   AllReduce(ReduceKind k, Group g, uint64_t layout)
       : Communication(static_cast<int>(k), std::move(g), layout), op_(k), flat_(true) {}
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>&) override {
+    // Elementwise across ranks: the batch stays where it is. The flat form (average_gradients'
+    // buckets) concatenates flattened parts, so a batch has no one place in it: no rule.
+    if (flat_) return Primitive::vmap(in, axes, {});
+    return {{all_reduce_node(in[0], op_, group_)}, {axes[0]}};
+  }
   const char* name() const override { return reduce_name(op_); }
   bool supports_complex() const override { return true; }
   Run prepare(const std::vector<array>& in, array& out) override {
@@ -278,6 +285,12 @@ class WholeArray : public Communication {
 class AllGather : public WholeArray {
  public:
   explicit AllGather(Group g) : WholeArray(kGatherKind, std::move(g)) {}
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>&) override {
+    // Ranks' parts are stacked along axis 0: the batch must be elsewhere.
+    const array x = axes[0] == 0 ? moveaxis(in[0], 0, 1) : in[0];
+    return {{all_gather_node(x, group_)}, {axes[0] == 0 ? 1 : axes[0]}};
+  }
   const char* name() const override { return "all_gather"; }
   void communicate(const array& x, const array& out) const override {
     impl().all_gather(x.raw_data(), out.raw_data(), x.size(), x.dtype());
@@ -298,6 +311,11 @@ class AllGather : public WholeArray {
 class SumScatter : public WholeArray {
  public:
   explicit SumScatter(Group g) : WholeArray(kScatterKind, std::move(g)) {}
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>&) override {
+    const array x = axes[0] == 0 ? moveaxis(in[0], 0, 1) : in[0];
+    return {{sum_scatter_node(x, group_)}, {axes[0] == 0 ? 1 : axes[0]}};
+  }
   const char* name() const override { return "sum_scatter"; }
   void communicate(const array& x, const array& out) const override {
     impl().reduce_scatter(x.raw_data(), out.raw_data(), out.size(), x.dtype(), ReduceOp::sum);
@@ -311,6 +329,8 @@ class SumScatter : public WholeArray {
   }
 };
 
+// No batching rule: the receiving rank's recv depends on no batched input, so it could not know the
+// batched shape. (Recv has no inputs: vmap never meets it.)
 class Send : public Communication {
  public:
   Send(int dst, Group g) : Communication(kPointToPointKind, std::move(g)), dst_(dst) {}

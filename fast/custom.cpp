@@ -1,6 +1,7 @@
 #include "loom/fast/custom.h"
 
 #include "loom/autograd/transforms.h"
+#include "loom/ops/batching.h"
 #include "loom/ops/graph.h"
 
 namespace loom::fast {
@@ -20,6 +21,31 @@ std::vector<array> Custom::vjp(const std::vector<array>& primals, const std::vec
 std::vector<array> Custom::jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
                                const std::vector<int>& argnums) {
   return loom::jvp(reference_, primals, tangents_or_zeros(primals, tangents, argnums)).second;
+}
+
+std::pair<std::vector<array>, std::vector<int>> Custom::vmap(const std::vector<array>& inputs,
+                                                             const std::vector<int>& axes,
+                                                             const std::vector<array>& outputs) {
+  const Batching how = batching(axes);
+  if (how == Batching::reference) {
+    std::vector<array> out = loom::vmap(reference_, axes, std::vector<int>(outputs.size(), 0))(inputs);
+    return {out, std::vector<int>(out.size(), 0)};
+  }
+  std::vector<array> in;
+  if (how == Batching::same_shape) {
+    in = loom::detail::all_batch_first(inputs, axes);
+  } else {
+    for (size_t i = 0; i < inputs.size(); ++i) in.push_back(loom::detail::batch_first(inputs[i], axes[i]));
+  }
+  const int n = loom::detail::vmap_size(inputs, axes);
+  std::vector<Shape> shapes;
+  std::vector<Dtype> dtypes;
+  for (const array& o : outputs) {
+    shapes.push_back(loom::detail::insert_axis(o.shape(), 0, n));
+    dtypes.push_back(o.dtype());
+  }
+  std::vector<array> out = array::make_arrays(std::move(shapes), dtypes, outputs[0].primitive_ptr(), std::move(in));
+  return {out, std::vector<int>(out.size(), 0)};
 }
 
 std::vector<array> Custom::backward(std::shared_ptr<Primitive> kernel, const std::vector<array>& primals,

@@ -32,6 +32,9 @@ class Custom : public Primitive {
   /// The jvp of the reference.
   std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
                          const std::vector<int>& argnums) final;
+  /// This op's own kernel on the batch where batching() allows, else the batched reference (unfused).
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs, const std::vector<int>& axes,
+                                                       const std::vector<array>& outputs) final;
 
  protected:
   /// A fused kernel's cotangents of the inputs in `argnums` (normally through backward() below), or
@@ -53,6 +56,14 @@ class Custom : public Primitive {
   static std::vector<int> every_input(const std::vector<array>& primals);
   /// all[a] for each a in argnums.
   static std::vector<array> pick(const std::vector<array>& all, const std::vector<int>& argnums);
+
+  /// How the kernel runs on batched inputs (axes as in vmap): `reference` (it cannot; the batched
+  /// reference runs instead), `same_shape` (its inputs all have the output's shape and it works
+  /// element- or row-wise: every input gets the batch first, unbatched ones broadcast), `rows` (it
+  /// works row by row on input 0 and the batched inputs are row inputs: they get the batch first,
+  /// the others stay as they are).
+  enum class Batching { reference, same_shape, rows };
+  virtual Batching batching(const std::vector<int>& axes) const { return Batching::reference; }
 
   /// The reference's cotangents of the inputs in `argnums`.
   std::vector<array> reference_vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,

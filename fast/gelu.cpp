@@ -69,6 +69,7 @@ class GeluBackward : public CustomBackward {
   }
   // Into x's, g's or y's buffer: each element is read before it is written.
   uint64_t donors(const std::vector<array>& in, int) const override { return row_contiguous_donors(in, {0, 1, 2}); }
+  Batching batching(const std::vector<int>&) const override { return Batching::same_shape; }
   const char* name() const override { return "GeluBackward"; }
 };
 
@@ -97,6 +98,7 @@ class Gelu : public Custom {
     });
   }
   uint64_t donors(const std::vector<array>& in, int) const override { return row_contiguous_donors(in, {0}); }
+  Batching batching(const std::vector<int>&) const override { return Batching::same_shape; }
   const char* name() const override { return "Gelu"; }
 
  protected:

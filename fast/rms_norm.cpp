@@ -123,6 +123,13 @@ class RMSNorm : public Custom {
     });
   }
   uint64_t donors(const std::vector<array>& in, int) const override { return row_contiguous_donors(in, {0}); }
+  // Per-example weights need the reference; a batch of rows is more rows.
+  Batching batching(const std::vector<int>& axes) const override {
+    for (size_t i = 1; i < axes.size(); ++i) {
+      if (axes[i] >= 0) return Batching::reference;
+    }
+    return Batching::rows;
+  }
   const char* name() const override { return "RMSNorm"; }
 
  protected:

@@ -30,6 +30,7 @@ class SoftmaxBackward : public CustomBackward {
   }
   // Into g's or y's buffer: a row of each is read before dx's is written.
   uint64_t donors(const std::vector<array>& in, int) const override { return row_contiguous_donors(in, {1, 2}); }
+  Batching batching(const std::vector<int>&) const override { return Batching::same_shape; }
   const char* name() const override { return log_ ? "LogSoftmaxBackward" : "SoftmaxBackward"; }
 
  private:
@@ -46,6 +47,7 @@ class Softmax : public Custom {
     kernels::dispatch_real(x.dtype(), [&](auto tag) { kernels::softmax_rows<decltype(tag)>(x, outs[0], log_); });
   }
   uint64_t donors(const std::vector<array>& in, int) const override { return row_contiguous_donors(in, {0}); }
+  Batching batching(const std::vector<int>&) const override { return Batching::same_shape; }
   const char* name() const override { return log_ ? "FastLogSoftmax" : "FastSoftmax"; }
 
  protected:

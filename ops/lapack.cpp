@@ -10,6 +10,7 @@
 
 #include "loom/core/copy.h"
 #include "loom/core/primitive.h"
+#include "loom/ops/batching.h"
 #include "loom/ops/linalg.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
@@ -87,6 +88,19 @@ class SVD : public Primitive {
   }
 
   bool supports_complex() const override { return true; }
+  // Every matrix of a stack is factored on its own: the batch is one more stack axis, first.
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    const array a = detail::batch_first(in[0], axes[0]);
+    std::vector<Shape> shapes;
+    std::vector<Dtype> dtypes;
+    for (const array& o : outs) {
+      shapes.push_back(detail::insert_axis(o.shape(), 0, a.shape()[0]));
+      dtypes.push_back(o.dtype());
+    }
+    auto out = array::make_arrays(std::move(shapes), dtypes, outs[0].primitive_ptr(), {a});
+    return {out, std::vector<int>(out.size(), 0)};
+  }
   const char* name() const override { return "SVD"; }
   void print(std::ostream& os) const override { os << "SVD(" << (compute_uv_ ? "uv" : "values") << ")"; }
 

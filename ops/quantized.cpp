@@ -24,6 +24,7 @@
 #include "loom/core/parallel.h"
 #include "loom/core/primitive.h"
 #include "loom/core/threads.h"
+#include "loom/ops/batching.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/kernels/gemm.h"
 #include "loom/ops/ops.h"
@@ -340,6 +341,27 @@ void fp_quantize_group(const T* w, QMode m, float global, bool has_global, uint3
   pack_codes(codes, gs, bits, out);
 }
 
+// The batching rule of Quantize and Dequantize: groups run along the last axis, so a batch is more
+// leading rows; `arrays` (the weights, scales, biases) get the batch first, a global scale (0-d, after
+// them) cannot vary along it.
+std::pair<std::vector<array>, std::vector<int>> vmap_rows(const char* op, size_t arrays, const std::vector<array>& in,
+                                                          const std::vector<int>& axes, const std::vector<array>& outs) {
+  for (size_t i = arrays; i < in.size(); ++i) {
+    if (axes[i] >= 0) throw std::invalid_argument(msg("[vmap] ", op, " with a global scale that varies along the batch"));
+  }
+  const int n = loom::detail::vmap_size(in, axes);
+  std::vector<array> x(in.begin(), in.end());
+  for (size_t i = 0; i < arrays; ++i) x[i] = loom::detail::batch_first_broadcast(in[i], axes[i], n);
+  std::vector<Shape> shapes;
+  std::vector<Dtype> dtypes;
+  for (const array& o : outs) {
+    shapes.push_back(loom::detail::insert_axis(o.shape(), 0, n));
+    dtypes.push_back(o.dtype());
+  }
+  auto out = array::make_arrays(std::move(shapes), dtypes, outs[0].primitive_ptr(), std::move(x));
+  return {out, std::vector<int>(out.size(), 0)};
+}
+
 // Outputs: w_q, scales[, biases]. Inputs: w[, global_scale].
 class Quantize : public Primitive {
  public:
@@ -372,6 +394,10 @@ class Quantize : public Primitive {
     });
   }
   bool is_differentiable() const override { return false; }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    return vmap_rows("quantize", 1, in, axes, outs);
+  }
   const char* name() const override { return "Quantize"; }
 
  private:
@@ -468,6 +494,10 @@ class Dequantize : public UnaryPrimitive {
       (argnums[i] == 1 ? ts : tb) = t[i];
     }
     return {dequantize(p[0], ts ? *ts : zeros_like(p[1]), tb ? *tb : zeros_like(p[2]), gs_, bits_, "affine")};
+  }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    return vmap_rows("dequantize", mode_ == QMode::affine ? 3 : 2, in, axes, outs);
   }
   const char* name() const override { return "Dequantize"; }
 
@@ -715,6 +745,30 @@ class QuantizedMatmul : public UnaryPrimitive {
     if (ts || tb) add_term(apply(p[0], p[1], ts ? *ts : zeros_like(p[2]), tb ? *tb : zeros_like(p[3]), p));
     return {*acc};
   }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    // The gathered form picks matrices by index arrays: no rule (use quantized_matmul per batch).
+    if (gather_) return Primitive::vmap(in, axes, outs);
+    const int n = loom::detail::vmap_size(in, axes);
+    const Shape& out = outs[0].shape();
+    bool w_batched = false;
+    for (size_t i = 1; i < in.size(); ++i) w_batched |= axes[i] >= 0;
+    if (!w_batched && in[1].ndim() == 2) {
+      // One weight matrix for the whole batch: the batch is more rows of x.
+      std::vector<array> x = in;
+      x[0] = loom::detail::batch_first(in[0], axes[0]);
+      return {{array(loom::detail::insert_axis(out, 0, n), outs[0].dtype(), outs[0].primitive_ptr(), std::move(x))}, {0}};
+    }
+    // Weights per batch entry: a stack of matrices, x's rows (all of its leading axes) against each.
+    std::vector<array> b = loom::detail::all_batch_first(in, axes);
+    const int K = b[0].shape(-1), M = static_cast<int>(b[0].size() / (size_t(n) * K));
+    const size_t w_ndim = in[1].ndim() - (axes[1] >= 0 ? 1 : 0);  // the unbatched w's
+    if (w_ndim == 2) b[0] = reshape(b[0], {n, M, K});  // one matrix per entry: x's leading axes merged
+    Shape flat = b[0].shape();
+    flat.back() = out.back();
+    array r(std::move(flat), outs[0].dtype(), outs[0].primitive_ptr(), std::move(b));
+    return {{reshape(r, loom::detail::insert_axis(out, 0, n))}, {0}};
+  }
   const char* name() const override { return gather_ ? "GatherQMM" : "QuantizedMatmul"; }
 
  private:
@@ -779,6 +833,10 @@ class ConvertFP8 : public UnaryPrimitive {
     }
   }
   bool is_differentiable() const override { return false; }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    return loom::detail::vmap_elementwise(in, axes, outs);
+  }
   const char* name() const override { return to_ ? "ToFP8" : "FromFP8"; }
 
  private:

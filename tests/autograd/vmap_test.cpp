@@ -27,10 +27,13 @@ VectorFn vm_two(const std::function<array(const array&, const array&)>& f) {
 TEST(Vmap, UnaryOnEveryBatchAxisAndOutAxis) {
   const array x = vm_f32({3, 4, 5}, 1);
   for (int in_ax : {0, 1, 2}) {
-    for (int out_ax : {0, 1, 2, -1}) {
+    for (int out_ax : {0, 1, 2}) {
       expect_vmap_matches_loop(vm_one([](const array& a) { return exp(sin(a)); }), {x}, {in_ax}, {out_ax});
     }
   }
+  // A negative out axis counts from the end (beside a non-negative one: all negative means None).
+  expect_vmap_matches_loop([](const std::vector<array>& v) { return std::vector<array>{v[0], cos(v[0])}; }, {x}, {1},
+                           {0, -1});
   // The one-array form.
   array y = vmap([](const array& a) { return multiply(a, a); }, 1, 0)(x);
   ASSERT_EQ(y.shape(), (Shape{4, 3, 5}));
@@ -241,7 +244,9 @@ TEST(Vmap, Errors) {
   EXPECT_THROW_MSG(vmap(f, {0, 0})({x, y}), std::invalid_argument, "batch sizes differ");
   EXPECT_THROW_MSG(vmap(f, {2, 0})({x, x}), std::invalid_argument, "in_axes[0] = 2 is not an axis of input 0 of shape (4,3)");
   EXPECT_THROW_MSG(vmap(f, {-2, 0})({x, x}), std::invalid_argument, "in_axes[0] = -2");
-  EXPECT_THROW_MSG(vmap(f, {-1, -1})({x, x}), std::invalid_argument, "no input is batched");
+  EXPECT_THROW_MSG(vmap(f, {-1, -1})({x, x}), std::invalid_argument, "no in_axes entry is batched (all -1) but out_axes are");
+  EXPECT_THROW_MSG(vmap(f, {0, -1}, {-1}), std::invalid_argument, "every out_axes entry is negative but in_axes batch");
+  EXPECT_THROW_MSG(vmap(f, {-1, -1}, {-1})({x, x}), std::invalid_argument, "no input is batched");
   EXPECT_THROW_MSG(vmap(f, {0, 0}, {0, 0})({x, x}), std::invalid_argument, "2 out_axes for 1 outputs");
   EXPECT_THROW_MSG(vmap(f, {0, 0}, {2})({x, x}), std::invalid_argument, "out_axes[0] = 2 is not an axis of output 0");
   EXPECT_THROW_MSG(vmap(vm_one([](const array& a) { return array(sum(a).item<float>()); }), {0})({x}),
@@ -251,4 +256,89 @@ TEST(Vmap, Errors) {
                    "in_axes[0] = 0 is not an axis of input 0 of shape ()");
   // Nothing is left half-made: the inputs still evaluate.
   expect_array(sum(x), {}, {sum(x).item<double>()});
+}
+
+TEST(Vmap, CustomFunctionRules) {
+  const array x = vm_f32({5, 3}, 40);
+  auto f = [](const std::vector<array>& v) { return std::vector<array>{sin(v[0])}; };
+  // A vmap rule is used in place of batching the function (it says cos, to be seen).
+  int calls = 0;
+  CustomVmapFn rule = [&calls](const std::vector<array>& in, const std::vector<int>& axes) {
+    ++calls;
+    return std::make_pair(std::vector<array>{cos(in[0])}, std::vector<int>{axes[0]});
+  };
+  auto cf = custom_function(f, std::nullopt, std::nullopt, rule);
+  array r = vmap(cf, {1})({x})[0];
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(allclose(r, transpose(cos(x))).item<bool>());
+  // Unbatched, the function itself runs.
+  EXPECT_TRUE(allclose(cf({x})[0], sin(x)).item<bool>());
+
+  // The vjp rule (deliberately not sin's derivative: 2 c) survives vmap, both ways round.
+  CustomVjpFn twice = [](const std::vector<array>&, const std::vector<array>& c, const std::vector<array>&) {
+    return std::vector<array>{multiply(c[0], array(2.0f))};
+  };
+  auto cv = custom_function(f, twice);
+  auto loss = [&](const std::vector<array>& v) { return sum(vmap(cv, {0})(v)[0]); };
+  expect_array(grad(loss)({x})[0], {5, 3}, std::vector<double>(15, 2.0));
+  auto g = grad([&](const std::vector<array>& v) { return sum(cv(v)[0]); });
+  array per = vmap(g, {0})({x})[0];
+  expect_array(per, {5, 3}, std::vector<double>(15, 2.0));
+  // An unbatched primal's cotangent sums over the batch.
+  auto cv2 = custom_function(
+      [](const std::vector<array>& v) { return std::vector<array>{multiply(v[0], v[1])}; },
+      CustomVjpFn([](const std::vector<array>& p, const std::vector<array>& c, const std::vector<array>&) {
+        return std::vector<array>{multiply(c[0], p[1]), multiply(c[0], p[0])};
+      }));
+  const array w = vm_f32({3}, 41);
+  auto gw = grad([&](const std::vector<array>& v) { return sum(vmap(cv2, {0, -1})({v[0], v[1]})[0]); }, {0, 1})({x, w});
+  EXPECT_TRUE(allclose(gw[0], broadcast_to(w, {5, 3})).item<bool>());
+  EXPECT_TRUE(allclose(gw[1], sum(x, 0)).item<bool>());
+
+  // The jvp rule too (3 t, to be seen).
+  CustomJvpFn thrice = [](const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) {
+    return std::vector<array>{multiply(t[0], array(3.0f))};
+  };
+  auto cj = custom_function(f, std::nullopt, thrice);
+  const array t = vm_f32({5, 3}, 42);
+  auto tan = jvp([&](const std::vector<array>& v) { return vmap(cj, {0})(v); }, {x}, {t}).second[0];
+  EXPECT_TRUE(allclose(tan, multiply(t, array(3.0f))).item<bool>());
+  // checkpoint under vmap: the same values and gradients.
+  auto ck = checkpoint([](const std::vector<array>& v) { return std::vector<array>{exp(tanh(v[0]))}; });
+  expect_vmap_matches_loop(ck, {x}, {1});
+  expect_vmap_matches_loop(grad([&](const std::vector<array>& v) { return sum(ck(v)[0]); }), {x}, {0});
+}
+
+TEST(Vmap, FusedOps) {
+  const array x = vm_f32({4, 3, 8}, 43), w = vm_f32({8}, 44), b = vm_f32({8}, 45), ws = vm_f32({4, 8}, 46);
+  for (int ax : {0, 1, 2}) {
+    expect_vmap_matches_loop(vm_one([](const array& a) { return fast::gelu(a); }), {x}, {ax});
+    expect_vmap_matches_loop(vm_one([](const array& a) { return fast::softmax(a); }), {x}, {ax});
+    expect_vmap_matches_loop(vm_one([](const array& a) { return fast::log_softmax(a); }), {x}, {ax});
+  }
+  auto ln = [](const std::vector<array>& v) { return std::vector<array>{fast::layer_norm(v[0], v[1], v[2], 1e-5)}; };
+  expect_vmap_matches_loop(ln, {x, w, b}, {0, -1, -1}, {}, 1e-5, 1e-5);
+  expect_vmap_matches_loop(ln, {x, ws, b}, {0, 0, -1}, {}, 1e-5, 1e-5);  // per-example weights: the reference
+  auto rms = [](const std::vector<array>& v) { return std::vector<array>{fast::rms_norm(v[0], v[1], 1e-5)}; };
+  expect_vmap_matches_loop(rms, {x, w}, {1, -1}, {}, 1e-5, 1e-5);
+  expect_vmap_matches_loop(rms, {x, ws}, {0, 0}, {}, 1e-5, 1e-5);
+  // Their backward kernels, under per-example gradients.
+  auto ln_loss = [](const std::vector<array>& v) { return sum(square(fast::layer_norm(fast::gelu(v[0]), v[1], v[2], 1e-5))); };
+  expect_vmap_matches_loop(grad(ln_loss, {0, 1, 2}), {x, w, b}, {0, -1, -1}, {}, 1e-4, 1e-5);
+  auto sm_loss = [](const std::vector<array>& v) { return sum(multiply(fast::softmax(v[0]), v[1])); };
+  expect_vmap_matches_loop(grad(sm_loss, {0}), {x, transpose(x, {2, 0, 1})}, {2, 0}, {}, 1e-5, 1e-6);
+  auto rms_loss = [](const std::vector<array>& v) { return sum(square(fast::rms_norm(v[0], v[1], 1e-5))); };
+  expect_vmap_matches_loop(grad(rms_loss, {0, 1}), {x, w}, {1, -1}, {}, 1e-4, 1e-5);
+  // Attention and cross-entropy batch through their references.
+  const array q = vm_f32({3, 2, 4, 8}, 47), k = vm_f32({3, 2, 5, 8}, 48), v = vm_f32({3, 2, 5, 8}, 49);
+  auto attn = [](const std::vector<array>& a) {
+    return std::vector<array>{fast::scaled_dot_product_attention(a[0], a[1], a[2], 0.35)};
+  };
+  expect_vmap_matches_loop(attn, {q, k, v}, {0, 0, 0}, {}, 1e-5, 1e-5);
+  expect_vmap_matches_loop(attn, {q, take(k, 0, 1), take(v, 1, 1)}, {2, -1, -1}, {}, 1e-5, 1e-5);
+  const array logits = vm_f32({6, 4, 10}, 50);
+  const array labels = astype(vm_f32({6, 4}, 51, 0, 10), int32);
+  auto ce = [](const std::vector<array>& a) { return std::vector<array>{fast::softmax_cross_entropy(a[0], a[1])}; };
+  expect_vmap_matches_loop(ce, {logits, labels}, {0, 0}, {}, 1e-5, 1e-5);
+  expect_vmap_matches_loop(ce, {logits, labels}, {1, 1}, {}, 1e-5, 1e-5);
 }

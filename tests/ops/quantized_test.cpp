@@ -552,3 +552,43 @@ TEST(Quantize, BadInputsThrowNamingTheOp) {
   EXPECT_THROW_MSG(from_fp8(array(std::vector<uint8_t>{1}, {1}, uint8), int32), std::invalid_argument,
                    "[from_fp8] the dtype must be floating");
 }
+
+TEST(Quantize, UnderVmap) {
+  using loom::testing::expect_vmap_matches_loop;
+  const array w = randn({3, 16, 64}, 91);
+  for (int ax : {0, 1}) {
+    expect_vmap_matches_loop([](const std::vector<array>& v) { return quantize(v[0], 32, 4); }, {w}, {ax}, {}, 0, 0);
+    expect_vmap_matches_loop([](const std::vector<array>& v) { return quantize(v[0], 32, 4, "mxfp4"); }, {w}, {ax}, {},
+                             0, 0);
+  }
+  // Dequantize with codes, scales and biases batched or shared.
+  auto q = quantize(w, 32, 4);
+  auto deq = [](const std::vector<array>& v) { return std::vector<array>{dequantize(v[0], v[1], v[2], 32, 4)}; };
+  expect_vmap_matches_loop(deq, {q[0], q[1], q[2]}, {0, 0, 0}, {}, 0, 0);
+  expect_vmap_matches_loop(deq, {q[0], take(q[1], 0, 0), take(q[2], 1, 0)}, {0, -1, -1}, {}, 0, 0);
+  expect_vmap_matches_loop(deq, {q[0], q[1], q[2]}, {1, 1, 1}, {}, 0, 0);
+  // quantized_matmul: a batch of inputs against one weight (more rows), and per-entry weights.
+  const array x = randn({4, 5, 64}, 92);
+  auto w2 = quantize(randn({24, 64}, 93), 32, 4);
+  auto qmm = [](const std::vector<array>& v) {
+    return std::vector<array>{quantized_matmul(v[0], v[1], v[2], v[3], true, 32, 4)};
+  };
+  expect_vmap_matches_loop(qmm, {x, w2[0], w2[1], w2[2]}, {0, -1, -1, -1}, {}, 1e-5, 1e-5);
+  expect_vmap_matches_loop(qmm, {x, w2[0], w2[1], w2[2]}, {1, -1, -1, -1}, {}, 1e-5, 1e-5);
+  auto ws = quantize(randn({4, 24, 64}, 94), 32, 4);
+  expect_vmap_matches_loop(qmm, {x, ws[0], ws[1], ws[2]}, {0, 0, 0, 0}, {}, 1e-5, 1e-5);
+  expect_vmap_matches_loop(qmm, {take(x, 0, 0), ws[0], ws[1], ws[2]}, {-1, 0, 0, 0}, {}, 1e-5, 1e-5);
+  const array x3 = randn({4, 2, 5, 64}, 95);  // x with a stack axis of its own, weights per entry
+  expect_vmap_matches_loop(qmm, {x3, ws[0], ws[1], ws[2]}, {0, 0, 0, 0}, {}, 1e-5, 1e-5);
+  auto stack = quantize(randn({2, 24, 64}, 96), 32, 4);  // a shared stack of weights
+  expect_vmap_matches_loop(qmm, {x3, stack[0], stack[1], stack[2]}, {0, -1, -1, -1}, {}, 1e-5, 1e-5);
+  expect_vmap_matches_loop(qmm, {moveaxis(x3, 0, 2), stack[0], stack[1], stack[2]}, {2, -1, -1, -1}, {}, 1e-5, 1e-5);
+  // Gradients of x through it, per entry.
+  auto loss = [&](const std::vector<array>& v) {
+    return sum(square(quantized_matmul(v[0], w2[0], w2[1], w2[2], true, 32, 4)));
+  };
+  expect_vmap_matches_loop(grad(loss), {x}, {0}, {}, 1e-5, 1e-5);
+  // fp8 conversions.
+  expect_vmap_matches_loop([](const std::vector<array>& v) { return std::vector<array>{from_fp8(to_fp8(v[0]), float32)}; },
+                           {x}, {2}, {}, 0, 0);
+}

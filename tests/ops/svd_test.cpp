@@ -117,3 +117,14 @@ TEST(Svd, BadInputs) {
   EXPECT_THROW_MSG(vjp([](const array& x) { return linalg::svd(x, false)[0]; }, eye(2), ones({2})),
                    std::invalid_argument, "SVD(values) has no vector-Jacobian product");
 }
+
+TEST(Svd, UnderVmap) {
+  // Each matrix is factored on its own, so the batched factors are the loop's, bit for bit.
+  const array a = astype(lcg_uniform({3, 4, 5, 2}, -1, 1, 61), float32);
+  for (int ax : {0, 1, 3}) {
+    loom::testing::expect_vmap_matches_loop([](const std::vector<array>& v) { return linalg::svd(v[0]); }, {a}, {ax},
+                                            {}, 0, 0);
+    loom::testing::expect_vmap_matches_loop(
+        [](const std::vector<array>& v) { return linalg::svd(v[0], false); }, {a}, {ax}, {}, 0, 0);
+  }
+}
