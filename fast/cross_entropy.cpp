@@ -9,6 +9,7 @@
 #include "loom/fast/custom.h"
 #include "loom/fast/fast.h"
 #include "loom/ops/autocast.h"
+#include "loom/ops/batching.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/kernels/elementwise.h"
 #include "loom/ops/kernels/fast_math.h"
@@ -175,6 +176,18 @@ Composition reference(int axis, double ls) {
   };
 }
 
+// The batching rule of both cross-entropy kernels: every input with the batch first (so the class axis
+// moves up one), the same kernel on one more leading axis.
+template <typename Kernel>
+std::pair<std::vector<array>, std::vector<int>> vmap_rows_at(const std::vector<array>& in, const std::vector<int>& axes,
+                                                             const std::vector<array>& outs, int axis, double ls) {
+  std::vector<array> x = loom::detail::all_batch_first(in, axes);
+  const int n = x[0].shape()[0];
+  return {{array(loom::detail::insert_axis(outs[0].shape(), 0, n), outs[0].dtype(), std::make_shared<Kernel>(axis + 1, ls),
+                 std::move(x))},
+          {0}};
+}
+
 // d/dx of softmax_cross_entropy, scaled by the cotangent g: (softmax(x) - q) * g with
 // q = (1 - ls) * onehot(t) + ls / C. Inputs: x, t, g (g has the shape of the loss).
 class SoftmaxCrossEntropyBackward : public CustomBackward {
@@ -187,6 +200,10 @@ class SoftmaxCrossEntropyBackward : public CustomBackward {
     out.alloc();
     if (out.size() == 0) return;
     LOOM_DISPATCH_FLOAT(x.dtype(), T, backward_kernel<T>(x, tgt, g, out, axis_, ls_));
+  }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    return vmap_rows_at<SoftmaxCrossEntropyBackward>(in, axes, outs, axis_, ls_);
   }
   const char* name() const override { return "SoftmaxCrossEntropyBackward"; }
 
@@ -205,6 +222,10 @@ class SoftmaxCrossEntropy : public Custom {
     out.alloc();
     if (out.size() == 0) return;
     LOOM_DISPATCH_FLOAT(x.dtype(), T, forward_kernel<T>(x, tgt, out, axis_, ls_));
+  }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>& outs) override {
+    return vmap_rows_at<SoftmaxCrossEntropy>(in, axes, outs, axis_, ls_);
   }
   const char* name() const override { return "SoftmaxCrossEntropy"; }
 

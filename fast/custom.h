@@ -34,7 +34,7 @@ class Custom : public Primitive {
                          const std::vector<int>& argnums) final;
   /// This op's own kernel on the batch where batching() allows, else the batched reference (unfused).
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs, const std::vector<int>& axes,
-                                                       const std::vector<array>& outputs) final;
+                                                       const std::vector<array>& outputs) override;
 
  protected:
   /// A fused kernel's cotangents of the inputs in `argnums` (normally through backward() below), or

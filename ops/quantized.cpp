@@ -747,8 +747,7 @@ class QuantizedMatmul : public UnaryPrimitive {
   }
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
                                                        const std::vector<array>& outs) override {
-    // The gathered form picks matrices by index arrays: no rule (use quantized_matmul per batch).
-    if (gather_) return Primitive::vmap(in, axes, outs);
+    if (gather_) return vmap_gather(in, axes);
     const int n = loom::detail::vmap_size(in, axes);
     const Shape& out = outs[0].shape();
     bool w_batched = false;
@@ -802,6 +801,31 @@ class QuantizedMatmul : public UnaryPrimitive {
     full.push_back(per.shape(2));
     return reshape(acc, full);
   }
+  // gather_qmm: a batched x (or w) is one more leading axis of the matrices it holds, so entry b's
+  // matrices are numbers b * count + i of the stack; its indices are offset to them. Batched indices
+  // are more index pairs. One gather_qmm for the whole batch.
+  std::pair<std::vector<array>, std::vector<int>> vmap_gather(const std::vector<array>& in,
+                                                              const std::vector<int>& axes) const {
+    const int n = loom::detail::vmap_size(in, axes);
+    const size_t nw_in = in.size() - 3;  // w, scales[, biases]
+    bool w_batched = false;
+    for (size_t i = 1; i <= nw_in; ++i) w_batched |= axes[i] >= 0;
+    std::vector<array> ops(in.begin(), in.end() - 2);
+    ops[0] = loom::detail::batch_first(in[0], axes[0]);
+    for (size_t i = 1; i <= nw_in && w_batched; ++i) ops[i] = loom::detail::batch_first_broadcast(in[i], axes[i], n);
+    auto indices = [&](size_t k, bool operand_batched, const array& operand) {
+      array idx = loom::detail::batch_first_broadcast(in[k], axes[k], n);
+      if (!operand_batched) return idx;
+      const int count = static_cast<int>(batch_count(operand) / n);  // matrices per entry
+      Shape ones(idx.ndim(), 1);
+      ones[0] = n;
+      return add(idx, reshape(multiply(arange(0, n, 1, int32), array(count, int32)), ones));
+    };
+    array li = indices(in.size() - 2, axes[0] >= 0, ops[0]), ri = indices(in.size() - 1, w_batched, ops[1]);
+    std::optional<array> biases = mode_ == QMode::affine ? std::optional<array>(ops[3]) : std::nullopt;
+    return {{gather_qmm(ops[0], ops[1], ops[2], biases, li, ri, transpose_, gs_, bits_, mode_name(mode_))}, {0}};
+  }
+
   int gs_, bits_;
   QMode mode_;
   bool transpose_, gather_;

@@ -132,7 +132,10 @@ void reduce_kernel(const array& in, array& out, const std::vector<int>& axes, Ac
     for (int d : p.kept_shape) rows *= d;
     if (rows < 8 && n >= 2 * kChunk) {
       const int64_t chunks = (n + kChunk - 1) / kChunk;
-      std::vector<Acc> partial(static_cast<size_t>(chunks));
+      // Not std::vector<bool> (all / any): its elements share words, so threads writing neighbouring
+      // chunks' results would race.
+      using Slot = std::conditional_t<std::is_same_v<Acc, bool>, uint8_t, Acc>;
+      std::vector<Slot> partial(static_cast<size_t>(chunks));
       kernels::for_each_row<2>(p.kept_shape, p.kept_strides,
                                [&](const std::array<int64_t, 2>& o, int cnt, const std::array<int64_t, 2>& s) {
                                  for (int j = 0; j < cnt; ++j) {
@@ -144,7 +147,7 @@ void reduce_kernel(const array& in, array& out, const std::vector<int>& axes, Ac
                                      }
                                    }, 2);
                                    Acc acc = init;
-                                   for (Acc v : partial) acc = op(acc, v);
+                                   for (Slot v : partial) acc = op(acc, static_cast<Acc>(v));
                                    y[o[1] + j * s[1]] = static_cast<Out>(acc);
                                  }
                                });

@@ -2,11 +2,13 @@
 // runs each with Loom's public API and writes one JSON line of results per case to stdout, flushed,
 // so that when a case crashes the process the driver (diff.py) knows which one it was.
 //
-//   loom_diff [--fusion on|off|both] [--threads N] [--primitives] < cases.jsonl
+//   loom_diff [--fusion on|off|both] [--threads N] [--primitives] [--no-vmap] < cases.jsonl
 //
 // Case:   {"id", "op", "inputs": [{"dtype", "shape", "data", "view"?}], "params"?, "vjp"?, "jvp"?}
 // Result: {"id", "outputs": [{"dtype", "shape", "data"}], "vjp"?: [...], "jvp"?: [...],
-//          "nofuse"?: {...the same, from a run with fusion off, when it differs...}}
+//          "nofuse"?: {...the same, from a run with fusion off, when it differs...},
+//          "vmap"?: "what differs when the op (and its vjp) under vmap disagrees with a loop over
+//                   a batch of three perturbed copies of the inputs (see vmap_check)"}
 //         or {"id", "error": "..."} when Loom throws.
 // Floating values are numbers or the strings "nan", "inf", "-inf", a complex64 value a [real, imag]
 // pair of them; a view recipe is a list of
@@ -398,7 +400,136 @@ std::vector<array> run_op(const std::string& name, const Args& x, const json& p)
   return it->second(x, p);
 }
 
-json run_case(const json& c) {
+// ---- vmap against a loop (Loom against Loom) ----
+
+// x's entry k of a batch: floating inputs scaled (entry 2 negated) so that entries differ; integer
+// and bool inputs (indices, masks) stay the same, so that they stay valid.
+array vm_entry(const array& x, int k) {
+  if (k == 0 || !is_inexact(x.dtype())) return x;
+  const double scale = k == 1 ? 0.75 : -0.5, shift = k == 1 ? 0.125 : 0.0;
+  return astype(add(multiply(x, array(scale, x.dtype())), array(shift, x.dtype())), x.dtype());
+}
+
+// Empty when `got` (from vmap) equals `want` (the loop); else what differs.
+std::string vm_compare(const array& got, const array& want, const std::string& what) {
+  std::ostringstream os;
+  if (got.shape() != want.shape() || got.dtype() != want.dtype()) {
+    os << what << ": vmap gives shape " << detail::shape_str(got.shape()) << " " << got.dtype() << ", the loop "
+       << detail::shape_str(want.shape()) << " " << want.dtype();
+    return os.str();
+  }
+  bool same;
+  if (is_inexact(got.dtype())) {
+    const double half = got.dtype() == float16 || got.dtype() == bfloat16 ? 1e-2 : 1e-4;
+    // Batched kernels may sum in another order: a tolerance relative to the largest value. Complex
+    // values part by part (so that equal infinities in a part compare equal).
+    auto close = [&](array g, array w) {
+      // A sum of opposite infinities is NaN or not depending on its order (a batched GEMM blocks
+      // otherwise): a NaN facing an infinity is no disagreement.
+      const array order = logical_or(logical_and(isnan(g), isinf(w)), logical_and(isnan(w), isinf(g)));
+      g = where(order, zeros_like(g), g);
+      w = where(order, zeros_like(w), w);
+      const double big = w.size() ? max(abs(where(isfinite(w), w, zeros_like(w)))).item<double>() : 0.0;
+      return allclose(g, w, half, half * 1e-1 * (big + 1.0), true).item<bool>();
+    };
+    if (got.dtype() == complex64) {
+      same = close(astype(real(got), float64), astype(real(want), float64)) &&
+             close(astype(imag(got), float64), astype(imag(want), float64));
+    } else {
+      same = close(astype(got, float64), astype(want, float64));
+    }
+  } else {
+    same = array_equal(got, want).item<bool>();
+  }
+  if (!same) os << what << ": vmap and the loop differ\nvmap " << got << "\nloop " << want;
+  return os.str();
+}
+
+// vmap of the case's function (and of its vjp, when the case has cotangents) over a batch of three
+// entries, with each input batched along an axis picked from the case id (or not batched), against
+// calling it on each entry. Empty when they agree or the check does not apply (an entry throws, or
+// the op must read values: it evaluates an input, which vmap cannot allow).
+std::string vmap_check(const json& c, const std::vector<array>& bases, const VectorFn& fn) {
+  if (bases.empty()) return "";
+  uint64_t h = std::hash<std::string>{}(c.at("id").dump());
+  std::vector<int> axes;
+  bool any = false;
+  for (const array& b : bases) {
+    h = h * 6364136223846793005ULL + 1442695040888963407ULL;
+    const int pick = static_cast<int>((h >> 33) % (b.ndim() + 2)) - 1;  // -1 .. ndim
+    axes.push_back(pick);
+    any |= pick >= 0;
+  }
+  if (!any) axes[0] = 0;
+  std::vector<int> cot_axes;
+  std::vector<array> cots;
+  if (c.contains("vjp")) {
+    for (const auto& t : c["vjp"]) cots.push_back(make_array(t));
+  }
+  struct Fn {
+    VectorFn f;
+    std::vector<array> ins;
+    const char* what;
+  };
+  std::vector<Fn> fns{{fn, bases, "value"}};
+  if (!cots.empty()) {
+    const size_t n = bases.size();
+    VectorFn g = [fn, n](const std::vector<array>& v) {
+      return vjp(fn, std::vector<array>(v.begin(), v.begin() + n), std::vector<array>(v.begin() + n, v.end())).second;
+    };
+    std::vector<array> ins = bases;
+    ins.insert(ins.end(), cots.begin(), cots.end());
+    fns.push_back({g, ins, "vjp"});
+  }
+  for (const Fn& f : fns) {
+    std::vector<int> ax = axes;
+    ax.resize(f.ins.size(), -1);  // cotangents: the same for every entry
+    std::vector<std::vector<array>> per_entry;
+    std::vector<array> batched;
+    try {
+      for (int k = 0; k < 3; ++k) {
+        std::vector<array> e;
+        for (size_t i = 0; i < f.ins.size(); ++i) e.push_back(ax[i] >= 0 ? vm_entry(f.ins[i], k) : f.ins[i]);
+        per_entry.push_back(f.f(e));
+        eval(per_entry.back());
+      }
+      for (size_t i = 0; i < f.ins.size(); ++i) {
+        batched.push_back(ax[i] < 0 ? f.ins[i]
+                                    : stack({vm_entry(f.ins[i], 0), vm_entry(f.ins[i], 1), vm_entry(f.ins[i], 2)}, ax[i]));
+      }
+    } catch (const std::exception&) {
+      return "";  // the op rejects an entry: nothing to compare
+    }
+    std::vector<array> got;
+    try {
+      got = vmap(f.f, ax)(batched);
+      eval(got);
+    } catch (const std::exception& e) {
+      const std::string m = e.what();
+      if (m.find("[vmap] the function evaluated") != std::string::npos) return "";
+      std::ostringstream os;
+      os << f.what << " with in_axes [";
+      for (size_t i = 0; i < ax.size(); ++i) os << (i ? ", " : "") << ax[i];
+      os << "] throws: " << m;
+      return os.str();
+    }
+    if (got.size() != per_entry[0].size()) return std::string(f.what) + ": vmap gives another number of outputs";
+    for (size_t j = 0; j < got.size(); ++j) {
+      std::string d = vm_compare(got[j], stack({per_entry[0][j], per_entry[1][j], per_entry[2][j]}, 0),
+                                 std::string(f.what) + " output " + std::to_string(j));
+      if (!d.empty()) {
+        std::ostringstream os;
+        os << d << "\nin_axes [";
+        for (size_t i = 0; i < ax.size(); ++i) os << (i ? ", " : "") << ax[i];
+        os << "]";
+        return os.str();
+      }
+    }
+  }
+  return "";
+}
+
+json run_case(const json& c, bool check_vmap) {
   const std::string op = c.at("op");
   const json params = c.value("params", json::object());
   std::vector<array> bases;
@@ -441,12 +572,16 @@ json run_case(const json& c) {
     r["jvp"] = json::array();
     for (auto& t : tangents_out) r["jvp"].push_back(encode(t));
   }
+  if (check_vmap) {
+    const std::string v = vmap_check(c, bases, fn);
+    if (!v.empty()) r["vmap"] = v;
+  }
   return r;
 }
 
-json run_guarded(const json& c) {
+json run_guarded(const json& c, bool check_vmap) {
   try {
-    return run_case(c);
+    return run_case(c, check_vmap);
   } catch (const std::exception& e) {
     return json{{"error", e.what()}};
   }
@@ -473,14 +608,15 @@ void record(const Primitive& p) {
 
 int main(int argc, char** argv) {
   std::string fusion = "both";
-  bool primitives = false;
+  bool primitives = false, vmap_checks = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--fusion" && i + 1 < argc) fusion = argv[++i];
     else if (a == "--threads" && i + 1 < argc) set_num_threads(std::stoi(argv[++i]));
     else if (a == "--primitives") primitives = true;
+    else if (a == "--no-vmap") vmap_checks = false;
     else {
-      std::cerr << "usage: loom_diff [--fusion on|off|both] [--threads N] [--primitives] < cases.jsonl\n";
+      std::cerr << "usage: loom_diff [--fusion on|off|both] [--threads N] [--primitives] [--no-vmap] < cases.jsonl\n";
       return 2;
     }
   }
@@ -490,10 +626,10 @@ int main(int argc, char** argv) {
     if (line.empty()) continue;
     json c = json::parse(line);
     detail::set_fusion(fusion != "off");
-    json r = run_guarded(c);
+    json r = run_guarded(c, vmap_checks);
     if (fusion == "both") {
       detail::set_fusion(false);
-      json r2 = run_guarded(c);
+      json r2 = run_guarded(c, false);
       if (r2 != r) r["nofuse"] = std::move(r2);
     }
     r["id"] = c.at("id");
