@@ -62,6 +62,15 @@ std::function<array(const array&)> grad(const UnaryFn& fun);
 /// vjp and custom_function both ways. Throws std::invalid_argument for an axis out of range, batch
 /// sizes that differ, no batched input, a function that evaluates inside vmap, or a primitive with no
 /// batching rule (named in the message).
+///
+/// Every primitive has a batching rule but these, for the reasons given where each is declared:
+/// - `send` (distributed/primitives.cpp): the receiving rank's recv depends on no batched input, so
+///   it could not know the batched shape (recv has no inputs: vmap never meets it);
+/// - the flat all_sum / all_mean (all_sum_flat, nn::average_gradients' buckets): its parts are
+///   flattened into one vector, where a batch has no single place;
+/// - quantize / dequantize with an nvfp4 global scale that varies along the batch.
+/// Random ops draw from their key: a batched key gives each entry its own samples; without a key,
+/// the key taken when vmap traces is the same for every entry (as in MLX).
 VectorFn vmap(const VectorFn& fun, const std::vector<int>& in_axes = {}, const std::vector<int>& out_axes = {});
 std::function<array(const array&, const array&)> vmap(const std::function<array(const array&, const array&)>& fun,
                                                       int in_axis_a = 0, int in_axis_b = 0, int out_axis = 0);
