@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "loom/autograd/tape.h"
 #include "loom/core/primitive.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
@@ -44,10 +45,23 @@ struct Tracers {
   Tracers& operator=(const Tracers&) = delete;
 };
 
-// The nodes between `sources` and `outputs` that depend on a source through floating-point values,
-// in topological order (one array per node). Ids of every array that carries a derivative are
-// added to `live`.
-std::vector<array> tape_between(const std::vector<array>& outputs, std::unordered_set<std::uintptr_t>& live) {
+void accumulate(std::unordered_map<std::uintptr_t, array>& acc, const array& target, array v) {
+  if (v.shape() != target.shape()) {
+    throw std::logic_error(msg("[vjp] a gradient of shape ", shape_str(v.shape()), " was produced for an input of shape ",
+                               shape_str(target.shape())));
+  }
+  if (v.dtype() != target.dtype()) v = astype(v, target.dtype());
+  auto it = acc.find(target.id());
+  if (it == acc.end()) acc.emplace(target.id(), std::move(v));
+  else it->second = add(it->second, v);
+}
+
+}  // namespace
+
+namespace detail {
+
+std::vector<array> dependent_tape(const std::vector<array>& outputs, std::unordered_set<std::uintptr_t>& live,
+                                  bool differentiable_only) {
   std::vector<array> tape;
   std::unordered_set<const void*> visited;
   struct Frame {
@@ -63,10 +77,10 @@ std::vector<array> tape_between(const std::vector<array>& outputs, std::unordere
     stack.push_back({out, 0});
     while (!stack.empty()) {
       Frame& f = stack.back();
-      // Sources are leaves: never walk past them. Nor past a primitive whose outputs carry no
-      // derivative (stop_gradient, random samples, ...): nothing behind it gets one through it, so its
-      // graph (e.g. the traced forward inside custom_function) is not visited.
-      const bool leaf = live.count(f.a.id()) || !f.a.has_primitive() || !f.a.primitive().is_differentiable();
+      // (Behind a primitive without derivatives lies, e.g., the traced forward of a custom_function:
+      // a derivative transform does not visit it.)
+      const bool leaf = live.count(f.a.id()) || !f.a.has_primitive() ||
+                        (differentiable_only && !f.a.primitive().is_differentiable());
       const auto& ins = f.a.inputs();
       if (!leaf && f.next < ins.size()) {
         const array& in = ins[f.next++];
@@ -79,33 +93,18 @@ std::vector<array> tape_between(const std::vector<array>& outputs, std::unordere
       bool depends = false;
       for (const auto& in : a.inputs()) depends |= live.count(in.id()) > 0;
       if (!depends) continue;
-      bool any_float = false;
+      bool joins = false;
       for (const auto& o : a.outputs()) {
-        if (is_inexact(o.dtype())) {
+        if (!differentiable_only || is_inexact(o.dtype())) {
           live.insert(o.id());
-          any_float = true;
+          joins = true;
         }
       }
-      if (any_float) tape.push_back(std::move(a));
+      if (joins) tape.push_back(std::move(a));
     }
   }
   return tape;
 }
-
-void accumulate(std::unordered_map<std::uintptr_t, array>& acc, const array& target, array v) {
-  if (v.shape() != target.shape()) {
-    throw std::logic_error(msg("[vjp] a gradient of shape ", shape_str(v.shape()), " was produced for an input of shape ",
-                               shape_str(target.shape())));
-  }
-  if (v.dtype() != target.dtype()) v = astype(v, target.dtype());
-  auto it = acc.find(target.id());
-  if (it == acc.end()) acc.emplace(target.id(), std::move(v));
-  else it->second = add(it->second, v);
-}
-
-}  // namespace
-
-namespace detail {
 
 std::pair<std::vector<array>, std::vector<array>> vjp_impl(const VectorFn& fun, const std::vector<array>& primals,
                                                            const CotangentFn& make_cotangents,
@@ -122,7 +121,7 @@ std::pair<std::vector<array>, std::vector<array>> vjp_impl(const VectorFn& fun, 
   for (int i : argnums) {
     if (is_inexact(primals[i].dtype())) live.insert(tracers[i].id());
   }
-  std::vector<array> tape = tape_between(outputs, live);
+  std::vector<array> tape = detail::dependent_tape(outputs, live, true);
 
   std::unordered_map<std::uintptr_t, array> cot;
   for (size_t i = 0; i < cotangents.size(); ++i) {
@@ -206,7 +205,7 @@ std::pair<std::vector<array>, std::vector<array>> jvp(const VectorFn& fun, const
     live.insert(tracers[i].id());
     tan.emplace(tracers[i].id(), astype(tangents[i], primals[i].dtype()));
   }
-  std::vector<array> tape = tape_between(outputs, live);
+  std::vector<array> tape = detail::dependent_tape(outputs, live, true);
   for (const array& a : tape) {
     const auto& ins = a.inputs();
     std::vector<int> args;

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "loom/autograd/tape.h"
 #include "loom/autograd/transforms.h"
 #include "loom/core/primitive.h"
 #include "loom/ops/ops.h"
@@ -96,42 +97,10 @@ std::vector<array> vmap_replace(const std::vector<array>& inputs, const std::vec
     batched.emplace(s_inputs[i].id(), std::make_pair(inputs[i], in_axes[i]));
   }
 
-  // The traced nodes that depend on a placeholder, in topological order (iteratively: a long chain
-  // must not overflow the stack).
-  std::vector<array> tape;
-  std::unordered_set<const void*> visited;
-  auto key = [](const array& a) -> const void* {
-    return a.has_primitive() ? static_cast<const void*>(a.node_id()) : reinterpret_cast<const void*>(a.id());
-  };
-  std::unordered_set<std::uintptr_t> varies;  // ids of traced arrays that depend on a placeholder
+  // The traced nodes that depend on a placeholder, in topological order.
+  std::unordered_set<std::uintptr_t> varies;
   for (const auto& [id, v] : batched) varies.insert(id);
-  struct Frame {
-    array a;
-    size_t next;
-  };
-  std::vector<Frame> stack;
-  for (const array& out : s_outputs) {
-    if (!visited.insert(key(out)).second) continue;
-    stack.push_back({out, 0});
-    while (!stack.empty()) {
-      Frame& f = stack.back();
-      const bool leaf = varies.count(f.a.id()) || !f.a.has_primitive();
-      const auto& ins = f.a.inputs();
-      if (!leaf && f.next < ins.size()) {
-        const array& in = ins[f.next++];
-        if (visited.insert(key(in)).second) stack.push_back({in, 0});
-        continue;
-      }
-      array a = std::move(f.a);
-      stack.pop_back();
-      if (leaf) continue;
-      bool depends = false;
-      for (const auto& in : a.inputs()) depends |= varies.count(in.id()) > 0;
-      if (!depends) continue;
-      for (const auto& o : a.outputs()) varies.insert(o.id());
-      tape.push_back(std::move(a));
-    }
-  }
+  const std::vector<array> tape = detail::dependent_tape(s_outputs, varies, false);
 
   for (const array& a : tape) {
     std::vector<array> v_inputs;

@@ -65,6 +65,14 @@ inline array lcg_uniform(const Shape& shape, double lo, double hi, unsigned seed
   return array(v, shape, float64);
 }
 
+/// A one- or two-array function as a VectorFn (for the transforms that take one).
+inline VectorFn as_vector_fn(const std::function<array(const array&)>& f) {
+  return [f](const std::vector<array>& x) { return std::vector<array>{f(x[0])}; };
+}
+inline VectorFn as_vector_fn(const std::function<array(const array&, const array&)>& f) {
+  return [f](const std::vector<array>& x) { return std::vector<array>{f(x[0], x[1])}; };
+}
+
 /// Checks vmap(fun, in_axes, out_axes) on `inputs` against calling `fun` on each batch entry and
 /// stacking the results: same shapes, dtypes and values (within rtol/atol; NaNs must match).
 inline void expect_vmap_matches_loop(const VectorFn& fun, const std::vector<array>& inputs,

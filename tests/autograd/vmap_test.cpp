@@ -5,6 +5,7 @@
 
 using namespace loom;
 using loom::testing::expect_array;
+using loom::testing::as_vector_fn;
 using loom::testing::expect_vmap_matches_loop;
 using loom::testing::lcg_uniform;
 
@@ -14,21 +15,13 @@ array vm_f32(const Shape& shape, unsigned seed, double lo = -1.0, double hi = 1.
   return astype(lcg_uniform(shape, lo, hi, seed), float32);
 }
 
-VectorFn vm_one(const std::function<array(const array&)>& f) {
-  return [f](const std::vector<array>& x) { return std::vector<array>{f(x[0])}; };
-}
-
-VectorFn vm_two(const std::function<array(const array&, const array&)>& f) {
-  return [f](const std::vector<array>& x) { return std::vector<array>{f(x[0], x[1])}; };
-}
-
 }  // namespace
 
 TEST(Vmap, UnaryOnEveryBatchAxisAndOutAxis) {
   const array x = vm_f32({3, 4, 5}, 1);
   for (int in_ax : {0, 1, 2}) {
     for (int out_ax : {0, 1, 2}) {
-      expect_vmap_matches_loop(vm_one([](const array& a) { return exp(sin(a)); }), {x}, {in_ax}, {out_ax});
+      expect_vmap_matches_loop(as_vector_fn([](const array& a) { return exp(sin(a)); }), {x}, {in_ax}, {out_ax});
     }
   }
   // A negative out axis counts from the end (beside a non-negative one: all negative means None).
@@ -43,14 +36,14 @@ TEST(Vmap, UnaryOnEveryBatchAxisAndOutAxis) {
 TEST(Vmap, BinaryBroadcastsAgainstUnbatchedInputs) {
   const array x = vm_f32({6, 3}, 2), y = vm_f32({4, 3}, 3), z = vm_f32({3, 6}, 4);
   // x's entries are (3,), y is (4, 3) for every entry: each result is (4, 3).
-  expect_vmap_matches_loop(vm_two([](const array& a, const array& b) { return add(a, b); }), {x, y}, {0, -1});
-  expect_vmap_matches_loop(vm_two([](const array& a, const array& b) { return multiply(b, a); }), {x, y}, {0, -1});
+  expect_vmap_matches_loop(as_vector_fn([](const array& a, const array& b) { return add(a, b); }), {x, y}, {0, -1});
+  expect_vmap_matches_loop(as_vector_fn([](const array& a, const array& b) { return multiply(b, a); }), {x, y}, {0, -1});
   // Both batched, along different axes.
-  expect_vmap_matches_loop(vm_two([](const array& a, const array& b) { return subtract(a, b); }), {x, z}, {0, 1});
+  expect_vmap_matches_loop(as_vector_fn([](const array& a, const array& b) { return subtract(a, b); }), {x, z}, {0, 1});
   // Comparisons, where, and a scalar.
-  expect_vmap_matches_loop(vm_two([](const array& a, const array& b) { return where(greater(a, b), a, array(0.5f)); }),
+  expect_vmap_matches_loop(as_vector_fn([](const array& a, const array& b) { return where(greater(a, b), a, array(0.5f)); }),
                            {x, z}, {0, 1});
-  expect_vmap_matches_loop(vm_two([](const array& a, const array& b) { return multiply(maximum(a, array(0.0f)), b); }), {x, y}, {0, -1});
+  expect_vmap_matches_loop(as_vector_fn([](const array& a, const array& b) { return multiply(maximum(a, array(0.0f)), b); }), {x, y}, {0, -1});
   // The binary form of vmap.
   array r = vmap([](const array& a, const array& b) { return add(a, b); }, 0, 1, 0)(x, z);
   EXPECT_TRUE(allclose(r, add(x, transpose(z))).item<bool>());
@@ -58,74 +51,74 @@ TEST(Vmap, BinaryBroadcastsAgainstUnbatchedInputs) {
 
 TEST(Vmap, DtypesCastsAndCopies) {
   const array x = vm_f32({4, 5}, 5, -3, 3);
-  expect_vmap_matches_loop(vm_one([](const array& a) { return astype(a, int32); }), {x}, {1});
-  expect_vmap_matches_loop(vm_one([](const array& a) { return astype(astype(a, bfloat16), float32); }), {x}, {0});
-  expect_vmap_matches_loop(vm_one([](const array& a) { return stop_gradient(copy(a)); }), {x}, {1});
-  expect_vmap_matches_loop(vm_one([](const array& a) { return contiguous(transpose(a)); }), {vm_f32({4, 5, 2}, 6)}, {2});
-  expect_vmap_matches_loop(vm_one([](const array& a) { return view(a, int32); }), {x}, {1});
-  expect_vmap_matches_loop(vm_one([](const array& a) { return view(a, uint8); }), {x}, {1});
-  expect_vmap_matches_loop(vm_one([](const array& a) { return full({2, 3}, sum(a)); }), {x}, {0});
-  expect_vmap_matches_loop(vm_one([](const array& a) { return full({2, 3}, sum(a), int32); }), {x}, {1});
+  expect_vmap_matches_loop(as_vector_fn([](const array& a) { return astype(a, int32); }), {x}, {1});
+  expect_vmap_matches_loop(as_vector_fn([](const array& a) { return astype(astype(a, bfloat16), float32); }), {x}, {0});
+  expect_vmap_matches_loop(as_vector_fn([](const array& a) { return stop_gradient(copy(a)); }), {x}, {1});
+  expect_vmap_matches_loop(as_vector_fn([](const array& a) { return contiguous(transpose(a)); }), {vm_f32({4, 5, 2}, 6)}, {2});
+  expect_vmap_matches_loop(as_vector_fn([](const array& a) { return view(a, int32); }), {x}, {1});
+  expect_vmap_matches_loop(as_vector_fn([](const array& a) { return view(a, uint8); }), {x}, {1});
+  expect_vmap_matches_loop(as_vector_fn([](const array& a) { return full({2, 3}, sum(a)); }), {x}, {0});
+  expect_vmap_matches_loop(as_vector_fn([](const array& a) { return full({2, 3}, sum(a), int32); }), {x}, {1});
 }
 
 TEST(Vmap, Reductions) {
   const array x = vm_f32({3, 4, 5}, 7);
   for (int ax : {0, 1, 2}) {
-    expect_vmap_matches_loop(vm_one([](const array& a) { return sum(a, 0); }), {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return sum(a, -1, true); }), {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return max(a, {0, 1}); }), {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return prod(a); }), {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return min(a, 1, true); }), {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return all(greater(a, array(-0.9f)), 0); }), {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return argmax(a, 1); }), {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return argmin(a, 0, true); }), {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return cumsum(a, -1); }), {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return cummax(a, 0, true); }), {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return mean(a, -1); }), {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return var(a, 0); }), {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return logsumexp(a, 1); }), {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return softmax(a, -1); }), {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return log_softmax(a, 0); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return sum(a, 0); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return sum(a, -1, true); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return max(a, {0, 1}); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return prod(a); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return min(a, 1, true); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return all(greater(a, array(-0.9f)), 0); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return argmax(a, 1); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return argmin(a, 0, true); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return cumsum(a, -1); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return cummax(a, 0, true); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return mean(a, -1); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return var(a, 0); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return logsumexp(a, 1); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return softmax(a, -1); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return log_softmax(a, 0); }), {x}, {ax});
   }
 }
 
 TEST(Vmap, ShapeOps) {
   const array x = vm_f32({3, 4, 6}, 8);
   for (int ax : {0, 1, 2}) {
-    expect_vmap_matches_loop(vm_one([](const array& a) { return reshape(a, {-1}); }), {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return reshape(a, {2, -1, 3}); }), {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return transpose(a); }), {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return swapaxes(a, 0, 1); }), {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return expand_dims(squeeze(expand_dims(a, 1), 1), 0); }), {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return broadcast_to(expand_dims(a, 0), {5, a.shape(0), a.shape(1)}); }),
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return reshape(a, {-1}); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return reshape(a, {2, -1, 3}); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return transpose(a); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return swapaxes(a, 0, 1); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return expand_dims(squeeze(expand_dims(a, 1), 1), 0); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return broadcast_to(expand_dims(a, 0), {5, a.shape(0), a.shape(1)}); }),
                              {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return slice(a, {1, 0}, {a.shape(0), a.shape(1)}, {1, 2}); }), {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return concatenate({a, square(a), a}, 1); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return slice(a, {1, 0}, {a.shape(0), a.shape(1)}, {1, 2}); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return concatenate({a, square(a), a}, 1); }), {x}, {ax});
     expect_vmap_matches_loop(
         [](const std::vector<array>& v) { return split(v[0], std::vector<int>{1, 2}, 0); }, {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return pad(a, {0, 1}, {1, 0}, {2, 1}, array(7.0f)); }), {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return flatten(a); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return pad(a, {0, 1}, {1, 0}, {2, 1}, array(7.0f)); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return flatten(a); }), {x}, {ax});
   }
   // Concatenating a batched array with an unbatched one; slice_update with either batched.
   const array y = vm_f32({3, 4}, 9), u = vm_f32({2, 4}, 10), us = vm_f32({6, 2, 4}, 11);
-  expect_vmap_matches_loop(vm_two([](const array& a, const array& b) { return concatenate({a, b}, 0); }), {x, y}, {2, -1});
-  expect_vmap_matches_loop(vm_two([](const array& a, const array& b) { return slice_update(a, b, {1, 0}, {3, 4}); }),
+  expect_vmap_matches_loop(as_vector_fn([](const array& a, const array& b) { return concatenate({a, b}, 0); }), {x, y}, {2, -1});
+  expect_vmap_matches_loop(as_vector_fn([](const array& a, const array& b) { return slice_update(a, b, {1, 0}, {3, 4}); }),
                            {x, u}, {2, -1});
-  expect_vmap_matches_loop(vm_two([](const array& a, const array& b) { return slice_update(a, b, {0, 0}, {2, 4}); }),
+  expect_vmap_matches_loop(as_vector_fn([](const array& a, const array& b) { return slice_update(a, b, {0, 0}, {2, 4}); }),
                            {y, us}, {-1, 0});
-  expect_vmap_matches_loop(vm_two([](const array& a, const array& b) { return slice_update_add(a, b, {1, 0}, {3, 4}); }),
+  expect_vmap_matches_loop(as_vector_fn([](const array& a, const array& b) { return slice_update_add(a, b, {1, 0}, {3, 4}); }),
                            {x, us}, {2, 0});
   // One pad value per batch entry.
   const array values = vm_f32({6}, 12);
-  expect_vmap_matches_loop(vm_two([](const array& a, const array& v) { return pad(a, {1}, {2}, {1}, v); }), {y, values},
+  expect_vmap_matches_loop(as_vector_fn([](const array& a, const array& v) { return pad(a, {1}, {2}, {1}, v); }), {y, values},
                            {-1, 0});
-  expect_vmap_matches_loop(vm_two([](const array& a, const array& v) { return pad(a, {0}, {1}, {1}, v); }), {x, values},
+  expect_vmap_matches_loop(as_vector_fn([](const array& a, const array& v) { return pad(a, {0}, {1}, {1}, v); }), {x, values},
                            {2, 0});
 }
 
 TEST(Vmap, Matmul) {
   const array a = vm_f32({5, 3, 4}, 13), w = vm_f32({4, 2}, 14), ws = vm_f32({5, 4, 2}, 15), v = vm_f32({5, 4}, 16);
-  auto mm = vm_two([](const array& p, const array& q) { return matmul(p, q); });
+  auto mm = as_vector_fn([](const array& p, const array& q) { return matmul(p, q); });
   expect_vmap_matches_loop(mm, {a, w}, {0, -1});                    // rows of the shared matrix
   expect_vmap_matches_loop(mm, {a, w}, {1, -1});
   expect_vmap_matches_loop(mm, {transpose(w), ws}, {-1, 0});        // columns of the shared matrix
@@ -239,7 +232,7 @@ TEST(Vmap, GradOfVmapAndJvpOfVmap) {
 
 TEST(Vmap, Errors) {
   const array x = vm_f32({4, 3}, 33), y = vm_f32({5, 3}, 34);
-  auto f = vm_two([](const array& a, const array& b) { return add(a, b); });
+  auto f = as_vector_fn([](const array& a, const array& b) { return add(a, b); });
   EXPECT_THROW_MSG(vmap(f, {0})({x, y}), std::invalid_argument, "1 in_axes for 2 inputs");
   EXPECT_THROW_MSG(vmap(f, {0, 0})({x, y}), std::invalid_argument, "batch sizes differ");
   EXPECT_THROW_MSG(vmap(f, {2, 0})({x, x}), std::invalid_argument, "in_axes[0] = 2 is not an axis of input 0 of shape (4,3)");
@@ -249,10 +242,10 @@ TEST(Vmap, Errors) {
   EXPECT_THROW_MSG(vmap(f, {-1, -1}, {-1})({x, x}), std::invalid_argument, "no input is batched");
   EXPECT_THROW_MSG(vmap(f, {0, 0}, {0, 0})({x, x}), std::invalid_argument, "2 out_axes for 1 outputs");
   EXPECT_THROW_MSG(vmap(f, {0, 0}, {2})({x, x}), std::invalid_argument, "out_axes[0] = 2 is not an axis of output 0");
-  EXPECT_THROW_MSG(vmap(vm_one([](const array& a) { return array(sum(a).item<float>()); }), {0})({x}),
+  EXPECT_THROW_MSG(vmap(as_vector_fn([](const array& a) { return array(sum(a).item<float>()); }), {0})({x}),
                    std::invalid_argument, "[vmap] the function evaluated an array");
   // A 0-d input cannot be batched.
-  EXPECT_THROW_MSG(vmap(vm_one([](const array& a) { return a; }), {0})({array(1.0f)}), std::invalid_argument,
+  EXPECT_THROW_MSG(vmap(as_vector_fn([](const array& a) { return a; }), {0})({array(1.0f)}), std::invalid_argument,
                    "in_axes[0] = 0 is not an axis of input 0 of shape ()");
   // Nothing is left half-made: the inputs still evaluate.
   expect_array(sum(x), {}, {sum(x).item<double>()});
@@ -312,9 +305,9 @@ TEST(Vmap, CustomFunctionRules) {
 TEST(Vmap, FusedOps) {
   const array x = vm_f32({4, 3, 8}, 43), w = vm_f32({8}, 44), b = vm_f32({8}, 45), ws = vm_f32({4, 8}, 46);
   for (int ax : {0, 1, 2}) {
-    expect_vmap_matches_loop(vm_one([](const array& a) { return fast::gelu(a); }), {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return fast::softmax(a); }), {x}, {ax});
-    expect_vmap_matches_loop(vm_one([](const array& a) { return fast::log_softmax(a); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return fast::gelu(a); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return fast::softmax(a); }), {x}, {ax});
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return fast::log_softmax(a); }), {x}, {ax});
   }
   auto ln = [](const std::vector<array>& v) { return std::vector<array>{fast::layer_norm(v[0], v[1], v[2], 1e-5)}; };
   expect_vmap_matches_loop(ln, {x, w, b}, {0, -1, -1}, {}, 1e-5, 1e-5);

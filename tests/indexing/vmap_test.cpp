@@ -5,6 +5,7 @@
 #include "helpers.h"
 
 using namespace loom;
+using loom::testing::as_vector_fn;
 using loom::testing::expect_vmap_matches_loop;
 using loom::testing::lcg_uniform;
 
@@ -27,12 +28,6 @@ array vmi_idx(const Shape& shape, int lo, int hi, unsigned seed, int at = -1, Dt
   return astype(floor(lcg_uniform(vmi_shape(shape, at), lo, hi, seed)), dtype);
 }
 
-VectorFn vmi_one(const std::function<array(const array&)>& f) {
-  return [f](const std::vector<array>& x) { return std::vector<array>{f(x[0])}; };
-}
-VectorFn vmi_two(const std::function<array(const array&, const array&)>& f) {
-  return [f](const std::vector<array>& x) { return std::vector<array>{f(x[0], x[1])}; };
-}
 VectorFn vmi_three(const std::function<array(const array&, const array&, const array&)>& f) {
   return [f](const std::vector<array>& x) { return std::vector<array>{f(x[0], x[1], x[2])}; };
 }
@@ -45,7 +40,7 @@ std::vector<int> vmi_axes(int ndim) { return {-1, 0, (ndim + 1) / 2, ndim}; }
 TEST(IndexingVmap, TakeEveryBatchingOfArrayAndIndices) {
   const Shape as{3, 5, 2}, is{2, 3};
   for (int axis : {0, 1, -1, -2}) {
-    auto f = vmi_two([axis](const array& a, const array& i) { return take(a, i, axis); });
+    auto f = as_vector_fn([axis](const array& a, const array& i) { return take(a, i, axis); });
     for (int aa : vmi_axes(3)) {
       for (int ia : vmi_axes(2)) {
         if (aa < 0 && ia < 0) continue;
@@ -60,26 +55,26 @@ TEST(IndexingVmap, TakeIndexDtypesScalarAndFlatIndices) {
   const Shape as{3, 5};
   for (Dtype dt : {uint8, uint32, int32, int64}) {
     const array a = vmi_f32(as, 3, 1), i = vmi_idx({4}, 0, 3, 4, 0, dt);
-    auto f = vmi_two([](const array& x, const array& j) { return take(x, j, 0); });
+    auto f = as_vector_fn([](const array& x, const array& j) { return take(x, j, 0); });
     expect_vmap_matches_loop(f, {a, i}, {1, 0});
     expect_vmap_matches_loop(f, {a, i}, {1, -1});
     expect_vmap_matches_loop(f, {a, i}, {-1, 0});
   }
   // 0-d indices per entry, and take over the flattened array.
   const array a = vmi_f32(as, 5, 0), j = vmi_idx({}, -5, 5, 6, 0);
-  expect_vmap_matches_loop(vmi_two([](const array& x, const array& k) { return take(x, k, 1); }), {a, j}, {0, 0});
+  expect_vmap_matches_loop(as_vector_fn([](const array& x, const array& k) { return take(x, k, 1); }), {a, j}, {0, 0});
   const array flat = vmi_idx({2, 2}, -15, 15, 7, 2);
-  expect_vmap_matches_loop(vmi_two([](const array& x, const array& k) { return take(x, k); }), {a, flat}, {0, 2});
-  expect_vmap_matches_loop(vmi_two([](const array& x, const array& k) { return take(x, k); }), {a, flat}, {-1, 2});
+  expect_vmap_matches_loop(as_vector_fn([](const array& x, const array& k) { return take(x, k); }), {a, flat}, {0, 2});
+  expect_vmap_matches_loop(as_vector_fn([](const array& x, const array& k) { return take(x, k); }), {a, flat}, {-1, 2});
   // Integer and complex arrays move through unchanged.
   const array ai = astype(vmi_idx(as, -50, 50, 8, 2), int64);
-  expect_vmap_matches_loop(vmi_two([](const array& x, const array& k) { return take(x, k, 1); }),
+  expect_vmap_matches_loop(as_vector_fn([](const array& x, const array& k) { return take(x, k, 1); }),
                            {ai, vmi_idx({3}, 0, 5, 9, 0)}, {2, 0});
 }
 
 TEST(IndexingVmap, TakeOutOfBoundsStillThrows) {
   const array a = vmi_f32({3, 5}, 10, 0), i = full({kVmiBatch, 2}, 7, int32);
-  auto f = vmi_two([](const array& x, const array& j) { return take(x, j, 1); });
+  auto f = as_vector_fn([](const array& x, const array& j) { return take(x, j, 1); });
   for (auto axes : std::vector<std::vector<int>>{{0, -1}, {-1, 0}, {0, 0}}) {
     std::vector<array> in{a, axes[1] < 0 ? array({1, 7}) : i};
     if (axes[0] < 0) in[0] = vmi_f32({3, 5}, 10);
@@ -92,14 +87,14 @@ TEST(IndexingVmap, TakeAlongAxis) {
   for (int aa : vmi_axes(2)) {
     for (int ia : vmi_axes(2)) {
       if (aa < 0 && ia < 0) continue;
-      expect_vmap_matches_loop(vmi_two([](const array& a, const array& i) { return take_along_axis(a, i, 1); }),
+      expect_vmap_matches_loop(as_vector_fn([](const array& a, const array& i) { return take_along_axis(a, i, 1); }),
                                {vmi_f32({3, 5}, 11, aa), vmi_idx({3, 2}, -5, 5, 12, ia)}, {aa, ia});
-      expect_vmap_matches_loop(vmi_two([](const array& a, const array& i) { return take_along_axis(a, i, -2); }),
+      expect_vmap_matches_loop(as_vector_fn([](const array& a, const array& i) { return take_along_axis(a, i, -2); }),
                                {vmi_f32({3, 5}, 13, aa), vmi_idx({1, 5}, 0, 3, 14, ia, uint32)}, {aa, ia});
     }
   }
   // sort's values through argsort: the common use.
-  expect_vmap_matches_loop(vmi_one([](const array& a) { return take_along_axis(a, argsort(a, 0), 0); }),
+  expect_vmap_matches_loop(as_vector_fn([](const array& a) { return take_along_axis(a, argsort(a, 0), 0); }),
                            {vmi_f32({5, 3}, 15, 2)}, {2});
 }
 
@@ -149,7 +144,7 @@ TEST(IndexingVmap, ScatterAddTake) {
   }
   // Updates broadcast from a scalar, uint8 indices.
   expect_vmap_matches_loop(
-      vmi_two([](const array& a, const array& i) { return scatter_add_take(a, i, array(1.0f), 1); }),
+      as_vector_fn([](const array& a, const array& i) { return scatter_add_take(a, i, array(1.0f), 1); }),
       {vmi_f32({3, 5}, 26, 1), vmi_idx({6}, 0, 5, 27, 0, uint8)}, {1, 0});
 }
 
@@ -169,13 +164,13 @@ TEST(IndexingVmap, Gather) {
     }
   }
   // One index array, 0-d indices (a dynamic slice), and no index arrays at all.
-  auto g = vmi_two([](const array& a, const array& i) { return gather(a, i, 1, {4, 2, 3}); });
+  auto g = as_vector_fn([](const array& a, const array& i) { return gather(a, i, 1, {4, 2, 3}); });
   expect_vmap_matches_loop(g, {vmi_f32(as, 31, 3), vmi_idx({2, 2}, 0, 4, 32, 1, uint32)}, {3, 1});
   expect_vmap_matches_loop(g, {vmi_f32(as, 31, 1), vmi_idx({2, 2}, 0, 4, 32)}, {1, -1});
-  auto ds = vmi_two([](const array& a, const array& s) { return slice(a, s, {0, 2}, Shape{2, 5, 3}); });
+  auto ds = as_vector_fn([](const array& a, const array& s) { return slice(a, s, {0, 2}, Shape{2, 5, 3}); });
   expect_vmap_matches_loop(ds, {vmi_f32(as, 33, 0), vmi_idx({2}, 0, 3, 34, 1)}, {0, 1});
   expect_vmap_matches_loop(ds, {vmi_f32(as, 33), vmi_idx({2}, 0, 3, 34, 0)}, {-1, 0});
-  expect_vmap_matches_loop(vmi_one([](const array& a) { return gather(a, std::vector<array>{}, {}, {2, 3, 1}); }),
+  expect_vmap_matches_loop(as_vector_fn([](const array& a) { return gather(a, std::vector<array>{}, {}, {2, 3, 1}); }),
                            {vmi_f32(as, 35, 2)}, {2});
 }
 
@@ -262,13 +257,13 @@ TEST(IndexingVmap, MaskedScatter) {
 TEST(IndexingVmap, AsStrided) {
   // Overlapping windows of 3 with step 2, and a transpose-like view with an offset.
   for (int at : {0, 1, 2}) {
-    expect_vmap_matches_loop(vmi_one([](const array& a) { return as_strided(a, {3, 3}, {2, 1}, 1); }),
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return as_strided(a, {3, 3}, {2, 1}, 1); }),
                              {vmi_f32({2, 4}, 57, at)}, {at});
-    expect_vmap_matches_loop(vmi_one([](const array& a) { return as_strided(a, {4, 2}, {1, 4}, 0); }),
+    expect_vmap_matches_loop(as_vector_fn([](const array& a) { return as_strided(a, {4, 2}, {1, 4}, 0); }),
                              {vmi_f32({2, 4}, 58, at)}, {at});
   }
   // Through a non-contiguous input.
-  expect_vmap_matches_loop(vmi_one([](const array& a) { return as_strided(transpose(a), {2, 2}, {-1, 3}, 2); }),
+  expect_vmap_matches_loop(as_vector_fn([](const array& a) { return as_strided(transpose(a), {2, 2}, {-1, 3}, 2); }),
                            {vmi_f32({3, 2}, 59, 1)}, {1});
 }
 
@@ -298,7 +293,7 @@ TEST(IndexingVmap, GradThroughTakeGatherAndScatters) {
   for (int aa : {-1, 0}) {
     const array a = vmi_f32({3, 5}, 68, aa);
     auto batched = [aa](const std::vector<array>& v) {
-      return sum(vmap(vmi_two([](const array& x, const array& i) { return square(take(x, i, 1)); }), {aa, 0})(v)[0]);
+      return sum(vmap(as_vector_fn([](const array& x, const array& i) { return square(take(x, i, 1)); }), {aa, 0})(v)[0]);
     };
     auto looped = [aa](const std::vector<array>& v) {
       array s = array(0.0f);
@@ -319,27 +314,27 @@ TEST(SortVmap, SortArgsortTopkArgpartitionOnEveryAxis) {
   for (int at : {0, 1, 2, 3}) {
     for (int axis : {0, 1, -1}) {
       const array x = vmi_f32(xs, 70, at);
-      expect_vmap_matches_loop(vmi_one([axis](const array& a) { return sort(a, axis); }), {x}, {at});
-      expect_vmap_matches_loop(vmi_one([axis](const array& a) { return argsort(a, axis); }), {x}, {at});
-      expect_vmap_matches_loop(vmi_one([axis](const array& a) { return topk(a, 2, axis); }), {x}, {at});
-      expect_vmap_matches_loop(vmi_one([axis](const array& a) { return argpartition(a, 1, axis); }), {x}, {at});
-      expect_vmap_matches_loop(vmi_one([axis](const array& a) { return partition(a, -1, axis); }), {x}, {at});
+      expect_vmap_matches_loop(as_vector_fn([axis](const array& a) { return sort(a, axis); }), {x}, {at});
+      expect_vmap_matches_loop(as_vector_fn([axis](const array& a) { return argsort(a, axis); }), {x}, {at});
+      expect_vmap_matches_loop(as_vector_fn([axis](const array& a) { return topk(a, 2, axis); }), {x}, {at});
+      expect_vmap_matches_loop(as_vector_fn([axis](const array& a) { return argpartition(a, 1, axis); }), {x}, {at});
+      expect_vmap_matches_loop(as_vector_fn([axis](const array& a) { return partition(a, -1, axis); }), {x}, {at});
     }
   }
   // Integers with ties (stable order), NaNs last, and the flattened overloads.
   const array ints = vmi_idx({6}, -3, 3, 71, 1);
-  expect_vmap_matches_loop(vmi_one([](const array& a) { return argsort(a, 0); }), {ints}, {1});
+  expect_vmap_matches_loop(as_vector_fn([](const array& a) { return argsort(a, 0); }), {ints}, {1});
   const array nans = where(greater(vmi_f32({6}, 72, 0), array(1.0f)), array(NAN), vmi_f32({6}, 73, 0));
-  expect_vmap_matches_loop(vmi_one([](const array& a) { return sort(a, 0); }), {nans}, {0});
-  expect_vmap_matches_loop(vmi_one([](const array& a) { return argsort(a, 0); }), {nans}, {0});
-  expect_vmap_matches_loop(vmi_one([](const array& a) { return sort(a); }), {vmi_f32({2, 3}, 74, 1)}, {1});
-  expect_vmap_matches_loop(vmi_one([](const array& a) { return topk(a, 3); }), {vmi_f32({2, 3}, 75, 2)}, {2});
+  expect_vmap_matches_loop(as_vector_fn([](const array& a) { return sort(a, 0); }), {nans}, {0});
+  expect_vmap_matches_loop(as_vector_fn([](const array& a) { return argsort(a, 0); }), {nans}, {0});
+  expect_vmap_matches_loop(as_vector_fn([](const array& a) { return sort(a); }), {vmi_f32({2, 3}, 74, 1)}, {1});
+  expect_vmap_matches_loop(as_vector_fn([](const array& a) { return topk(a, 3); }), {vmi_f32({2, 3}, 75, 2)}, {2});
   // topk's gradient (through ArgTopK) under vmap.
   expect_vmap_matches_loop(
-      vmi_one([](const array& a) { return grad([](const array& p) { return sum(square(topk(p, 2, 0))); })(a); }),
+      as_vector_fn([](const array& a) { return grad([](const array& p) { return sum(square(topk(p, 2, 0))); })(a); }),
       {vmi_f32({5, 2}, 76, 1)}, {1});
   expect_vmap_matches_loop(
-      vmi_one([](const array& a) { return grad([](const array& p) { return sum(square(sort(p, 1))); })(a); }),
+      as_vector_fn([](const array& a) { return grad([](const array& p) { return sum(square(sort(p, 1))); })(a); }),
       {vmi_f32({3, 5}, 77, 2)}, {2});
 }
 
@@ -348,7 +343,7 @@ TEST(SortVmap, SearchSortedSequenceAndValuesEitherBatched) {
   const array seq = sort(vmi_f32({6}, 79), 0);
   const array vals = vmi_f32({2, 3}, 80, 1);
   for (const char* side : {"left", "right"}) {
-    auto f = vmi_two([side](const array& s, const array& v) { return searchsorted(s, v, side); });
+    auto f = as_vector_fn([side](const array& s, const array& v) { return searchsorted(s, v, side); });
     expect_vmap_matches_loop(f, {seq, vals}, {-1, 1});
     expect_vmap_matches_loop(f, {seqs, vmi_f32({2, 3}, 80)}, {0, -1});
     expect_vmap_matches_loop(f, {seqs, vals}, {0, 1});
@@ -362,6 +357,6 @@ TEST(SortVmap, SearchSortedSequenceAndValuesEitherBatched) {
     expect_vmap_matches_loop(vmap(f, {0, -1}), {grid, vmi_f32({2}, 84, 0)}, {1, 0});
   }
   // Integer sequences searched for float values (promoted).
-  expect_vmap_matches_loop(vmi_two([](const array& s, const array& v) { return searchsorted(s, v); }),
+  expect_vmap_matches_loop(as_vector_fn([](const array& s, const array& v) { return searchsorted(s, v); }),
                            {sort(vmi_idx({5}, -4, 4, 85, 0), 1), vmi_f32({3}, 86, 0)}, {0, 0});
 }

@@ -5,6 +5,7 @@
 #include "loom/ops/random.h"
 
 using namespace loom;
+using loom::testing::as_vector_fn;
 using loom::testing::expect_vmap_matches_loop;
 using loom::testing::lcg_uniform;
 
@@ -16,13 +17,6 @@ array vmr_f32(const Shape& shape, unsigned seed, double lo = -1.0, double hi = 1
   return astype(lcg_uniform(shape, lo, hi, seed), float32);
 }
 
-VectorFn vmr_one(const std::function<array(const array&)>& f) {
-  return [f](const std::vector<array>& x) { return std::vector<array>{f(x[0])}; };
-}
-VectorFn vmr_two(const std::function<array(const array&, const array&)>& f) {
-  return [f](const std::vector<array>& x) { return std::vector<array>{f(x[0], x[1])}; };
-}
-
 // kVmrBatch keys, batched along `at` (0: (4, 2), 1: (2, 4)).
 array vmr_keys(int at, uint64_t seed = 7) {
   array k = random::split(random::key(seed), kVmrBatch);
@@ -31,7 +25,7 @@ array vmr_keys(int at, uint64_t seed = 7) {
 
 // vmap over the keys (batched at `at`) equals the loop, bit for bit.
 void vmr_expect_exact(const std::function<array(const array&)>& f, int at) {
-  expect_vmap_matches_loop(vmr_one(f), {vmr_keys(at)}, {at}, {}, 0.0, 0.0);
+  expect_vmap_matches_loop(as_vector_fn(f), {vmr_keys(at)}, {at}, {}, 0.0, 0.0);
 }
 
 }  // namespace
@@ -82,9 +76,9 @@ TEST(RandomVmap, LargeDrawsPerKey) {
   vmr_expect_exact([](const array& k) { return random::bits({40001}, 1, k); }, 1);
   // Many small blocks, split across threads by key.
   const array many = random::split(random::key(9), 40);
-  expect_vmap_matches_loop(vmr_one([](const array& k) { return random::normal({1000}, float32, k); }), {many}, {0}, {},
+  expect_vmap_matches_loop(as_vector_fn([](const array& k) { return random::normal({1000}, float32, k); }), {many}, {0}, {},
                            0.0, 0.0);
-  expect_vmap_matches_loop(vmr_one([](const array& k) { return random::permutation(1000, k); }), {many}, {0}, {}, 0.0, 0.0);
+  expect_vmap_matches_loop(as_vector_fn([](const array& k) { return random::permutation(1000, k); }), {many}, {0}, {}, 0.0, 0.0);
 }
 
 TEST(RandomVmap, BatchedParametersWithASharedOrBatchedKey) {
@@ -109,26 +103,26 @@ TEST(RandomVmap, BatchedParametersWithASharedOrBatchedKey) {
   const array ilo = astype(floor(multiply(lows, array(5.0f))), int32), ihi = add(ilo, array(7, int32));
   expect_vmap_matches_loop(ri, {ilo, ihi, key}, {0, 0, -1}, {}, 0.0, 0.0);
   expect_vmap_matches_loop(ri, {ilo, array(9, int32), keys}, {0, -1, 0}, {}, 0.0, 0.0);
-  auto bern = vmr_two([](const array& p, const array& k) { return random::bernoulli(p, {3}, k); });
+  auto bern = as_vector_fn([](const array& p, const array& k) { return random::bernoulli(p, {3}, k); });
   const array ps = vmr_f32({3, kVmrBatch}, 6, 0.0, 1.0);
   expect_vmap_matches_loop(bern, {ps, key}, {1, -1}, {}, 0.0, 0.0);
   expect_vmap_matches_loop(bern, {ps, keys}, {1, 0}, {}, 0.0, 0.0);
   expect_vmap_matches_loop(bern, {astype(ps, float64), vmr_keys(1)}, {1, 1}, {}, 0.0, 0.0);
   // One categorical distribution per entry (the inverse-CDF path).
-  auto cat = vmr_two([](const array& l, const array& k) { return random::categorical(l, 0, Shape{5}, k); });
+  auto cat = as_vector_fn([](const array& l, const array& k) { return random::categorical(l, 0, Shape{5}, k); });
   const array logits = vmr_f32({6, kVmrBatch}, 7, -2, 2);
   expect_vmap_matches_loop(cat, {logits, key}, {1, -1}, {}, 0.0, 0.0);
   expect_vmap_matches_loop(cat, {logits, keys}, {1, 0}, {}, 0.0, 0.0);
   expect_vmap_matches_loop(cat, {astype(logits, float64), keys}, {1, 0}, {}, 0.0, 0.0);
   // multivariate_normal with a shared covariance.
   const array mean = vmr_f32({kVmrBatch, 2}, 8), cov = array({2.0f, 0.5f, 0.5f, 1.0f}, {2, 2});
-  auto mvn = vmr_two([cov](const array& m, const array& k) { return random::multivariate_normal(m, cov, {3}, float32, k); });
+  auto mvn = as_vector_fn([cov](const array& m, const array& k) { return random::multivariate_normal(m, cov, {3}, float32, k); });
   expect_vmap_matches_loop(mvn, {mean, keys}, {0, 0}, {}, 1e-6, 1e-6);
 }
 
 TEST(RandomVmap, PermutationOfBatchedArrays) {
   auto perm = [](int axis) {
-    return vmr_two([axis](const array& x, const array& k) { return random::permutation(x, axis, k); });
+    return as_vector_fn([axis](const array& x, const array& k) { return random::permutation(x, axis, k); });
   };
   const array key = random::key(3);
   for (int axis : {0, 1, -1}) {
@@ -148,7 +142,7 @@ TEST(RandomVmap, PermutationOfBatchedArrays) {
   const array xs = vmr_f32({kVmrBatch, 3, 6, 2}, 12);
   expect_vmap_matches_loop(vmap(perm(0), {0, 0}), {xs, kgrid}, {0, 1}, {}, 0.0, 0.0);
   expect_vmap_matches_loop(vmap(perm(1), {-1, 0}), {vmr_f32({6, 2}, 13), kgrid}, {-1, 1}, {}, 0.0, 0.0);
-  expect_vmap_matches_loop(vmap(vmr_one([](const array& k) { return random::uniform({3}, float32, k); }), {0}), {kgrid},
+  expect_vmap_matches_loop(vmap(as_vector_fn([](const array& k) { return random::uniform({3}, float32, k); }), {0}), {kgrid},
                            {1}, {}, 0.0, 0.0);
 }
 
@@ -164,7 +158,7 @@ TEST(RandomVmap, GradientsThroughPermutations) {
   // grad of vmap: the summed per-entry losses.
   const array x = vmr_f32({5, 2}, 17), keys = vmr_keys(0);
   auto batched = [&](const std::vector<array>& v) {
-    auto f = vmr_two([&](const array& a, const array& k) { return multiply(random::permutation(a, 0, k), w); });
+    auto f = as_vector_fn([&](const array& a, const array& k) { return multiply(random::permutation(a, 0, k), w); });
     return sum(square(vmap(f, {-1, 0})({v[0], keys})[0]));
   };
   auto looped = [&](const std::vector<array>& v) {
