@@ -117,7 +117,9 @@ TEST(PoolVmap, EveryPoolingOnEveryBatchAxis) {
       {[](const array& x) { return max_pool(x, {2, 2, 2}); }, {1, 4, 4, 2, 2}},
   };
   unsigned seed = 80;
-  for (const auto& [pool, xs] : pools) {
+  for (const auto& entry : pools) {
+    const Pool pool = entry.first;  // (a structured binding cannot be captured in C++17)
+    const Shape& xs = entry.second;
     for (int at = 0; at <= static_cast<int>(xs.size()); ++at) {
       const array x = vmc_f32(xs, seed++, at);
       expect_vmap_matches_loop([pool](const std::vector<array>& v) { return std::vector<array>{pool(v[0])}; }, {x},
