@@ -170,6 +170,20 @@ TEST(Vmap, Nested) {
   expect_vmap_matches_loop(vmap(inner, {0, -1}), {x, w}, {0, -1}, {}, 1e-5, 1e-5);
 }
 
+TEST(Vmap, InnerFunctionClosesOverTheOuterBatch) {
+  // vmap(x -> vmap(y -> x * y + sum(x))(ys))(xs): the inner function reads the outer placeholder.
+  const array xs = vm_f32({4, 3}, 36), ys = vm_f32({5, 3}, 37);
+  auto outer = [&](const std::vector<array>& xv) {
+    const array x = xv[0];
+    return vmap([x](const std::vector<array>& yv) { return std::vector<array>{add(multiply(x, yv[0]), sum(x))}; },
+                {0})({ys});
+  };
+  array r = vmap(outer, {0})({xs})[0];
+  ASSERT_EQ(r.shape(), (Shape{4, 5, 3}));
+  array want = add(multiply(expand_dims(xs, 1), expand_dims(ys, 0)), reshape(sum(xs, 1), {4, 1, 1}));
+  EXPECT_TRUE(allclose(r, want, 1e-5, 1e-6).item<bool>());
+}
+
 namespace {
 
 // A two-layer network's loss on one example, written with plain ops.
