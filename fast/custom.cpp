@@ -37,15 +37,7 @@ std::pair<std::vector<array>, std::vector<int>> Custom::vmap(const std::vector<a
   } else {
     for (size_t i = 0; i < inputs.size(); ++i) in.push_back(loom::detail::batch_first(inputs[i], axes[i]));
   }
-  const int n = loom::detail::vmap_size(inputs, axes);
-  std::vector<Shape> shapes;
-  std::vector<Dtype> dtypes;
-  for (const array& o : outputs) {
-    shapes.push_back(loom::detail::insert_axis(o.shape(), 0, n));
-    dtypes.push_back(o.dtype());
-  }
-  std::vector<array> out = array::make_arrays(std::move(shapes), dtypes, outputs[0].primitive_ptr(), std::move(in));
-  return {out, std::vector<int>(out.size(), 0)};
+  return loom::detail::same_op_batch_first(std::move(in), outputs, loom::detail::vmap_size(inputs, axes));
 }
 
 std::vector<array> Custom::backward(std::shared_ptr<Primitive> kernel, const std::vector<array>& primals,

@@ -60,6 +60,17 @@ VmapResult vmap_elementwise(const std::vector<array>& inputs, const std::vector<
   return {out, std::vector<int>(out.size(), at)};
 }
 
+VmapResult same_op_batch_first(std::vector<array> inputs, const std::vector<array>& outputs, int size) {
+  std::vector<Shape> shapes;
+  std::vector<Dtype> dtypes;
+  for (const array& o : outputs) {
+    shapes.push_back(insert_axis(o.shape(), 0, size));
+    dtypes.push_back(o.dtype());
+  }
+  std::vector<array> out = array::make_arrays(std::move(shapes), dtypes, outputs[0].primitive_ptr(), std::move(inputs));
+  return {out, std::vector<int>(out.size(), 0)};
+}
+
 std::vector<int> shift_axes(const std::vector<int>& axes, int ndim) {
   std::vector<int> out;
   out.reserve(axes.size());

@@ -29,6 +29,11 @@ std::vector<array> all_batch_first(const std::vector<array>& inputs, const std::
 VmapResult vmap_elementwise(const std::vector<array>& inputs, const std::vector<int>& axes,
                             const std::vector<array>& outputs);
 
+/// This node's own primitive (outputs[0].primitive_ptr()) again, on `inputs` that carry the batch
+/// (of `size`) first: each output is the unbatched one's shape with the batch first. For kernels to
+/// which a batch is just one more leading axis.
+VmapResult same_op_batch_first(std::vector<array> inputs, const std::vector<array>& outputs, int size);
+
 /// The rule of a primitive that handles any number of leading axes itself, for inputs batched or
 /// not, given `make`, which builds the op on inputs with the batch first (unbatched ones untouched).
 template <typename Make>

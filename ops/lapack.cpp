@@ -91,15 +91,7 @@ class SVD : public Primitive {
   // Every matrix of a stack is factored on its own: the batch is one more stack axis, first.
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
                                                        const std::vector<array>& outs) override {
-    const array a = detail::batch_first(in[0], axes[0]);
-    std::vector<Shape> shapes;
-    std::vector<Dtype> dtypes;
-    for (const array& o : outs) {
-      shapes.push_back(detail::insert_axis(o.shape(), 0, a.shape()[0]));
-      dtypes.push_back(o.dtype());
-    }
-    auto out = array::make_arrays(std::move(shapes), dtypes, outs[0].primitive_ptr(), {a});
-    return {out, std::vector<int>(out.size(), 0)};
+    return detail::same_op_batch_first({detail::batch_first(in[0], axes[0])}, outs, detail::vmap_size(in, axes));
   }
   const char* name() const override { return "SVD"; }
   void print(std::ostream& os) const override { os << "SVD(" << (compute_uv_ ? "uv" : "values") << ")"; }

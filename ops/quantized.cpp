@@ -352,14 +352,7 @@ std::pair<std::vector<array>, std::vector<int>> vmap_rows(const char* op, size_t
   const int n = loom::detail::vmap_size(in, axes);
   std::vector<array> x(in.begin(), in.end());
   for (size_t i = 0; i < arrays; ++i) x[i] = loom::detail::batch_first_broadcast(in[i], axes[i], n);
-  std::vector<Shape> shapes;
-  std::vector<Dtype> dtypes;
-  for (const array& o : outs) {
-    shapes.push_back(loom::detail::insert_axis(o.shape(), 0, n));
-    dtypes.push_back(o.dtype());
-  }
-  auto out = array::make_arrays(std::move(shapes), dtypes, outs[0].primitive_ptr(), std::move(x));
-  return {out, std::vector<int>(out.size(), 0)};
+  return loom::detail::same_op_batch_first(std::move(x), outs, n);
 }
 
 // Outputs: w_q, scales[, biases]. Inputs: w[, global_scale].
@@ -756,7 +749,7 @@ class QuantizedMatmul : public UnaryPrimitive {
       // One weight matrix for the whole batch: the batch is more rows of x.
       std::vector<array> x = in;
       x[0] = loom::detail::batch_first(in[0], axes[0]);
-      return {{array(loom::detail::insert_axis(out, 0, n), outs[0].dtype(), outs[0].primitive_ptr(), std::move(x))}, {0}};
+      return loom::detail::same_op_batch_first(std::move(x), outs, n);
     }
     // Weights per batch entry: a stack of matrices, x's rows (all of its leading axes) against each.
     std::vector<array> b = loom::detail::all_batch_first(in, axes);

@@ -507,10 +507,8 @@ class Random : public UnaryPrimitive {
   // The batch of keys (a key shared by every entry, broadcast) leads the output and the parameters.
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
                                                        const std::vector<array>& outs) override {
-    std::vector<array> x = ::loom::detail::all_batch_first(in, axes);
-    Shape shape = ::loom::detail::insert_axis(outs[0].shape(), 0, x[0].shape(0));
-    return {{array(std::move(shape), dtype_, std::make_shared<Random>(dist_, shape_, dtype_, a_, b_), std::move(x))},
-            {0}};
+    return ::loom::detail::same_op_batch_first(::loom::detail::all_batch_first(in, axes), outs,
+                                               ::loom::detail::vmap_size(in, axes));
   }
   // Gradients stop here: the samples do not depend differentiably on the key, and the parameters'
   // gradients are deliberately not propagated.

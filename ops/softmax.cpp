@@ -42,8 +42,7 @@ class Softmax : public UnaryPrimitive {
   // Rows of the last axis: the batch goes first, out of the way.
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
                                                        const std::vector<array>& outs) override {
-    const array x = detail::batch_first(in[0], axes[0]);
-    return {{array(x.shape(), outs[0].dtype(), outs[0].primitive_ptr(), {x})}, {0}};
+    return detail::same_op_batch_first({detail::batch_first(in[0], axes[0])}, outs, detail::vmap_size(in, axes));
   }
   const char* name() const override { return log_ ? "LogSoftmax" : "Softmax"; }
 
