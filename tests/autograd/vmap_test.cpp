@@ -316,6 +316,21 @@ TEST(Vmap, CustomFunctionRules) {
   expect_vmap_matches_loop(grad([&](const std::vector<array>& v) { return sum(ck(v)[0]); }), {x}, {0});
 }
 
+TEST(Vmap, BrokenUserRulesAreNamed) {
+  const array x = vm_f32({5, 3}, 38);
+  auto f = [](const std::vector<array>& v) { return std::vector<array>{sin(v[0])}; };
+  // A rule with the wrong number of outputs, and one whose result lacks the batch it claims.
+  auto two = custom_function(f, std::nullopt, std::nullopt, CustomVmapFn([](const std::vector<array>& in, const std::vector<int>&) {
+    return std::make_pair(std::vector<array>{in[0], in[0]}, std::vector<int>{0, 0});
+  }));
+  EXPECT_THROW_MSG(vmap(two, {0})({x}), std::invalid_argument, "[custom_function] the vmap rule returned 2 outputs");
+  auto unbatched = custom_function(f, std::nullopt, std::nullopt,
+                                   CustomVmapFn([](const std::vector<array>& in, const std::vector<int>&) {
+                                     return std::make_pair(std::vector<array>{sum(in[0], 0)}, std::vector<int>{0});
+                                   }));
+  EXPECT_THROW_MSG(vmap(unbatched, {0})({x}), std::logic_error, "the batching rule of CustomTransforms(custom_function)");
+}
+
 TEST(Vmap, FusedOps) {
   const array x = vm_f32({4, 3, 8}, 43), w = vm_f32({8}, 44), b = vm_f32({8}, 45), ws = vm_f32({4, 8}, 46);
   for (int ax : {0, 1, 2}) {
