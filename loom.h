@@ -26,6 +26,7 @@
 #include "loom/io/gguf.h"
 #include "loom/autograd/check.h"
 #include "loom/autograd/transforms.h"
+#include "loom/autograd/compile.h"
 #include "loom/fast/fast.h"
 #include "loom/distributed/config.h"
 #include "loom/distributed/distributed.h"

@@ -69,6 +69,9 @@ std::function<array(const array&)> grad(const UnaryFn& fun);
 /// - the flat all_sum / all_mean (all_sum_flat, nn::average_gradients' buckets): its parts are
 ///   flattened into one vector, where a batch has no single place;
 /// - quantize / dequantize with an nvfp4 global scale that varies along the batch.
+/// - compile's `Compiled` node and its `CompileInput` placeholders (autograd/compile.h): a compiled
+///   function called while a transform traces calls the function itself, so transforms never meet
+///   them (nor differentiate them).
 /// Random ops draw from their key: a batched key gives each entry its own samples; without a key,
 /// the key taken when vmap traces is the same for every entry (as in MLX).
 VectorFn vmap(const VectorFn& fun, const std::vector<int>& in_axes = {}, const std::vector<int>& out_axes = {});

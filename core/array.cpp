@@ -329,6 +329,27 @@ void array::copy_shared_buffer(const array& other) {
   copy_shared_buffer(other, other.strides(), other.flags(), other.data_size());
 }
 
+void array::reset_data(const Shape* shape) {
+  desc_->data.reset();
+  desc_->data_ptr = nullptr;
+  desc_->data_size = 0;
+  desc_->evaluated.store(false, std::memory_order_release);
+  if (shape && *shape != desc_->shape) {
+    const char* who = desc_->node ? desc_->node->primitive->name() : "array";
+    ArrayDesc fresh(*shape, desc_->dtype, who);  // checks the shape as construction does
+    desc_->shape = std::move(fresh.shape);
+    desc_->size = fresh.size;
+    desc_->strides = std::move(fresh.strides);
+  } else {
+    int64_t st = 1;
+    for (int i = static_cast<int>(desc_->shape.size()) - 1; i >= 0; --i) {
+      desc_->strides[i] = st;
+      st *= std::max(desc_->shape[i], 1);
+    }
+  }
+  desc_->flags = row_major_flags(desc_->shape);
+}
+
 void array::alloc() {
   if (!is_placed()) set_data(allocator::malloc(nbytes()));
 }

@@ -264,6 +264,10 @@ class array {
   /// output, see Primitive::input_offsets, or an input's buffer, see Primitive::donors): alloc keeps it.
   bool is_placed() const { return desc_->data != nullptr && !desc_->evaluated; }
   void set_evaluated() { desc_->evaluated.store(true, std::memory_order_release); }
+  /// For a kept graph that runs again (compile's program, core/program.h): drops the data and returns
+  /// the array to "not evaluated" in its own row-major layout, keeping its primitive and inputs.
+  /// `shape`, when given, replaces its shape (a shapeless program run on other shapes).
+  void reset_data(const Shape* shape = nullptr);
 
   /// Computes the contiguity flags of a layout.
   static Flags layout_flags(const Shape& shape, const Strides& strides, size_t* data_size = nullptr);

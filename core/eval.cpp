@@ -10,12 +10,14 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "loom/core/allocator.h"
 #include "loom/core/copy.h"
 #include "loom/core/fusion.h"
 #include "loom/core/primitive.h"
 #include "loom/core/profile.h"
+#include "loom/core/program.h"
 
 namespace loom {
 
@@ -71,11 +73,49 @@ std::vector<array> build_tape(const std::vector<array>& outputs, Index& index,
   return tape;
 }
 
-// Marks a node's outputs evaluated and, outside transforms, drops their graph.
+// A kept graph's run (core/program.h). Its tape keeps every node and its graph: nothing is detached,
+// tape entries are read, not taken, and each node's buffer goes (or passes to a reader) once the last
+// of its readers has run, as it would when eval dropped its last handle.
+struct ProgramRun {
+  const Index* index = nullptr;                       // the program's tape positions
+  const std::vector<std::vector<int>>* reads = nullptr;  // by position: the nodes it reads, once each
+  std::vector<int>* remaining = nullptr;             // by position: readers yet to run
+  const std::vector<char>* keep = nullptr;           // by position: an output, whose buffer stays
+  const std::vector<array>* tape = nullptr;
+  const std::vector<std::vector<array>>* siblings = nullptr;
+  // Entry i (a node, or a fusion group's root) has run: the nodes it was the last to read let go.
+  void done(int i) const {
+    for (int j : (*reads)[i]) {
+      if (--(*remaining)[j] != 0 || (*keep)[j]) continue;
+      const_cast<array&>((*tape)[j]).reset_data();
+      for (const auto& s : (*siblings)[j]) const_cast<array&>(s).reset_data();
+    }
+  }
+  // A program's tape holds one handle to each of its nodes that eval's would have dropped.
+  long kept(const array& x) const { return index->count(x.node_id()) ? 1 : 0; }
+};
+// The run in progress on this thread: set by Program::run, cleared by every eval (a kernel may call
+// eval on arrays of its own, which are no program's).
+thread_local const ProgramRun* program_run = nullptr;
+struct SetProgramRun {
+  const ProgramRun* saved;
+  explicit SetProgramRun(const ProgramRun* r) : saved(program_run) { program_run = r; }
+  ~SetProgramRun() { program_run = saved; }
+  SetProgramRun(const SetProgramRun&) = delete;
+  SetProgramRun& operator=(const SetProgramRun&) = delete;
+};
+// A tape entry to run: a program's stays in its tape; eval's is taken (its consumers' inputs are then
+// the last holders of the node, which the buffer plan counts on).
+array take_entry(std::vector<array>& tape, int i) { return program_run ? tape[i] : std::move(tape[i]); }
+void entry_done(int i) {
+  if (program_run) program_run->done(i);
+}
+
+// Marks a node's outputs evaluated and, outside transforms and programs, drops their graph.
 void finish(std::vector<array>& outs) {
   for (auto& o : outs) {
     o.set_evaluated();
-    if (!o.is_tracer()) o.detach();
+    if (!program_run && !o.is_tracer()) o.detach();
   }
 }
 
@@ -98,11 +138,12 @@ void donate(const array& node, std::vector<array>& outs) {
       // One handle is this slot's (the common case, decided without a scan); more may all be this
       // node's slots (x * x).
       long refs = 1;
-      if (!inputs[k].held_only_by(1)) {
+      const long kept = program_run ? program_run->kept(inputs[k]) : 0;
+      if (!inputs[k].held_only_by(1 + kept)) {
         refs = 0;
         for (const auto& other : inputs) refs += other.id() == inputs[k].id();
       }
-      if (outs[o].take_buffer(inputs[k], refs)) break;
+      if (outs[o].take_buffer(inputs[k], refs + kept)) break;
     }
   }
 }
@@ -352,7 +393,7 @@ void compute(std::vector<array>& tape, const detail::FusionPlan& plan, const Pla
     const array root = tape[plan.groups[i].back()];
     Probe probe("fused");
     if (!probe.on()) {
-      naming_failed_allocations(root, {root}, [&] { detail::run_fused(tape, plan, i, index); });
+      naming_failed_allocations(root, {root}, [&] { detail::run_fused(tape, plan, i, index, program_run ? program_run->index : nullptr); });
       return;
     }
     // One entry for the group: its members' names in tape order, the inputs it reads from outside,
@@ -373,10 +414,10 @@ void compute(std::vector<array>& tape, const detail::FusionPlan& plan, const Pla
     }
     name += ")";
     probe.start(std::move(name));
-    naming_failed_allocations(root, {root}, [&] { detail::run_fused(tape, plan, i, index); });
+    naming_failed_allocations(root, {root}, [&] { detail::run_fused(tape, plan, i, index, program_run ? program_run->index : nullptr); });
     probe.record(read.bytes, Probe::stored_bytes(root), flops, root);
   } else if (!tape[i].is_evaluated()) {
-    run(std::move(tape[i]));
+    run(take_entry(tape, i));
   }
 }
 
@@ -442,6 +483,7 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
     if (auto work = std::move(it->second.work)) work->wait();
     finish(it->second.outs);
     pending.erase(it);
+    entry_done(i);
   };
 
   try {
@@ -450,10 +492,11 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
         int i = start_q.top().second;
         start_q.pop();
         if (pending.empty() && start_q.empty() && compute_q.empty() && deferred_q.empty()) {
-          run(std::move(tape[i]));  // nothing to overlap with: the blocking form is fastest
+          run(take_entry(tape, i));  // nothing to overlap with: the blocking form is fastest
+          entry_done(i);
           for (int c : consumers[i]) --unfinished[c];
         } else {
-          Pending p{std::move(tape[i]), {}, nullptr};
+          Pending p{take_entry(tape, i), {}, nullptr};
           p.outs = p.node.outputs();
           donate(p.node, p.outs);
           const PlanCheck check(p.outs);
@@ -463,6 +506,7 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
             pending.emplace(i, std::move(p));
           } else {  // done as it started
             finish(p.outs);
+            entry_done(i);
             for (int c : consumers[i]) --unfinished[c];
           }
         }
@@ -475,6 +519,7 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
         if (it->second.work && it->second.work->ready()) {
           it->second.work->wait();
           finish(it->second.outs);
+          entry_done(it->first);
           it = pending.erase(it);
         } else {
           ++it;
@@ -490,6 +535,7 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
         }
       }
       compute(tape, plan, placed, i, index);
+      entry_done(i);
       release(i);
     }
     while (!pending.empty()) wait(pending.begin()->first);
@@ -525,6 +571,7 @@ void run_tape(std::vector<array>& tape, const Index& index) {
 
 namespace {
 void eval_graph(std::vector<array>& outputs) {
+  const SetProgramRun none(nullptr);  // a kernel's own eval, inside a program's run, is not the program's
   // One node over evaluated inputs (a step of an eager-style loop): nothing to order, fuse or
   // overlap, and no index to build (its allocations were a third of such an op's cost).
   if (outputs.size() == 1 && needs_eval(outputs[0])) {
@@ -615,6 +662,134 @@ void async_eval(std::vector<array> outputs) {
       std::vector<array> tape = std::move(work->tape);
       run_tape(tape, work->index);
     });
+  }
+}
+
+// ---- Program (core/program.h) ----
+
+struct detail::Program::Plan {
+  Index index;
+  bool scheduled = false;  // holds communication: runs as eval_scheduled, which plans per run
+  detail::FusionPlan fusion;
+  Placements placed;
+  std::vector<std::vector<int>> reads;  // by position: the nodes an entry (or its fusion group) reads
+  std::vector<int> readers, remaining;  // by position: how many entries read it; per run, yet to run
+  std::vector<char> keep;               // by position: an output of the program
+};
+
+detail::Program::Program(std::vector<array> inputs, std::vector<array> outputs)
+    : inputs_(std::move(inputs)), outputs_(std::move(outputs)), plan_(std::make_unique<Plan>()) {
+  Plan& p = *plan_;
+  // The placeholders are leaves of the tape: evaluated for as long as it is built.
+  for (auto& x : inputs_) x.set_evaluated();
+  tape_ = build_tape(outputs_, p.index);
+  for (auto& x : inputs_) x.reset_data();
+  const int n = static_cast<int>(tape_.size());
+  // The leaves that are not placeholders are constants: held here too, so that no kernel is ever
+  // given one's buffer to write in (the buffer plan gives only what nothing else holds).
+  std::unordered_set<std::uintptr_t> held;
+  for (const auto& x : inputs_) held.insert(x.id());
+  for (const auto& a : tape_) {
+    for (const auto& in : a.inputs()) {
+      if (!p.index.count(in.node_id()) && held.insert(in.id()).second) constants_.push_back(in);
+    }
+  }
+  for (const auto& o : outputs_) {
+    if (!p.index.count(o.node_id()) && held.insert(o.id()).second) constants_.push_back(o);
+  }
+  siblings_.resize(n);
+  for (int j = 0; j < n; ++j) {
+    tape_[j].set_tracer(false);  // a transform that traced the function is done with its graph
+    if (tape_[j].node_id()->outputs.size() > 1) siblings_[j] = tape_[j].siblings();
+    for (auto& s : siblings_[j]) s.set_tracer(false);
+  }
+  // The plans eval would make, made once. The handles to the nodes are those eval's tape would hold:
+  // one per node (the tape's), its readers' input slots, and the outputs list for the outputs.
+  bool elementwise = false;
+  for (const auto& a : tape_) {
+    p.scheduled |= a.primitive().is_async();
+    elementwise |= a.primitive().is_elementwise() && a.size() >= detail::kFuseFrom;
+  }
+  if (!p.scheduled) {
+    if (elementwise) p.fusion = detail::plan_fusion(tape_, p.index, {});
+    p.placed = plan_placement(tape_, p.index);
+  }
+  // Who reads what: an internal member of a fusion group reads as its group's root, which runs it.
+  std::vector<int> unit(n);
+  for (int j = 0; j < n; ++j) unit[j] = j;
+  if (!p.fusion.internal.empty()) {
+    for (int r = 0; r < n; ++r) {
+      for (int m : p.fusion.groups[r]) unit[m] = r;
+    }
+  }
+  p.reads.resize(n);
+  p.readers.assign(n, 0);
+  p.keep.assign(n, 0);
+  for (const auto& o : outputs_) {
+    auto it = p.index.find(o.node_id());
+    if (it != p.index.end()) p.keep[it->second] = 1;
+  }
+  for (int i = 0; i < n; ++i) {
+    for (const auto& in : tape_[i].inputs()) {
+      auto it = p.index.find(in.node_id());
+      if (it == p.index.end() || unit[it->second] == unit[i]) continue;  // a leaf, or inside the group
+      std::vector<int>& r = p.reads[unit[i]];
+      if (std::find(r.begin(), r.end(), it->second) == r.end()) {
+        r.push_back(it->second);
+        ++p.readers[it->second];
+      }
+    }
+  }
+}
+
+detail::Program::~Program() = default;
+
+std::vector<array> detail::Program::node_outputs(size_t j) const { return tape_.at(j).outputs(); }
+
+void detail::Program::run(const std::vector<array>& inputs, std::vector<array>& outputs,
+                          const std::vector<std::vector<Shape>>* shapes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Plan& p = *plan_;
+  const int n = static_cast<int>(tape_.size());
+  // Everything goes back to "not evaluated, no data" however the run ends.
+  struct Reset {
+    Program& prog;
+    ~Reset() {
+      for (auto& x : prog.inputs_) x.reset_data();
+      for (size_t j = 0; j < prog.tape_.size(); ++j) {
+        prog.tape_[j].reset_data();
+        for (auto& s : prog.siblings_[j]) s.reset_data();
+      }
+    }
+  } reset{*this};
+  if (shapes) {
+    for (int j = 0; j < n; ++j) {
+      const std::vector<Shape>& sh = (*shapes)[j];
+      tape_[j].reset_data(&sh[tape_[j].position()]);
+      for (auto& s : siblings_[j]) s.reset_data(&sh[s.position()]);
+    }
+  }
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    if (shapes) inputs_[i].reset_data(&inputs[i].shape());
+    inputs_[i].copy_shared_buffer(inputs[i]);
+    inputs_[i].set_evaluated();
+  }
+  p.remaining = p.readers;
+  const ProgramRun state{&p.index, &p.reads, &p.remaining, &p.keep, &tape_, &siblings_};
+  {
+    const SetProgramRun in_program(&state);
+    if (p.scheduled) {
+      eval_scheduled(tape_, p.index);
+    } else {
+      for (int i = 0; i < n; ++i) {
+        compute(tape_, p.fusion, p.placed, i, p.index);
+        entry_done(i);
+      }
+    }
+  }
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    outputs[k].copy_shared_buffer(outputs_[k]);
+    outputs[k].set_evaluated();
   }
 }
 

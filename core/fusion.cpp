@@ -127,7 +127,8 @@ FusionPlan plan_fusion(const std::vector<array>& tape, const std::unordered_map<
 }
 
 void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
-               const std::unordered_map<const Node*, int>& index) {
+               const std::unordered_map<const Node*, int>& index,
+               const std::unordered_map<const Node*, int>* program) {
   const std::vector<int>& members = plan.groups[root_pos];
   const int m = static_cast<int>(members.size());
   array& root = tape[members.back()];
@@ -197,13 +198,14 @@ void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
   if (!root.is_placed() && !direct_leaves.empty()) {
     std::unordered_map<std::uintptr_t, long> refs;  // leaves' slots in the group, counted when needed
     auto group_slots = [&](const array* leaf) -> long {
-      if (leaf->held_only_by(1)) return 1;
+      const long kept = program && program->count(leaf->node_id()) ? 1 : 0;  // a program's tape entry
+      if (leaf->held_only_by(1 + kept)) return 1 + kept;
       if (refs.empty()) {
         for (int k = 0; k < m; ++k) {
           for (const auto& in : tape[members[k]].inputs()) refs[in.id()] += in.is_evaluated();
         }
       }
-      return refs[leaf->id()];
+      return refs[leaf->id()] + kept;
     };
     for (const array* leaf : direct_leaves) {
       if (root.take_buffer(*leaf, group_slots(leaf))) break;
@@ -250,6 +252,7 @@ void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
   });
 
   root.set_evaluated();
+  if (program) return;
   if (!root.is_tracer()) root.detach();
   for (int k = 0; k < m; ++k) array done = std::move(tape[members[k]]);
 }

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <typeinfo>
 #include <ostream>
 #include <utility>
 #include <vector>
@@ -58,6 +59,11 @@ class Primitive {
   /// Floating-point operations of one evaluation, for the profiler (core/profile.h), or -1 when
   /// not known. Elementwise primitives count one per output element (the default).
   virtual double flops(const std::vector<array>& inputs, const std::vector<array>& outputs) const;
+
+  /// True when `other` computes what this primitive computes from the same inputs: compile merges
+  /// such nodes (common subexpressions). The default never merges; a primitive that says yes compares
+  /// its type and every parameter (MLX's name).
+  virtual bool is_equivalent(const Primitive& other) const { return false; }
 
   virtual const char* name() const = 0;
   virtual void print(std::ostream& os) const { os << name(); }
@@ -135,6 +141,12 @@ class Primitive {
 };
 
 namespace detail {
+/// For Primitive::is_equivalent: `other` as `self`'s own class (not a subclass), or null.
+template <class P>
+const P* same_primitive(const P* self, const Primitive& other) {
+  return typeid(other) == typeid(*self) ? static_cast<const P*>(&other) : nullptr;
+}
+
 /// Called with the primitive of every node made from now on, when set (null: none). The test suite
 /// sets one that checks each primitive against its registry of gradient checks; nothing else should.
 using PrimitiveHook = void (*)(const Primitive&);

@@ -14,6 +14,10 @@ namespace {
 // Fills the output with one (0-d) input value.
 class Full : public UnaryPrimitive {
  public:
+  bool is_equivalent(const Primitive& other) const override {
+    auto* p = detail::same_primitive(this, other);
+    return p && (shape_ == p->shape_ && dtype_ == p->dtype_);
+  }
   bool supports_complex() const override { return true; }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     out.alloc();
@@ -79,6 +83,10 @@ class Arange : public UnaryPrimitive {
 
 class AsType : public UnaryPrimitive {
  public:
+  bool is_equivalent(const Primitive& other) const override {
+    auto* p = detail::same_primitive(this, other);
+    return p && (dtype_ == p->dtype_);
+  }
   bool supports_complex() const override { return true; }
   explicit AsType(Dtype d) : dtype_(d) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
@@ -108,6 +116,7 @@ class AsType : public UnaryPrimitive {
 // Shares the input's buffer: the result is a new array with the same values.
 class Copy : public UnaryPrimitive {
  public:
+  bool is_equivalent(const Primitive& other) const override { return detail::same_primitive(this, other); }
   bool supports_complex() const override { return true; }
   void eval_cpu(const std::vector<array>& in, array& out) override { out.copy_shared_buffer(in[0]); }
   std::vector<array> vjp(const std::vector<array>&, const std::vector<array>& cot, const std::vector<int>&,
@@ -127,6 +136,7 @@ class Copy : public UnaryPrimitive {
 
 class StopGradient : public UnaryPrimitive {
  public:
+  bool is_equivalent(const Primitive& other) const override { return detail::same_primitive(this, other); }
   bool supports_complex() const override { return true; }
   void eval_cpu(const std::vector<array>& in, array& out) override { out.copy_shared_buffer(in[0]); }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>&, const std::vector<int>&,

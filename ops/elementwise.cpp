@@ -1135,6 +1135,7 @@ U blend(uint8_t c, U x, U y) {
 
 class Select : public UnaryPrimitive {
  public:
+  bool is_equivalent(const Primitive& other) const override { return detail::same_primitive(this, other); }
   bool supports_complex() const override { return true; }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     LOOM_DISPATCH_ALL(in[1].dtype(), T, {

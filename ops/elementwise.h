@@ -2,6 +2,7 @@
 // and its derivative together (internal; fusion reads the op structs too).
 #pragma once
 
+#include <typeinfo>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -104,6 +105,7 @@ class Unary : public UnaryPrimitive {
     return detail::vmap_elementwise(in, axes, outs);
   }
   const char* name() const override { return Op::name; }
+  bool is_equivalent(const Primitive& other) const override { return typeid(other) == typeid(*this); }
   bool is_differentiable() const override {
     return Op::kind != ElementwiseKind::predicate && Op::kind != ElementwiseKind::bitwise;
   }
@@ -145,6 +147,7 @@ class Binary : public UnaryPrimitive {
     return detail::vmap_elementwise(in, axes, outs);
   }
   const char* name() const override { return Op::name; }
+  bool is_equivalent(const Primitive& other) const override { return typeid(other) == typeid(*this); }
   bool is_differentiable() const override {
     return Op::kind != ElementwiseKind::predicate && Op::kind != ElementwiseKind::logical &&
            Op::kind != ElementwiseKind::bitwise;

@@ -76,6 +76,10 @@ void matmul_impl(const array& a_in, const array& b_in, const array* c_in, array&
 // inputs: a, b -> a b; or a, b, c (c of the output's shape) -> alpha a b + beta c (addmm).
 class Matmul : public UnaryPrimitive {
  public:
+  bool is_equivalent(const Primitive& other) const override {
+    auto* p = detail::same_primitive(this, other);
+    return p && (alpha_ == p->alpha_ && beta_ == p->beta_);
+  }
   bool supports_complex() const override { return true; }
   Matmul(float alpha = 1.0f, float beta = 0.0f) : alpha_(alpha), beta_(beta) {}
   // A multiply and an add per output element per term of the inner dimension (four of each for

@@ -733,7 +733,17 @@ std::pair<Key, Key> split2(const Key& k) {
 // ---------------------------------------------------------------------------------------------
 // keys
 
+namespace {
+thread_local detail::KeySource key_source;
+}
+
+detail::KeySource detail::set_key_source(KeySource source) {
+  std::swap(source, key_source);
+  return source;
+}
+
 array detail::next_key() {
+  if (key_source) return key_source();
   auto& g = global_key();
   std::lock_guard<std::mutex> lock(g.mu);
   const auto [next, used] = split2(g.key);  // split(state): rows 0 and 1

@@ -48,6 +48,7 @@
 // it is a gather along an axis and passes gradients to x.
 #pragma once
 
+#include <functional>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -102,6 +103,11 @@ inline constexpr uint32_t word(std::array<uint32_t, 2> key, uint64_t n, uint64_t
 
 /// Splits the global key state: the state becomes split(state)[0], split(state)[1] is returned.
 array next_key();
+/// While set on this thread (compile's trace), next_key() returns source() instead: the compiled
+/// function then takes the keys it draws as inputs, split from the global state on every call. Returns
+/// the source it replaces.
+using KeySource = std::function<array()>;
+KeySource set_key_source(KeySource source);
 
 }  // namespace detail
 

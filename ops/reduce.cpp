@@ -219,6 +219,10 @@ inline constexpr bool has_nan_v = std::is_floating_point_v<T> || is_complex_v<T>
 
 class Reduce : public UnaryPrimitive {
  public:
+  bool is_equivalent(const Primitive& other) const override {
+    auto* p = detail::same_primitive(this, other);
+    return p && (type_ == p->type_ && axes_ == p->axes_);
+  }
   Reduce(ReduceType t, std::vector<int> axes) : type_(t), axes_(std::move(axes)) {}
   double flops(const std::vector<array>& in, const std::vector<array>&) const override { return double(in[0].size()); }
   void eval_cpu(const std::vector<array>& in, array& out) override {
@@ -528,6 +532,10 @@ void scan_dispatch(ScanType t, const array& x, array& out, int axis, bool revers
 
 class Scan : public UnaryPrimitive {
  public:
+  bool is_equivalent(const Primitive& other) const override {
+    auto* p = detail::same_primitive(this, other);
+    return p && (type_ == p->type_ && axis_ == p->axis_ && reverse_ == p->reverse_ && inclusive_ == p->inclusive_);
+  }
   Scan(ScanType t, int axis, bool reverse, bool inclusive)
       : type_(t), axis_(axis), reverse_(reverse), inclusive_(inclusive) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
@@ -703,6 +711,10 @@ array Reduce::cumprod(const array& a, int axis, bool reverse, bool inclusive) {
 // ---- arg reductions ----
 class ArgReduce : public UnaryPrimitive {
  public:
+  bool is_equivalent(const Primitive& other) const override {
+    auto* p = detail::same_primitive(this, other);
+    return p && (is_max_ == p->is_max_ && axis_ == p->axis_);
+  }
   ArgReduce(bool is_max, int axis) : is_max_(is_max), axis_(axis) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array& x = in[0];

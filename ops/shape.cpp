@@ -76,6 +76,10 @@ Shape with_batch(Shape bound, int batch_value) {
 
 class Reshape : public UnaryPrimitive {
  public:
+  bool is_equivalent(const Primitive& other) const override {
+    auto* p = detail::same_primitive(this, other);
+    return p && (shape_ == p->shape_);
+  }
   bool supports_complex() const override { return true; }
   explicit Reshape(Shape s) : shape_(std::move(s)) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
@@ -115,6 +119,10 @@ class Reshape : public UnaryPrimitive {
 
 class Broadcast : public UnaryPrimitive {
  public:
+  bool is_equivalent(const Primitive& other) const override {
+    auto* p = detail::same_primitive(this, other);
+    return p && (shape_ == p->shape_);
+  }
   bool supports_complex() const override { return true; }
   explicit Broadcast(Shape s) : shape_(std::move(s)) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
@@ -157,6 +165,10 @@ class Broadcast : public UnaryPrimitive {
 
 class Transpose : public UnaryPrimitive {
  public:
+  bool is_equivalent(const Primitive& other) const override {
+    auto* p = detail::same_primitive(this, other);
+    return p && (axes_ == p->axes_);
+  }
   bool supports_complex() const override { return true; }
   explicit Transpose(std::vector<int> axes) : axes_(std::move(axes)) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
@@ -196,6 +208,10 @@ class Transpose : public UnaryPrimitive {
 
 class Slice : public UnaryPrimitive {
  public:
+  bool is_equivalent(const Primitive& other) const override {
+    auto* p = detail::same_primitive(this, other);
+    return p && (start_ == p->start_ && stop_ == p->stop_ && strides_ == p->strides_);
+  }
   bool supports_complex() const override { return true; }
   Slice(Shape start, Shape stop, Shape strides)
       : start_(std::move(start)), stop_(std::move(stop)), strides_(std::move(strides)) {}
@@ -370,6 +386,10 @@ class SliceUpdate : public UnaryPrimitive {
 
 class Concatenate : public UnaryPrimitive {
  public:
+  bool is_equivalent(const Primitive& other) const override {
+    auto* p = detail::same_primitive(this, other);
+    return p && (axis_ == p->axis_);
+  }
   bool supports_complex() const override { return true; }
   explicit Concatenate(int axis) : axis_(axis) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {
@@ -503,6 +523,10 @@ class Split : public Primitive {
 
 class Pad : public UnaryPrimitive {
  public:
+  bool is_equivalent(const Primitive& other) const override {
+    auto* p = detail::same_primitive(this, other);
+    return p && (axes_ == p->axes_ && low_ == p->low_ && high_ == p->high_);
+  }
   bool supports_complex() const override { return true; }
   Pad(std::vector<int> axes, Shape low, Shape high) : axes_(std::move(axes)), low_(std::move(low)), high_(std::move(high)) {}
   void eval_cpu(const std::vector<array>& in, array& out) override {

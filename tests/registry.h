@@ -206,6 +206,9 @@ inline std::vector<Entry> registry() {
                                    {kCustom, "CustomFunction.MultipleOutputsAndSecondOrder", "custom_function"},
                                    {kCustom, "Checkpoint.SameValuesAndGradients", "checkpoint"}}),
       none("VmapInput", "vmap's placeholder for a batched input: never evaluated, never differentiated"),
+      none("CompileInput", "compile's placeholder for an input: never evaluated, never differentiated"),
+      none("Compiled", "compile's node: built only outside transforms (a compiled function called while one "
+                       "traces calls the function itself), so never differentiated"),
       checked("Depends", {{kCustom, "Depends.ValuesPassThroughAndGradientsSkipTheDependencies", "depends"}}),
       // ---- softmax (ops/softmax.cpp) ----
       checked("Softmax", {{kSoftmax, "SoftmaxFused.GradientsMatchFiniteDifferences", "softmax"}}),

@@ -4328,7 +4328,9 @@ def check(case, res):
     # The runner's own vmap check (Loom against Loom: the op vmapped over a batch of perturbed
     # copies of the inputs, against a loop over them).
     vm = ["vmap: %s" % res["vmap"]] if "vmap" in res else []
-    return vm + check_reference(case, res)
+    # And its compile check: the op (its vjp, its jvp) compiled against itself, bit for bit.
+    cp = ["compile: %s" % res["compile"]] if "compile" in res else []
+    return vm + cp + check_reference(case, res)
 
 
 def check_reference(case, res):

@@ -2,13 +2,15 @@
 // runs each with Loom's public API and writes one JSON line of results per case to stdout, flushed,
 // so that when a case crashes the process the driver (diff.py) knows which one it was.
 //
-//   loom_diff [--fusion on|off|both] [--threads N] [--primitives] [--no-vmap] < cases.jsonl
+//   loom_diff [--fusion on|off|both] [--threads N] [--primitives] [--no-vmap] [--no-compile] < cases.jsonl
 //
 // Case:   {"id", "op", "inputs": [{"dtype", "shape", "data", "view"?}], "params"?, "vjp"?, "jvp"?}
 // Result: {"id", "outputs": [{"dtype", "shape", "data"}], "vjp"?: [...], "jvp"?: [...],
 //          "nofuse"?: {...the same, from a run with fusion off, when it differs...},
 //          "vmap"?: "what differs when the op (and its vjp) under vmap disagrees with a loop over
-//                   a batch of three perturbed copies of the inputs (see vmap_check)"}
+//                   a batch of three perturbed copies of the inputs (see vmap_check)",
+//          "compile"?: "what differs when the op (and its vjp, its jvp) compiled disagrees with
+//                      itself uncompiled (see compile_check)"}
 //         or {"id", "error": "..."} when Loom throws.
 // Floating values are numbers or the strings "nan", "inf", "-inf", a complex64 value a [real, imag]
 // pair of them; a view recipe is a list of
@@ -550,7 +552,73 @@ std::string vmap_check(const json& c, const std::vector<array>& bases, const Vec
   return "";
 }
 
-json run_case(const json& c, bool check_vmap) {
+// ---- compile against the function itself (Loom against Loom) ----
+
+// The case's function (and its vjp and jvp) compiled, called on the inputs and then on perturbed
+// copies (the second call runs the kept program), against the function itself: the same kernels
+// run, so the values must be equal bit for bit (NaN to NaN). Empty when they agree or the check does
+// not apply (the op rejects the input, or must read values: it evaluates an input while traced).
+std::string compile_check(const json& c, const std::vector<array>& bases, const VectorFn& fn) {
+  std::vector<std::pair<VectorFn, std::vector<array>>> fns{{fn, bases}};
+  const size_t n = bases.size();
+  if (c.contains("vjp")) {
+    std::vector<array> ins = bases;
+    for (const auto& t : c["vjp"]) ins.push_back(make_array(t));
+    fns.push_back({[fn, n](const std::vector<array>& v) {
+                     return vjp(fn, std::vector<array>(v.begin(), v.begin() + n), std::vector<array>(v.begin() + n, v.end()))
+                         .second;
+                   },
+                   ins});
+  }
+  if (c.contains("jvp")) {
+    std::vector<array> ins = bases;
+    for (size_t i = 0; i < n; ++i) ins.push_back(c["jvp"][i].is_null() ? zeros_like(bases[i]) : make_array(c["jvp"][i]));
+    fns.push_back({[fn, n](const std::vector<array>& v) {
+                     return jvp(fn, std::vector<array>(v.begin(), v.begin() + n), std::vector<array>(v.begin() + n, v.end()))
+                         .second;
+                   },
+                   ins});
+  }
+  const char* what[] = {"value", "vjp", "jvp"};
+  for (size_t f = 0; f < fns.size(); ++f) {
+    const char* w = what[f == 0 ? 0 : (f == 1 && c.contains("vjp") ? 1 : 2)];
+    VectorFn compiled = compile(fns[f].first);
+    for (int k = 0; k < 2; ++k) {
+      std::vector<array> ins;
+      for (const auto& x : fns[f].second) ins.push_back(vm_entry(x, k));
+      std::vector<array> want;
+      try {
+        want = fns[f].first(ins);
+        eval(want);
+      } catch (const std::exception&) {
+        return "";
+      }
+      std::vector<array> got;
+      try {
+        got = compiled(ins);
+        eval(got);
+      } catch (const std::exception& e) {
+        const std::string m = e.what();
+        if (m.find("[compile] the function evaluated") != std::string::npos) return "";
+        return std::string(w) + " compiled (call " + std::to_string(k + 1) + ") throws: " + m;
+      }
+      if (got.size() != want.size()) return std::string(w) + ": compiled gives another number of outputs";
+      for (size_t j = 0; j < got.size(); ++j) {
+        const bool same = got[j].shape() == want[j].shape() && got[j].dtype() == want[j].dtype() &&
+                          array_equal(got[j], want[j], true).item<bool>();
+        if (!same) {
+          std::ostringstream os;
+          os << w << " output " << j << " (call " << k + 1 << "): compiled and uncompiled differ\ncompiled " << got[j]
+             << "\nuncompiled " << want[j];
+          return os.str();
+        }
+      }
+    }
+  }
+  return "";
+}
+
+json run_case(const json& c, bool check_vmap, bool check_compile) {
   const std::string op = c.at("op");
   const json params = c.value("params", json::object());
   std::vector<array> bases;
@@ -597,12 +665,16 @@ json run_case(const json& c, bool check_vmap) {
     const std::string v = vmap_check(c, bases, fn);
     if (!v.empty()) r["vmap"] = v;
   }
+  if (check_compile) {
+    const std::string v = compile_check(c, bases, fn);
+    if (!v.empty()) r["compile"] = v;
+  }
   return r;
 }
 
-json run_guarded(const json& c, bool check_vmap) {
+json run_guarded(const json& c, bool check_vmap, bool check_compile) {
   try {
-    return run_case(c, check_vmap);
+    return run_case(c, check_vmap, check_compile);
   } catch (const std::exception& e) {
     return json{{"error", e.what()}};
   }
@@ -620,7 +692,8 @@ void record(const Primitive& p) {
   const size_t open = printed.find('(');
   if (open != std::string::npos && printed.compare(0, open, name) == 0) {
     const size_t close = printed.find_first_of(",)", open);
-    if (close != std::string::npos) name = printed.substr(0, close) + ")";
+    // A variant is a word ("Reduce(sum)"), not a parameter's value ("Compiled(nodes=3)").
+    if (close != std::string::npos && printed.find('=', open) > close) name = printed.substr(0, close) + ")";
   }
   seen().insert(name);
 }
@@ -629,15 +702,16 @@ void record(const Primitive& p) {
 
 int main(int argc, char** argv) {
   std::string fusion = "both";
-  bool primitives = false, vmap_checks = true;
+  bool primitives = false, vmap_checks = true, compile_checks = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--fusion" && i + 1 < argc) fusion = argv[++i];
     else if (a == "--threads" && i + 1 < argc) set_num_threads(std::stoi(argv[++i]));
     else if (a == "--primitives") primitives = true;
     else if (a == "--no-vmap") vmap_checks = false;
+    else if (a == "--no-compile") compile_checks = false;
     else {
-      std::cerr << "usage: loom_diff [--fusion on|off|both] [--threads N] [--primitives] [--no-vmap] < cases.jsonl\n";
+      std::cerr << "usage: loom_diff [--fusion on|off|both] [--threads N] [--primitives] [--no-vmap] [--no-compile] < cases.jsonl\n";
       return 2;
     }
   }
@@ -647,10 +721,10 @@ int main(int argc, char** argv) {
     if (line.empty()) continue;
     json c = json::parse(line);
     detail::set_fusion(fusion != "off");
-    json r = run_guarded(c, vmap_checks);
+    json r = run_guarded(c, vmap_checks, compile_checks);
     if (fusion == "both") {
       detail::set_fusion(false);
-      json r2 = run_guarded(c, false);
+      json r2 = run_guarded(c, false, false);
       if (r2 != r) r["nofuse"] = std::move(r2);
     }
     r["id"] = c.at("id");

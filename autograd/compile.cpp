@@ -1,0 +1,331 @@
+// compile: a function traced once per input signature into a detail::Program (core/program.h), which
+// every later call runs as the kernel of one `Compiled` node.
+#include "loom/autograd/compile.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "loom/autograd/tape.h"
+#include "loom/core/eval.h"
+#include "loom/core/primitive.h"
+#include "loom/core/program.h"
+#include "loom/ops/ops.h"
+#include "loom/ops/random.h"
+#include "loom/ops/utils.h"
+
+namespace loom {
+
+using detail::msg;
+using detail::shape_str;
+
+namespace {
+
+std::atomic<CompileMode>& mode() {
+  static std::atomic<CompileMode> m{[] {
+    for (const char* var : {"LOOM_DISABLE_COMPILE", "MLX_DISABLE_COMPILE"}) {
+      const char* v = std::getenv(var);
+      if (v && *v && std::strcmp(v, "0") != 0) return CompileMode::disabled;
+    }
+    return CompileMode::enabled;
+  }()};
+  return m;
+}
+
+// Stands for one input of a function while compile traces it: the input's shape and dtype, no values.
+class CompileInput : public UnaryPrimitive {
+ public:
+  void eval_cpu(const std::vector<array>&, array&) override {
+    throw std::invalid_argument(
+        "[compile] the function evaluated an array that depends on its inputs while compile traced it; a "
+        "compiled function must only build graph (no eval, item or data access on what depends on its inputs)");
+  }
+  const char* name() const override { return "CompileInput"; }
+  bool supports_complex() const override { return true; }
+};
+
+// One traced signature: the program and what a call needs to make its node.
+struct Trace {
+  std::vector<Shape> in_shapes;  // the signature (with shapeless, only their sizes count)
+  std::vector<Dtype> in_dtypes;
+  int num_keys = 0;  // random keys the function draws, passed after its inputs
+  std::unique_ptr<detail::Program> program;
+  std::vector<Shape> out_shapes;
+  std::vector<Dtype> out_dtypes;
+};
+
+// The graph of a program rebuilt as ordinary nodes on `inputs` (its placeholders' replacements):
+// a call in CompileMode::no_fuse.
+std::vector<array> replay(const detail::Program& prog, const std::vector<array>& inputs) {
+  std::unordered_map<std::uintptr_t, array> now;
+  for (size_t i = 0; i < inputs.size(); ++i) now.emplace(prog.inputs()[i].id(), inputs[i]);
+  auto find = [&](const array& a) {
+    auto it = now.find(a.id());
+    return it == now.end() ? a : it->second;  // a constant stays itself
+  };
+  const std::vector<array>& tape = prog.tape();
+  for (size_t j = 0; j < tape.size(); ++j) {
+    std::vector<array> ins;
+    ins.reserve(tape[j].inputs().size());
+    for (const auto& in : tape[j].inputs()) ins.push_back(find(in));
+    const std::vector<array> outs = prog.node_outputs(j);
+    std::vector<array> made;
+    if (outs.size() == 1) {
+      made.emplace_back(outs[0].shape(), outs[0].dtype(), tape[j].primitive_ptr(), std::move(ins));
+    } else {
+      std::vector<Shape> shapes;
+      std::vector<Dtype> dtypes;
+      for (const auto& o : outs) shapes.push_back(o.shape()), dtypes.push_back(o.dtype());
+      made = array::make_arrays(std::move(shapes), dtypes, tape[j].primitive_ptr(), std::move(ins));
+    }
+    for (size_t k = 0; k < outs.size(); ++k) now.emplace(outs[k].id(), made[k]);
+  }
+  std::vector<array> result;
+  for (const auto& o : prog.outputs()) result.push_back(find(o));
+  return result;
+}
+
+// The node a compiled call makes: its kernel runs the program.
+class Compiled : public Primitive {
+ public:
+  explicit Compiled(std::shared_ptr<const Trace> trace) : trace_(std::move(trace)) {}
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override {
+    trace_->program->run(inputs, outputs);
+  }
+  const char* name() const override { return "Compiled"; }
+  void print(std::ostream& os) const override { os << "Compiled(nodes=" << trace_->program->tape().size() << ")"; }
+  bool supports_complex() const override { return true; }
+  bool is_equivalent(const Primitive& other) const override {
+    auto* o = dynamic_cast<const Compiled*>(&other);
+    return o && o->trace_ == trace_;
+  }
+  // No vjp, jvp or vmap: a compiled function called while a transform traces calls the function
+  // itself (as MLX's does), so no transform meets a Compiled node.
+
+ private:
+  std::shared_ptr<const Trace> trace_;
+};
+
+// Restores the key source (random draws without a key) however the trace ends.
+struct KeySourceScope {
+  random::detail::KeySource saved;
+  explicit KeySourceScope(random::detail::KeySource s) : saved(random::detail::set_key_source(std::move(s))) {}
+  ~KeySourceScope() { random::detail::set_key_source(std::move(saved)); }
+  KeySourceScope(const KeySourceScope&) = delete;
+  KeySourceScope& operator=(const KeySourceScope&) = delete;
+};
+
+// Merges equal subexpressions: nodes whose primitives are equivalent and whose inputs are the same
+// arrays, and constants of one value (of equal dtype, shape and bits). Returns the outputs in the merged graph.
+std::vector<array> simplify(const std::vector<array>& outputs, const std::vector<array>& placeholders) {
+  std::unordered_set<std::uintptr_t> live;
+  for (const auto& p : placeholders) live.insert(p.id());
+  const std::vector<array> tape = detail::dependent_tape(outputs, live, false);
+  std::unordered_map<std::uintptr_t, array> now;  // an array -> its replacement
+  // Constants of one value (scalars, and scalars broadcast: folded at trace time), by dtype, shape
+  // and bits -> the one kept.
+  std::map<std::string, array> scalars;
+  auto find = [&](const array& a) -> array {
+    auto it = now.find(a.id());
+    if (it != now.end()) return it->second;
+    if (a.is_evaluated() && !a.has_primitive() && a.size() > 0 && a.data_size() == 1) {
+      std::string key = to_string(a.dtype()) + shape_str(a.shape());
+      key.append(static_cast<const char*>(a.raw_data()), a.itemsize());
+      auto [s, fresh] = scalars.emplace(std::move(key), a);
+      now.emplace(a.id(), s->second);
+      return s->second;
+    }
+    return a;
+  };
+  // Nodes already kept, by their first input's id (or 0), to find an equivalent one.
+  std::unordered_multimap<std::uintptr_t, array> kept;
+  for (const array& a : tape) {
+    std::vector<array> ins;
+    bool changed = false;
+    for (const auto& in : a.inputs()) {
+      ins.push_back(find(in));
+      changed |= ins.back().id() != in.id();
+    }
+    const std::vector<array> outs = a.outputs();
+    const std::uintptr_t key = ins.empty() ? 0 : ins[0].id();
+    std::optional<array> same;
+    auto range = kept.equal_range(key);
+    for (auto it = range.first; it != range.second && !same; ++it) {
+      const array& b = it->second;
+      if (b.inputs().size() != ins.size() || !b.primitive().is_equivalent(a.primitive())) continue;
+      bool equal = true;
+      for (size_t i = 0; i < ins.size() && equal; ++i) equal = b.inputs()[i].id() == ins[i].id();
+      const std::vector<array> b_outs = b.outputs();
+      for (size_t k = 0; k < outs.size() && equal; ++k) {
+        equal = b_outs.size() == outs.size() && b_outs[k].shape() == outs[k].shape() && b_outs[k].dtype() == outs[k].dtype();
+      }
+      if (equal) same = b;
+    }
+    std::vector<array> made;
+    if (same) {
+      made = same->outputs();
+    } else if (changed) {
+      std::vector<Shape> shapes;
+      std::vector<Dtype> dtypes;
+      for (const auto& o : outs) shapes.push_back(o.shape()), dtypes.push_back(o.dtype());
+      made = outs.size() == 1 ? std::vector<array>{array(shapes[0], dtypes[0], a.primitive_ptr(), std::move(ins))}
+                              : array::make_arrays(std::move(shapes), dtypes, a.primitive_ptr(), std::move(ins));
+    } else {
+      made = outs;
+    }
+    if (!same) kept.emplace(key, made[0]);
+    for (size_t k = 0; k < outs.size(); ++k) {
+      if (made[k].id() != outs[k].id()) now.emplace(outs[k].id(), made[k]);
+    }
+  }
+  std::vector<array> result;
+  for (const auto& o : outputs) result.push_back(find(o));
+  return result;
+}
+
+std::shared_ptr<Trace> make_trace(const VectorFn& fun, const std::vector<array>& inputs, CompileMode m) {
+  auto trace = std::make_shared<Trace>();
+  std::vector<array> placeholders;
+  for (const auto& x : inputs) {
+    trace->in_shapes.push_back(x.shape());
+    trace->in_dtypes.push_back(x.dtype());
+    placeholders.emplace_back(x.shape(), x.dtype(), std::make_shared<CompileInput>(), std::vector<array>{});
+  }
+  std::vector<array> keys, outputs;
+  {
+    detail::InTracing tracing;  // compiled functions called inside run as they are: this program holds them
+    KeySourceScope source([&keys] {
+      keys.emplace_back(Shape{2}, uint32, std::make_shared<CompileInput>(), std::vector<array>{});
+      return keys.back();
+    });
+    outputs = fun(placeholders);
+  }
+  trace->num_keys = static_cast<int>(keys.size());
+  placeholders.insert(placeholders.end(), keys.begin(), keys.end());
+  keys.clear();
+
+  // Constants: what the outputs read that does not depend on an input is computed now, once.
+  {
+    std::unordered_set<std::uintptr_t> live;
+    for (const auto& p : placeholders) live.insert(p.id());
+    std::vector<array> tape = detail::dependent_tape(outputs, live, false);
+    std::vector<array> constants;
+    auto fold = [&](const array& a) {
+      if (!live.count(a.id()) && !a.is_evaluated()) constants.push_back(a);
+    };
+    for (const auto& a : tape) {
+      for (const auto& in : a.inputs()) fold(in);
+    }
+    for (const auto& o : outputs) fold(o);
+    tape.clear();
+    eval(constants);
+  }
+  if (m != CompileMode::no_simplify) outputs = simplify(outputs, placeholders);
+  for (const auto& o : outputs) {
+    trace->out_shapes.push_back(o.shape());
+    trace->out_dtypes.push_back(o.dtype());
+  }
+  // Only the program holds the graph from here on: its plan counts the handles.
+  trace->program = std::make_unique<detail::Program>(std::move(placeholders), std::move(outputs));
+  return trace;
+}
+
+// The traces of one compiled function.
+struct Cache {
+  VectorFn fun;
+  bool shapeless = false;
+  std::mutex mu;
+  std::vector<std::shared_ptr<const Trace>> traces;
+
+  std::shared_ptr<const Trace> find(const std::vector<array>& inputs) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& t : traces) {
+      if (t->in_shapes.size() != inputs.size()) continue;
+      bool match = true;
+      for (size_t i = 0; i < inputs.size() && match; ++i) {
+        match = t->in_dtypes[i] == inputs[i].dtype() &&
+                (shapeless ? t->in_shapes[i].size() == inputs[i].ndim() : t->in_shapes[i] == inputs[i].shape());
+      }
+      if (match) return t;
+    }
+    return nullptr;
+  }
+
+  std::vector<array> call(const std::vector<array>& inputs) {
+    const CompileMode m = mode().load(std::memory_order_relaxed);
+    if (m == CompileMode::disabled || detail::tracing_depth() > 0) return fun(inputs);
+    std::shared_ptr<const Trace> trace = find(inputs);
+    if (!trace) {
+      // Traced without the lock (the function may take long, or compile other functions); a call
+      // that traced the same signature meanwhile wins.
+      std::shared_ptr<const Trace> made = make_trace(fun, inputs, m);
+      trace = find(inputs);
+      if (!trace) {
+        std::lock_guard<std::mutex> lock(mu);
+        traces.push_back(made);
+        trace = made;
+      }
+    }
+    if (shapeless) {
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (inputs[i].shape() != trace->in_shapes[i]) {
+          throw std::invalid_argument(msg("[compile] shapeless compile cannot yet run a trace on other shapes: input ", i,
+                                          " has shape ", shape_str(inputs[i].shape()), ", traced with ",
+                                          shape_str(trace->in_shapes[i])));
+        }
+      }
+    }
+    std::vector<array> all = inputs;
+    for (int k = 0; k < trace->num_keys; ++k) all.push_back(random::detail::next_key());
+    if (m == CompileMode::no_fuse) return replay(*trace->program, all);
+    auto node = std::make_shared<Compiled>(trace);
+    if (trace->out_shapes.size() == 1) return {array(trace->out_shapes[0], trace->out_dtypes[0], std::move(node), std::move(all))};
+    return array::make_arrays(trace->out_shapes, trace->out_dtypes, std::move(node), std::move(all));
+  }
+};
+
+VectorFn compiled(std::shared_ptr<Cache> cache) {
+  return [cache](const std::vector<array>& inputs) { return cache->call(inputs); };
+}
+
+}  // namespace
+
+VectorFn compile(VectorFn fun, bool shapeless) {
+  if (mode().load() == CompileMode::disabled) return fun;
+  if (!fun) throw std::invalid_argument("[compile] cannot compile a null function");
+  auto cache = std::make_shared<Cache>();
+  cache->fun = std::move(fun);
+  cache->shapeless = shapeless;
+  return compiled(std::move(cache));
+}
+
+VectorFn compile(std::vector<array> (*fun)(const std::vector<array>&), bool shapeless) {
+  if (mode().load() == CompileMode::disabled) return fun;
+  if (!fun) throw std::invalid_argument("[compile] cannot compile a null function");
+  // One cache per function and shapeless flag, alive while a compiled function uses it.
+  static std::mutex mu;
+  static std::map<std::pair<void*, bool>, std::weak_ptr<Cache>> shared;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = shared[{reinterpret_cast<void*>(fun), shapeless}];
+  std::shared_ptr<Cache> cache = slot.lock();
+  if (!cache) {
+    cache = std::make_shared<Cache>();
+    cache->fun = fun;
+    cache->shapeless = shapeless;
+    slot = cache;
+  }
+  return compiled(std::move(cache));
+}
+
+void disable_compile() { mode() = CompileMode::disabled; }
+void enable_compile() { mode() = CompileMode::enabled; }
+void set_compile_mode(CompileMode m) { mode() = m; }
+CompileMode compile_mode() { return mode().load(); }
+
+}  // namespace loom
