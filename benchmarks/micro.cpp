@@ -5,6 +5,7 @@
 // quantized 4096 x 4096 weight, next to the float32 matmul of the same shapes.
 #include <loom/loom.h>
 
+#include <cstring>
 #include <functional>
 #include <tuple>
 #include <utility>
@@ -98,6 +99,44 @@ int main(int argc, char** argv) {
       std::printf("{\"bench\":\"op_overhead\",\"impl\":\"loom\",\"threads\":%d,\"median_ms\":%.4f,\"us_per_op\":%.3f,\"n\":%d}\n",
                   threads, t, t * 1e3 / ops, reps);
       std::fflush(stdout);
+    }
+    {
+      // op_overhead compiled: the same 1,000 adds traced once by compile (op_overhead_compiled: one
+      // call runs them all, so each op costs its kernel's dispatch alone), and one compiled add
+      // called and evaluated 1,000 times (op_overhead_compiled_call: a compiled call's own cost).
+      const int ops = 1000, reps = quick ? 10 : 50;
+      array one = ones({1});
+      one.eval();
+      VectorFn chain = compile([ops](const std::vector<array>& in) {
+        array x = in[0];
+        for (int i = 0; i < ops; ++i) x = x + in[1];
+        return std::vector<array>{x};
+      });
+      VectorFn add_one = compile([](const std::vector<array>& in) { return std::vector<array>{in[0] + in[1]}; });
+      for (const char* name : {"op_overhead_compiled", "op_overhead_compiled_call"}) {
+        const bool call = name[std::strlen(name) - 1] == 'l';
+        std::vector<double> ms;
+        for (int r = 0; r < reps + 1; ++r) {
+          array x = zeros({1});
+          x.eval();
+          double t0 = bench::now_ms();
+          if (call) {
+            for (int i = 0; i < ops; ++i) {
+              x = add_one({x, one})[0];
+              x.eval();
+            }
+          } else {
+            x = chain({x, one})[0];
+            x.eval();
+          }
+          if (r > 0) ms.push_back(bench::now_ms() - t0);
+          if (x.item<float>() != ops) std::fprintf(stderr, "%s: wrong sum\n", name);
+        }
+        double t = bench::median(ms);
+        std::printf("{\"bench\":\"%s\",\"impl\":\"loom\",\"threads\":%d,\"median_ms\":%.4f,\"us_per_op\":%.3f,\"n\":%d}\n",
+                    name, threads, t, t * 1e3 / ops, reps);
+        std::fflush(stdout);
+      }
     }
     {
       // fused_rows: forward + backward (vjp of sum(y * g)) of the row-wise fused ops against the same

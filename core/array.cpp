@@ -330,6 +330,7 @@ void array::copy_shared_buffer(const array& other) {
 }
 
 void array::reset_data(const Shape* shape) {
+  if (!shape && !desc_->data && !desc_->evaluated.load(std::memory_order_relaxed)) return;  // already reset
   desc_->data.reset();
   desc_->data_ptr = nullptr;
   desc_->data_size = 0;

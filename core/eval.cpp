@@ -82,17 +82,22 @@ struct ProgramRun {
   std::vector<int>* remaining = nullptr;             // by position: readers yet to run
   const std::vector<char>* keep = nullptr;           // by position: an output, whose buffer stays
   const std::vector<array>* tape = nullptr;
-  const std::vector<std::vector<array>>* siblings = nullptr;
+  std::vector<std::vector<array>>* outs = nullptr;   // by position: every output of the node
+  const std::vector<std::vector<uint8_t>>* kept_in = nullptr;  // by position: kept() of each input
   // Entry i (a node, or a fusion group's root) has run: the nodes it was the last to read let go.
   void done(int i) const {
     for (int j : (*reads)[i]) {
       if (--(*remaining)[j] != 0 || (*keep)[j]) continue;
-      const_cast<array&>((*tape)[j]).reset_data();
-      for (const auto& s : (*siblings)[j]) const_cast<array&>(s).reset_data();
+      for (auto& o : (*outs)[j]) o.reset_data();
     }
   }
-  // A program's tape holds one handle to each of its nodes that eval's would have dropped.
-  long kept(const array& x) const { return index->count(x.node_id()) ? 1 : 0; }
+  // The program holds each output of its nodes once (outs) and each tape entry once more (tape),
+  // where eval would hold none by then.
+  long kept(const array& x) const {
+    auto it = index->find(x.node_id());
+    if (it == index->end()) return 0;
+    return (*tape)[it->second].id() == x.id() ? 2 : 1;
+  }
 };
 // The run in progress on this thread: set by Program::run, cleared by every eval (a kernel may call
 // eval on arrays of its own, which are no program's).
@@ -107,6 +112,7 @@ struct SetProgramRun {
 // A tape entry to run: a program's stays in its tape; eval's is taken (its consumers' inputs are then
 // the last holders of the node, which the buffer plan counts on).
 array take_entry(std::vector<array>& tape, int i) { return program_run ? tape[i] : std::move(tape[i]); }
+long program_kept(const array& x) { return program_run->kept(x); }
 void entry_done(int i) {
   if (program_run) program_run->done(i);
 }
@@ -128,7 +134,8 @@ bool check_plan = [] {
 // names (Primitive::donors) that fits it and that nothing reads after this node. A node about to run
 // no longer sits in the tape (run takes the tape's handle), so an input read k times by it is held
 // exactly k times when it is read by nothing else.
-void donate(const array& node, std::vector<array>& outs) {
+// `kept_in`: in a program's run, ProgramRun::kept of each input.
+void donate(const array& node, std::vector<array>& outs, const uint8_t* kept_in = nullptr) {
   const std::vector<array>& inputs = node.inputs();
   for (size_t o = 0; o < outs.size(); ++o) {
     if (outs[o].is_placed()) continue;
@@ -138,7 +145,7 @@ void donate(const array& node, std::vector<array>& outs) {
       // One handle is this slot's (the common case, decided without a scan); more may all be this
       // node's slots (x * x).
       long refs = 1;
-      const long kept = program_run ? program_run->kept(inputs[k]) : 0;
+      const long kept = kept_in ? kept_in[k] : 0;
       if (!inputs[k].held_only_by(1 + kept)) {
         refs = 0;
         for (const auto& other : inputs) refs += other.id() == inputs[k].id();
@@ -295,10 +302,14 @@ class Probe {
   std::unique_ptr<Live> live_;
 };
 
-void run(array a) {  // takes the tape's handle: consumers' inputs are then the last holders
-  std::vector<array> outs = a.outputs();
+// Runs node `a` (taking the tape's handle: its consumers' inputs are then the last holders); in a
+// program's run, entry i of its tape.
+void run(array a, int i = -1) {
+  std::vector<array> own;
+  if (i < 0) own = a.outputs();
+  std::vector<array>& outs = i >= 0 ? (*program_run->outs)[i] : own;
   if (skip_empty(a, outs)) return give_empty_buffers(outs);
-  donate(a, outs);
+  donate(a, outs, i >= 0 ? (*program_run->kept_in)[i].data() : nullptr);
   const PlanCheck check(outs);
   Probe probe("op");
   if (probe.on()) {
@@ -393,7 +404,7 @@ void compute(std::vector<array>& tape, const detail::FusionPlan& plan, const Pla
     const array root = tape[plan.groups[i].back()];
     Probe probe("fused");
     if (!probe.on()) {
-      naming_failed_allocations(root, {root}, [&] { detail::run_fused(tape, plan, i, index, program_run ? program_run->index : nullptr); });
+      naming_failed_allocations(root, {root}, [&] { detail::run_fused(tape, plan, i, index, program_run ? &program_kept : nullptr); });
       return;
     }
     // One entry for the group: its members' names in tape order, the inputs it reads from outside,
@@ -414,10 +425,10 @@ void compute(std::vector<array>& tape, const detail::FusionPlan& plan, const Pla
     }
     name += ")";
     probe.start(std::move(name));
-    naming_failed_allocations(root, {root}, [&] { detail::run_fused(tape, plan, i, index, program_run ? program_run->index : nullptr); });
+    naming_failed_allocations(root, {root}, [&] { detail::run_fused(tape, plan, i, index, program_run ? &program_kept : nullptr); });
     probe.record(read.bytes, Probe::stored_bytes(root), flops, root);
   } else if (!tape[i].is_evaluated()) {
-    run(take_entry(tape, i));
+    run(take_entry(tape, i), program_run ? i : -1);
   }
 }
 
@@ -492,7 +503,7 @@ void eval_scheduled(std::vector<array>& tape, const Index& index) {
         int i = start_q.top().second;
         start_q.pop();
         if (pending.empty() && start_q.empty() && compute_q.empty() && deferred_q.empty()) {
-          run(take_entry(tape, i));  // nothing to overlap with: the blocking form is fastest
+          run(take_entry(tape, i), program_run ? i : -1);  // nothing to overlap with: the blocking form is fastest
           entry_done(i);
           for (int c : consumers[i]) --unfinished[c];
         } else {
@@ -675,6 +686,7 @@ struct detail::Program::Plan {
   std::vector<std::vector<int>> reads;  // by position: the nodes an entry (or its fusion group) reads
   std::vector<int> readers, remaining;  // by position: how many entries read it; per run, yet to run
   std::vector<char> keep;               // by position: an output of the program
+  std::vector<std::vector<uint8_t>> kept_in;  // by position: ProgramRun::kept of each input
 };
 
 detail::Program::Program(std::vector<array> inputs, std::vector<array> outputs)
@@ -697,11 +709,12 @@ detail::Program::Program(std::vector<array> inputs, std::vector<array> outputs)
   for (const auto& o : outputs_) {
     if (!p.index.count(o.node_id()) && held.insert(o.id()).second) constants_.push_back(o);
   }
-  siblings_.resize(n);
+  // Every output of a multi-output node, held while the plans are made (as a reader's slot would).
+  std::vector<std::vector<array>> siblings(n);
   for (int j = 0; j < n; ++j) {
     tape_[j].set_tracer(false);  // a transform that traced the function is done with its graph
-    if (tape_[j].node_id()->outputs.size() > 1) siblings_[j] = tape_[j].siblings();
-    for (auto& s : siblings_[j]) s.set_tracer(false);
+    if (tape_[j].node_id()->outputs.size() > 1) siblings[j] = tape_[j].siblings();
+    for (auto& s : siblings[j]) s.set_tracer(false);
   }
   // The plans eval would make, made once. The handles to the nodes are those eval's tape would hold:
   // one per node (the tape's), its readers' input slots, and the outputs list for the outputs.
@@ -740,11 +753,24 @@ detail::Program::Program(std::vector<array> inputs, std::vector<array> outputs)
       }
     }
   }
+  // The outputs' lists a run hands the kernels (ProgramRun::kept counts these handles).
+  outs_.resize(n);
+  for (int j = 0; j < n; ++j) {
+    outs_[j] = siblings[j];
+    outs_[j].insert(outs_[j].begin() + tape_[j].position(), tape_[j]);
+  }
+  p.kept_in.resize(n);
+  for (int j = 0; j < n; ++j) {
+    for (const auto& in : tape_[j].inputs()) {
+      auto it = p.index.find(in.node_id());
+      p.kept_in[j].push_back(it == p.index.end() ? 0 : tape_[it->second].id() == in.id() ? 2 : 1);
+    }
+  }
 }
 
 detail::Program::~Program() = default;
 
-std::vector<array> detail::Program::node_outputs(size_t j) const { return tape_.at(j).outputs(); }
+std::vector<array> detail::Program::node_outputs(size_t j) const { return outs_.at(j); }
 
 void detail::Program::run(const std::vector<array>& inputs, std::vector<array>& outputs,
                           const std::vector<std::vector<Shape>>* shapes) {
@@ -756,17 +782,14 @@ void detail::Program::run(const std::vector<array>& inputs, std::vector<array>& 
     Program& prog;
     ~Reset() {
       for (auto& x : prog.inputs_) x.reset_data();
-      for (size_t j = 0; j < prog.tape_.size(); ++j) {
-        prog.tape_[j].reset_data();
-        for (auto& s : prog.siblings_[j]) s.reset_data();
+      for (auto& outs : prog.outs_) {
+        for (auto& o : outs) o.reset_data();
       }
     }
   } reset{*this};
   if (shapes) {
     for (int j = 0; j < n; ++j) {
-      const std::vector<Shape>& sh = (*shapes)[j];
-      tape_[j].reset_data(&sh[tape_[j].position()]);
-      for (auto& s : siblings_[j]) s.reset_data(&sh[s.position()]);
+      for (size_t k = 0; k < outs_[j].size(); ++k) outs_[j][k].reset_data(&(*shapes)[j][k]);
     }
   }
   for (size_t i = 0; i < inputs_.size(); ++i) {
@@ -775,7 +798,7 @@ void detail::Program::run(const std::vector<array>& inputs, std::vector<array>& 
     inputs_[i].set_evaluated();
   }
   p.remaining = p.readers;
-  const ProgramRun state{&p.index, &p.reads, &p.remaining, &p.keep, &tape_, &siblings_};
+  const ProgramRun state{&p.index, &p.reads, &p.remaining, &p.keep, &tape_, &outs_, &p.kept_in};
   {
     const SetProgramRun in_program(&state);
     if (p.scheduled) {

@@ -128,7 +128,7 @@ FusionPlan plan_fusion(const std::vector<array>& tape, const std::unordered_map<
 
 void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
                const std::unordered_map<const Node*, int>& index,
-               const std::unordered_map<const Node*, int>* program) {
+               KeptRefs kept_refs) {
   const std::vector<int>& members = plan.groups[root_pos];
   const int m = static_cast<int>(members.size());
   array& root = tape[members.back()];
@@ -198,7 +198,7 @@ void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
   if (!root.is_placed() && !direct_leaves.empty()) {
     std::unordered_map<std::uintptr_t, long> refs;  // leaves' slots in the group, counted when needed
     auto group_slots = [&](const array* leaf) -> long {
-      const long kept = program && program->count(leaf->node_id()) ? 1 : 0;  // a program's tape entry
+      const long kept = kept_refs ? kept_refs(*leaf) : 0;
       if (leaf->held_only_by(1 + kept)) return 1 + kept;
       if (refs.empty()) {
         for (int k = 0; k < m; ++k) {
@@ -252,7 +252,7 @@ void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
   });
 
   root.set_evaluated();
-  if (program) return;
+  if (kept_refs) return;
   if (!root.is_tracer()) root.detach();
   for (int k = 0; k < m; ++k) array done = std::move(tape[members[k]]);
 }

@@ -25,10 +25,10 @@ FusionPlan plan_fusion(const std::vector<array>& tape, const std::unordered_map<
                        const std::vector<char>& excluded);
 
 /// Evaluates a group's root without materializing the other members, and releases their tape entries.
-/// With `program` (a kept graph's run, core/program.h: its tape positions), the tape's entries and
-/// the root's graph stay, and the tape holds one more handle to each of its nodes than eval's does.
+/// With `kept` (a kept graph's run, core/program.h), the tape's entries and the root's graph stay, and
+/// kept(x) is how many more handles than eval's the program holds to x.
+using KeptRefs = long (*)(const array& x);
 void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
-               const std::unordered_map<const Node*, int>& index,
-               const std::unordered_map<const Node*, int>* program = nullptr);
+               const std::unordered_map<const Node*, int>& index, KeptRefs kept = nullptr);
 
 }  // namespace loom::detail

@@ -43,7 +43,7 @@ class Program {
  private:
   struct Plan;
   std::vector<array> inputs_, outputs_, tape_, constants_;
-  std::vector<std::vector<array>> siblings_;  // by tape position: the entry's other outputs (multi-output nodes)
+  std::vector<std::vector<array>> outs_;  // by tape position: every output of the node, in order
   std::unique_ptr<Plan> plan_;
   std::mutex mu_;
 };
