@@ -4,7 +4,8 @@
 //   mpirun -np 2 bench_mlp         dp_mlp_step on 2 ranks x 1 thread (128 rows each), with the
 //                                  default buckets, 1 MiB buckets, and no gradient sync at all
 // A step is: read the batch, forward, loss, backward (with the gradient all-reduce when data
-// parallel), AdamW update, eval(loss, model.parameters()).
+// parallel), AdamW update, eval(loss, model.parameters()). mlp_step_compiled: the same step with the
+// loss and gradients from nn::compile_value_and_grad.
 #include <loom/loom.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -40,8 +41,10 @@ enum class Sync { buckets_32mb, buckets_1mb, none };
 const char* sync_name(Sync s) { return s == Sync::buckets_32mb ? "32MiB" : s == Sync::buckets_1mb ? "1MiB" : "none"; }
 
 // Median step time over `timed` steps after `warmup`, on this rank's shard of a global batch.
+// With `compiled`, the loss and gradients come from nn::compile_value_and_grad (the update and the
+// gradient sync stay outside it).
 double run(int global_batch, int warmup, int timed, const distributed::Group& world,
-           Sync sync = Sync::buckets_32mb) {
+           Sync sync = Sync::buckets_32mb, bool compiled = false) {
   random::seed(0);
   MLP model;
   optim::AdamW opt(1e-3, {0.9, 0.999}, 1e-8, 0.01);
@@ -49,6 +52,7 @@ double run(int global_batch, int warmup, int timed, const distributed::Group& wo
   data::DataLoader loader(images, global_batch, data::LoaderOptions{true, 0, data::Remainder::drop}, world);
   auto loss_fn = [&](const array& x, const array& y) { return nn::losses::cross_entropy(model(x), y, "mean"); };
   auto step = nn::value_and_grad(model, loss_fn);
+  auto compiled_step = nn::compile_value_and_grad(model, loss_fn);
   std::vector<double> ms;
   int64_t i = 0;
   for (int s = 0; s < warmup + timed; ++s, ++i) {
@@ -56,7 +60,7 @@ double run(int global_batch, int warmup, int timed, const distributed::Group& wo
     double t0 = bench::now_ms();
     auto [xb, yb] = loader.batch(i);
     array x = reshape(astype(xb, float32) * (1.0f / 255.0f), {xb.shape(0), 784});
-    auto [loss, grads] = step(x, yb);
+    auto [loss, grads] = compiled ? compiled_step(x, yb) : step(x, yb);
     if (sync != Sync::none) grads = nn::average_gradients(grads, sync == Sync::buckets_1mb ? 1 << 20 : 32 << 20);
     opt.update(model, grads);
     eval(loss, model.parameters());
@@ -105,6 +109,7 @@ int main(int argc, char** argv) {
     for (int t : threads) {
       set_num_threads(t);
       print_mlp_step("mlp_step", t, run(128, warmup, timed, world), timed);
+      print_mlp_step("mlp_step_compiled", t, run(128, warmup, timed, world, Sync::buckets_32mb, true), timed);
     }
     // Extra threads must never make a step slower, even when another process holds a core.
     for (int t : threads) {

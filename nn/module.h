@@ -2,17 +2,27 @@
 // child modules by name; parameters() walks them into a tree with dotted names.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "loom/autograd/compile.h"
 #include "loom/autograd/transforms.h"
 #include "loom/core/array.h"
 #include "loom/distributed/distributed.h"
 #include "loom/ops/autocast.h"
 #include "loom/nn/tree.h"
+
+namespace loom::detail {
+/// f(in[0], ..., in[N - 1]) (compile_value_and_grad's traced call).
+template <typename F, size_t... I>
+auto call_with_first(F& f, const std::vector<array>& in, std::index_sequence<I...>) {
+  return f(in[I]...);
+}
+}  // namespace loom::detail
 
 namespace loom::nn {
 
@@ -192,6 +202,79 @@ auto value_and_grad(Module& model, Fn fn, std::optional<Dtype> compute_dtype = s
       return std::make_pair(outs[0], std::move(grad_tree));
     } else {
       return std::make_pair(std::move(outs), std::move(grad_tree));
+    }
+  };
+}
+
+/// value_and_grad(model, fn) compiled (autograd/compile.h): the same results, from one Compiled node
+/// per call whose program (forward, backward) is traced once per signature. `fn`'s arguments must be
+/// arrays. Every entry of model.parameters() (buffers too) is an input of the compiled function on
+/// every call, so changes between calls (an optimizer's update) are seen; what `fn` assigns to the
+/// model (a BatchNorm's running statistics, in training mode) is an output, assigned after each call.
+/// (MLX's Python spelling: compile(loss_and_grad, inputs=model.state, outputs=model.state).) The
+/// trace is made again when the model's parameters, or which of them are trainable, change.
+template <typename Fn>
+auto compile_value_and_grad(Module& model, Fn fn) {
+  auto vg = value_and_grad(model, std::move(fn));
+  struct Traced {
+    VectorFn compiled;
+    std::vector<std::string> names, trainable;  // model.parameters() / trainable_parameters() when traced
+    size_t values = 0;                          // fn's outputs
+    std::vector<char> assigned;                 // by parameter: fn assigned it (an output follows)
+  };
+  auto traced = std::make_shared<Traced>();
+  return [&model, vg, traced](const auto&... args) {
+    constexpr size_t n_args = sizeof...(args);
+    constexpr bool single = std::is_same_v<std::decay_t<decltype(vg(args...).first)>, array>;
+    const ParamTree state = model.parameters(), trainable = model.trainable_parameters();
+    if (!traced->compiled || traced->names != state.names() || traced->trainable != trainable.names()) {
+      auto t = traced;
+      t->names = state.names();
+      t->trainable = trainable.names();
+      t->compiled = compile([&model, vg, t](const std::vector<array>& in) {
+        const ParamTree before = model.parameters();
+        struct Restore {  // the model keeps its real parameters however the trace ends
+          Module& m;
+          const ParamTree& p;
+          ~Restore() { m.update(p, false); }
+        } restore{model, before};
+        const std::vector<array> bound(in.begin() + n_args, in.end());
+        model.update(tree_unflatten(before, bound), false);
+        auto [value, grads] = loom::detail::call_with_first(vg, in, std::make_index_sequence<n_args>{});
+        std::vector<array> out;
+        if constexpr (single) {
+          out.push_back(value);
+        } else {
+          out = value;
+        }
+        t->values = out.size();
+        for (const auto& g : grads.values()) out.push_back(g);
+        const std::vector<array> after = model.parameters().values();
+        t->assigned.assign(after.size(), 0);
+        for (size_t i = 0; i < after.size(); ++i) {
+          if (after[i].id() == bound[i].id()) continue;
+          t->assigned[i] = 1;
+          out.push_back(after[i]);
+        }
+        return out;
+      });
+    }
+    std::vector<array> in{args...};
+    for (const auto& p : state.values()) in.push_back(p);
+    std::vector<array> out = traced->compiled(in);
+    const size_t nv = traced->values, ng = trainable.size();
+    ParamTree grads = tree_unflatten(trainable, std::vector<array>(out.begin() + nv, out.begin() + nv + ng));
+    std::vector<array> now = state.values();
+    size_t k = nv + ng;
+    bool any = false;
+    for (size_t i = 0; i < now.size(); ++i) {
+      if (traced->assigned[i]) now[i] = out[k++], any = true;
+    }
+    if (any) model.update(tree_unflatten(state, std::move(now)), false);
+    if constexpr (single) {
+      return std::make_pair(out[0], std::move(grads));
+    } else {
+      return std::make_pair(std::vector<array>(out.begin(), out.begin() + nv), std::move(grads));
     }
   };
 }
