@@ -60,9 +60,41 @@ struct Trace {
   std::vector<Dtype> out_dtypes;
 };
 
-// The graph of a program rebuilt as ordinary nodes on `inputs` (its placeholders' replacements):
-// a call in CompileMode::no_fuse.
-std::vector<array> replay(const detail::Program& prog, const std::vector<array>& inputs) {
+// A shapeless call's shapes: by tape position, each node's outputs'; and the program's outputs'.
+struct CallShapes {
+  std::vector<std::vector<Shape>> nodes;
+  std::vector<Shape> outputs;
+};
+
+// The shapes every node of `prog` takes for inputs of other shapes (Primitive::output_shapes).
+std::shared_ptr<const CallShapes> infer_shapes(const detail::Program& prog, const std::vector<array>& inputs) {
+  auto shapes = std::make_shared<CallShapes>();
+  std::unordered_map<std::uintptr_t, Shape> now;
+  for (size_t i = 0; i < inputs.size(); ++i) now.emplace(prog.inputs()[i].id(), inputs[i].shape());
+  auto find = [&](const array& a) {
+    auto it = now.find(a.id());
+    return it == now.end() ? a.shape() : it->second;  // a constant keeps its shape
+  };
+  const std::vector<array>& tape = prog.tape();
+  for (size_t j = 0; j < tape.size(); ++j) {
+    std::vector<Shape> in;
+    for (const auto& x : tape[j].inputs()) in.push_back(find(x));
+    std::vector<Shape> out = tape[j].primitive().output_shapes(in);
+    const std::vector<array> outs = prog.node_outputs(j);
+    if (out.size() != outs.size()) {
+      throw std::logic_error(msg("[compile] ", tape[j].primitive().name(), "::output_shapes gave ", out.size(),
+                                 " shapes for ", outs.size(), " outputs"));
+    }
+    for (size_t k = 0; k < outs.size(); ++k) now.emplace(outs[k].id(), out[k]);
+    shapes->nodes.push_back(std::move(out));
+  }
+  for (const auto& o : prog.outputs()) shapes->outputs.push_back(find(o));
+  return shapes;
+}
+
+// The graph of a program rebuilt as ordinary nodes on `inputs` (its placeholders' replacements),
+// with `shapes` when they are other than the traced ones: a call in CompileMode::no_fuse.
+std::vector<array> replay(const detail::Program& prog, const std::vector<array>& inputs, const CallShapes* shapes) {
   std::unordered_map<std::uintptr_t, array> now;
   for (size_t i = 0; i < inputs.size(); ++i) now.emplace(prog.inputs()[i].id(), inputs[i]);
   auto find = [&](const array& a) {
@@ -76,13 +108,14 @@ std::vector<array> replay(const detail::Program& prog, const std::vector<array>&
     for (const auto& in : tape[j].inputs()) ins.push_back(find(in));
     const std::vector<array> outs = prog.node_outputs(j);
     std::vector<array> made;
+    std::vector<Shape> out_shapes;
+    std::vector<Dtype> dtypes;
+    for (const auto& o : outs) out_shapes.push_back(o.shape()), dtypes.push_back(o.dtype());
+    if (shapes) out_shapes = shapes->nodes[j];
     if (outs.size() == 1) {
-      made.emplace_back(outs[0].shape(), outs[0].dtype(), tape[j].primitive_ptr(), std::move(ins));
+      made.emplace_back(out_shapes[0], dtypes[0], tape[j].primitive_ptr(), std::move(ins));
     } else {
-      std::vector<Shape> shapes;
-      std::vector<Dtype> dtypes;
-      for (const auto& o : outs) shapes.push_back(o.shape()), dtypes.push_back(o.dtype());
-      made = array::make_arrays(std::move(shapes), dtypes, tape[j].primitive_ptr(), std::move(ins));
+      made = array::make_arrays(std::move(out_shapes), dtypes, tape[j].primitive_ptr(), std::move(ins));
     }
     for (size_t k = 0; k < outs.size(); ++k) now.emplace(outs[k].id(), made[k]);
   }
@@ -94,22 +127,25 @@ std::vector<array> replay(const detail::Program& prog, const std::vector<array>&
 // The node a compiled call makes: its kernel runs the program.
 class Compiled : public Primitive {
  public:
-  explicit Compiled(std::shared_ptr<const Trace> trace) : trace_(std::move(trace)) {}
+  // `shapes`: a shapeless call's, when its inputs' shapes are not the traced ones.
+  Compiled(std::shared_ptr<const Trace> trace, std::shared_ptr<const CallShapes> shapes)
+      : trace_(std::move(trace)), shapes_(std::move(shapes)) {}
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override {
-    trace_->program->run(inputs, outputs);
+    trace_->program->run(inputs, outputs, shapes_ ? &shapes_->nodes : nullptr);
   }
   const char* name() const override { return "Compiled"; }
   void print(std::ostream& os) const override { os << "Compiled(nodes=" << trace_->program->tape().size() << ")"; }
   bool supports_complex() const override { return true; }
   bool is_equivalent(const Primitive& other) const override {
     auto* o = dynamic_cast<const Compiled*>(&other);
-    return o && o->trace_ == trace_;
+    return o && o->trace_ == trace_ && o->shapes_ == shapes_;
   }
   // No vjp, jvp or vmap: a compiled function called while a transform traces calls the function
   // itself (as MLX's does), so no transform meets a Compiled node.
 
  private:
   std::shared_ptr<const Trace> trace_;
+  std::shared_ptr<const CallShapes> shapes_;
 };
 
 // Restores the key source (random draws without a key) however the trace ends.
@@ -189,7 +225,16 @@ std::vector<array> simplify(const std::vector<array>& outputs, const std::vector
   return result;
 }
 
-std::shared_ptr<Trace> make_trace(const VectorFn& fun, const std::vector<array>& inputs, CompileMode m) {
+// Sets shapeless tracing (core/array.h) for a scope.
+struct ShapelessScope {
+  bool saved;
+  explicit ShapelessScope(bool on) : saved(detail::shapeless_tracing()) { detail::shapeless_tracing() = on; }
+  ~ShapelessScope() { detail::shapeless_tracing() = saved; }
+  ShapelessScope(const ShapelessScope&) = delete;
+  ShapelessScope& operator=(const ShapelessScope&) = delete;
+};
+
+std::shared_ptr<Trace> make_trace(const VectorFn& fun, const std::vector<array>& inputs, CompileMode m, bool shapeless) {
   auto trace = std::make_shared<Trace>();
   std::vector<array> placeholders;
   for (const auto& x : inputs) {
@@ -200,6 +245,7 @@ std::shared_ptr<Trace> make_trace(const VectorFn& fun, const std::vector<array>&
   std::vector<array> keys, outputs;
   {
     detail::InTracing tracing;  // compiled functions called inside run as they are: this program holds them
+    ShapelessScope shapes(shapeless);
     KeySourceScope source([&keys] {
       keys.emplace_back(Shape{2}, uint32, std::make_shared<CompileInput>(), std::vector<array>{});
       return keys.back();
@@ -264,7 +310,7 @@ struct Cache {
     if (!trace) {
       // Traced without the lock (the function may take long, or compile other functions); a call
       // that traced the same signature meanwhile wins.
-      std::shared_ptr<const Trace> made = make_trace(fun, inputs, m);
+      std::shared_ptr<const Trace> made = make_trace(fun, inputs, m, shapeless);
       trace = find(inputs);
       if (!trace) {
         std::lock_guard<std::mutex> lock(mu);
@@ -272,21 +318,17 @@ struct Cache {
         trace = made;
       }
     }
-    if (shapeless) {
-      for (size_t i = 0; i < inputs.size(); ++i) {
-        if (inputs[i].shape() != trace->in_shapes[i]) {
-          throw std::invalid_argument(msg("[compile] shapeless compile cannot yet run a trace on other shapes: input ", i,
-                                          " has shape ", shape_str(inputs[i].shape()), ", traced with ",
-                                          shape_str(trace->in_shapes[i])));
-        }
-      }
+    std::shared_ptr<const CallShapes> shapes;  // a shapeless call on other shapes: every node's
+    for (size_t i = 0; i < inputs.size() && !shapes; ++i) {
+      if (inputs[i].shape() != trace->in_shapes[i]) shapes = infer_shapes(*trace->program, inputs);
     }
+    const std::vector<Shape>& out_shapes = shapes ? shapes->outputs : trace->out_shapes;
     std::vector<array> all = inputs;
     for (int k = 0; k < trace->num_keys; ++k) all.push_back(random::detail::next_key());
-    if (m == CompileMode::no_fuse) return replay(*trace->program, all);
-    auto node = std::make_shared<Compiled>(trace);
-    if (trace->out_shapes.size() == 1) return {array(trace->out_shapes[0], trace->out_dtypes[0], std::move(node), std::move(all))};
-    return array::make_arrays(trace->out_shapes, trace->out_dtypes, std::move(node), std::move(all));
+    if (m == CompileMode::no_fuse) return replay(*trace->program, all, shapes.get());
+    auto node = std::make_shared<Compiled>(trace, std::move(shapes));
+    if (out_shapes.size() == 1) return {array(out_shapes[0], trace->out_dtypes[0], std::move(node), std::move(all))};
+    return array::make_arrays(out_shapes, trace->out_dtypes, std::move(node), std::move(all));
   }
 };
 

@@ -19,6 +19,11 @@ std::string shape_str(const Shape& shape) {
   return os.str();
 }
 
+bool& shapeless_tracing() {
+  thread_local bool on = false;
+  return on;
+}
+
 int& tracing_depth() {
   thread_local int depth = 0;
   return depth;

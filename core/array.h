@@ -34,6 +34,9 @@ namespace detail {
 struct Node;
 /// How many transforms (vjp, jvp, ...) are tracing on this thread.
 int& tracing_depth();
+/// True while compile traces a shapeless function on this thread: ops then record what a shapeless
+/// call needs to infer shapes (a broadcast's other operands, a reshape's -1).
+bool& shapeless_tracing();
 struct InTracing {
   InTracing() { ++tracing_depth(); }
   ~InTracing() { --tracing_depth(); }

@@ -687,6 +687,9 @@ struct detail::Program::Plan {
   std::vector<int> readers, remaining;  // by position: how many entries read it; per run, yet to run
   std::vector<char> keep;               // by position: an output of the program
   std::vector<std::vector<uint8_t>> kept_in;  // by position: ProgramRun::kept of each input
+  std::vector<std::vector<Shape>> planned;    // by position: the outputs' shapes the plans were made for
+  std::vector<Shape> planned_inputs;          // the placeholders' shapes then
+  bool reshaped = false;                      // the nodes hold other shapes (a shapeless run's)
 };
 
 detail::Program::Program(std::vector<array> inputs, std::vector<array> outputs)
@@ -759,6 +762,11 @@ detail::Program::Program(std::vector<array> inputs, std::vector<array> outputs)
     outs_[j] = siblings[j];
     outs_[j].insert(outs_[j].begin() + tape_[j].position(), tape_[j]);
   }
+  for (int j = 0; j < n; ++j) {
+    p.planned.emplace_back();
+    for (const auto& o : outs_[j]) p.planned.back().push_back(o.shape());
+  }
+  for (const auto& x : inputs_) p.planned_inputs.push_back(x.shape());
   p.kept_in.resize(n);
   for (int j = 0; j < n; ++j) {
     for (const auto& in : tape_[j].inputs()) {
@@ -787,13 +795,16 @@ void detail::Program::run(const std::vector<array>& inputs, std::vector<array>& 
       }
     }
   } reset{*this};
-  if (shapes) {
+  // Other shapes (a shapeless call's) for this run, or the planned ones back after such a run.
+  if (shapes || p.reshaped) {
+    const std::vector<std::vector<Shape>>& sh = shapes ? *shapes : p.planned;
     for (int j = 0; j < n; ++j) {
-      for (size_t k = 0; k < outs_[j].size(); ++k) outs_[j][k].reset_data(&(*shapes)[j][k]);
+      for (size_t k = 0; k < outs_[j].size(); ++k) outs_[j][k].reset_data(&sh[j][k]);
     }
+    for (size_t i = 0; i < inputs_.size(); ++i) inputs_[i].reset_data(shapes ? &inputs[i].shape() : &p.planned_inputs[i]);
+    p.reshaped = shapes != nullptr;
   }
   for (size_t i = 0; i < inputs_.size(); ++i) {
-    if (shapes) inputs_[i].reset_data(&inputs[i].shape());
     inputs_[i].copy_shared_buffer(inputs[i]);
     inputs_[i].set_evaluated();
   }
@@ -804,8 +815,11 @@ void detail::Program::run(const std::vector<array>& inputs, std::vector<array>& 
     if (p.scheduled) {
       eval_scheduled(tape_, p.index);
     } else {
+      // Fusion groups and placements were planned for the traced shapes: other shapes run node by node.
+      static const detail::FusionPlan unfused;
+      static const Placements unplaced;
       for (int i = 0; i < n; ++i) {
-        compute(tape_, p.fusion, p.placed, i, p.index);
+        compute(tape_, shapes ? unfused : p.fusion, shapes ? unplaced : p.placed, i, p.index);
         entry_done(i);
       }
     }

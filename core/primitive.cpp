@@ -36,6 +36,26 @@ std::pair<std::vector<array>, std::vector<int>> Primitive::vmap(const std::vecto
   throw std::invalid_argument("[vmap] " + os.str() + " has no batching rule");
 }
 
+std::vector<Shape> Primitive::output_shapes(const std::vector<Shape>&) const {
+  std::ostringstream os;
+  print(os);
+  throw std::invalid_argument("[compile] " + os.str() +
+                              " cannot infer its output shapes from its inputs': its shapes were fixed when it was "
+                              "built, so a shapeless compiled function holding it runs only on the traced shapes");
+}
+
+std::vector<Shape> Primitive::same_shape_output(const std::vector<Shape>& inputs) const {
+  for (const Shape& s : inputs) {
+    if (s != inputs[0]) {
+      std::string all;
+      for (const Shape& t : inputs) all += (all.empty() ? "" : " and ") + detail::shape_str(t);
+      throw std::invalid_argument(std::string("[compile] ") + name() + " needs inputs of one shape, got " + all +
+                                  " (a broadcast fixed when the function was traced)");
+    }
+  }
+  return {inputs.at(0)};
+}
+
 void Primitive::consecutive_offsets(const std::vector<array>& inputs, std::vector<int64_t>& offsets) {
   offsets.clear();
   int64_t offset = 0;

@@ -56,6 +56,15 @@ class Primitive {
                                                                const std::vector<int>& axes,
                                                                const std::vector<array>& outputs);
 
+  /// Shapeless compile (autograd/compile.h): the shapes of the outputs for inputs of shapes `inputs`,
+  /// with this primitive's parameters. The default throws std::invalid_argument naming the primitive:
+  /// its outputs' shapes were fixed when it was built. (MLX's takes the input arrays; Loom's takes
+  /// their shapes, so that a shapeless call infers them without building arrays.)
+  virtual std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const;
+  /// output_shapes for primitives whose one output has the shape of every one of their inputs
+  /// (elementwise ops), which must agree: else it throws naming the primitive and the shapes.
+  std::vector<Shape> same_shape_output(const std::vector<Shape>& inputs) const;
+
   /// Floating-point operations of one evaluation, for the profiler (core/profile.h), or -1 when
   /// not known. Elementwise primitives count one per output element (the default).
   virtual double flops(const std::vector<array>& inputs, const std::vector<array>& outputs) const;

@@ -20,6 +20,7 @@ namespace {
 // freed, as MLX does); otherwise a row-major copy. A copy to autograd: the gradient is the identity.
 class Contiguous : public UnaryPrimitive {
  public:
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return same_shape_output(in); }
   explicit Contiguous(bool allow_col_major) : allow_col_major_(allow_col_major) {}
   bool supports_complex() const override { return true; }
   void eval_cpu(const std::vector<array>& in, array& out) override {

@@ -83,6 +83,7 @@ class Arange : public UnaryPrimitive {
 
 class AsType : public UnaryPrimitive {
  public:
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return same_shape_output(in); }
   bool is_equivalent(const Primitive& other) const override {
     auto* p = detail::same_primitive(this, other);
     return p && (dtype_ == p->dtype_);
@@ -116,6 +117,7 @@ class AsType : public UnaryPrimitive {
 // Shares the input's buffer: the result is a new array with the same values.
 class Copy : public UnaryPrimitive {
  public:
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return same_shape_output(in); }
   bool is_equivalent(const Primitive& other) const override { return detail::same_primitive(this, other); }
   bool supports_complex() const override { return true; }
   void eval_cpu(const std::vector<array>& in, array& out) override { out.copy_shared_buffer(in[0]); }
@@ -136,6 +138,7 @@ class Copy : public UnaryPrimitive {
 
 class StopGradient : public UnaryPrimitive {
  public:
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return same_shape_output(in); }
   bool is_equivalent(const Primitive& other) const override { return detail::same_primitive(this, other); }
   bool supports_complex() const override { return true; }
   void eval_cpu(const std::vector<array>& in, array& out) override { out.copy_shared_buffer(in[0]); }

@@ -728,8 +728,8 @@ array make_binary(const array& a, const array& b, const char* name) {
   Shape shape = broadcast_for({&a, &b}, name);
   array x = a.dtype() == d ? a : astype(a, d);
   array y = b.dtype() == d ? b : astype(b, d);
-  if (x.shape() != shape) x = broadcast_to(x, shape);
-  if (y.shape() != shape) y = broadcast_to(y, shape);
+  if (x.shape() != shape) x = detail::broadcast_to_like(x, shape, {b});
+  if (y.shape() != shape) y = detail::broadcast_to_like(y, shape, {a});
   return array(std::move(shape), Binary<Op>::out_dtype(d), std::make_shared<Binary<Op>>(), {x, y});
 }
 
@@ -797,6 +797,7 @@ namespace {
 template <typename Op>
 class ComplexToReal : public UnaryPrimitive {
  public:
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return same_shape_output(in); }
   bool supports_complex() const override { return true; }
   bool is_elementwise() const override { return true; }
   uint64_t donors(const std::vector<array>&, int) const override { return 0; }  // 8-byte input, 4-byte output
@@ -1135,6 +1136,7 @@ U blend(uint8_t c, U x, U y) {
 
 class Select : public UnaryPrimitive {
  public:
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return same_shape_output(in); }
   bool is_equivalent(const Primitive& other) const override { return detail::same_primitive(this, other); }
   bool supports_complex() const override { return true; }
   void eval_cpu(const std::vector<array>& in, array& out) override {
@@ -1200,9 +1202,9 @@ array where(const array& cond, const array& x, const array& y, StreamOrDevice s)
   array c = cond.dtype() == bool_ ? cond : astype(cond, bool_);
   array a = x.dtype() == d ? x : astype(x, d);
   array b = y.dtype() == d ? y : astype(y, d);
-  if (c.shape() != shape) c = broadcast_to(c, shape);
-  if (a.shape() != shape) a = broadcast_to(a, shape);
-  if (b.shape() != shape) b = broadcast_to(b, shape);
+  if (c.shape() != shape) c = detail::broadcast_to_like(c, shape, {x, y});
+  if (a.shape() != shape) a = detail::broadcast_to_like(a, shape, {cond, y});
+  if (b.shape() != shape) b = detail::broadcast_to_like(b, shape, {cond, x});
   return array(std::move(shape), d, std::make_shared<Select>(), {c, a, b});
 }
 

@@ -106,6 +106,7 @@ class Unary : public UnaryPrimitive {
   }
   const char* name() const override { return Op::name; }
   bool is_equivalent(const Primitive& other) const override { return typeid(other) == typeid(*this); }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return same_shape_output(in); }
   bool is_differentiable() const override {
     return Op::kind != ElementwiseKind::predicate && Op::kind != ElementwiseKind::bitwise;
   }
@@ -148,6 +149,7 @@ class Binary : public UnaryPrimitive {
   }
   const char* name() const override { return Op::name; }
   bool is_equivalent(const Primitive& other) const override { return typeid(other) == typeid(*this); }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return same_shape_output(in); }
   bool is_differentiable() const override {
     return Op::kind != ElementwiseKind::predicate && Op::kind != ElementwiseKind::logical &&
            Op::kind != ElementwiseKind::bitwise;

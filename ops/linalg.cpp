@@ -76,6 +76,16 @@ void matmul_impl(const array& a_in, const array& b_in, const array* c_in, array&
 // inputs: a, b -> a b; or a, b, c (c of the output's shape) -> alpha a b + beta c (addmm).
 class Matmul : public UnaryPrimitive {
  public:
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
+    const Shape &a = in.at(0), &b = in.at(1);
+    if (a.size() < 2 || b.size() < 2 || a[a.size() - 1] != b[b.size() - 2]) {
+      throw std::invalid_argument(msg("[compile] Matmul of shapes ", shape_str(a), " and ", shape_str(b)));
+    }
+    Shape s = broadcast_shapes(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
+    s.push_back(a[a.size() - 2]);
+    s.push_back(b[b.size() - 1]);
+    return {s};
+  }
   bool is_equivalent(const Primitive& other) const override {
     auto* p = detail::same_primitive(this, other);
     return p && (alpha_ == p->alpha_ && beta_ == p->beta_);

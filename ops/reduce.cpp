@@ -219,6 +219,11 @@ inline constexpr bool has_nan_v = std::is_floating_point_v<T> || is_complex_v<T>
 
 class Reduce : public UnaryPrimitive {
  public:
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
+    Shape s = in.at(0);
+    for (int ax : axes_) s.at(ax) = 1;  // the kept axes (a reshape drops them where asked)
+    return {s};
+  }
   bool is_equivalent(const Primitive& other) const override {
     auto* p = detail::same_primitive(this, other);
     return p && (type_ == p->type_ && axes_ == p->axes_);
@@ -532,6 +537,7 @@ void scan_dispatch(ScanType t, const array& x, array& out, int axis, bool revers
 
 class Scan : public UnaryPrimitive {
  public:
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return same_shape_output(in); }
   bool is_equivalent(const Primitive& other) const override {
     auto* p = detail::same_primitive(this, other);
     return p && (type_ == p->type_ && axis_ == p->axis_ && reverse_ == p->reverse_ && inclusive_ == p->inclusive_);
@@ -711,6 +717,11 @@ array Reduce::cumprod(const array& a, int axis, bool reverse, bool inclusive) {
 // ---- arg reductions ----
 class ArgReduce : public UnaryPrimitive {
  public:
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
+    Shape s = in.at(0);
+    s.at(axis_) = 1;
+    return {s};
+  }
   bool is_equivalent(const Primitive& other) const override {
     auto* p = detail::same_primitive(this, other);
     return p && (is_max_ == p->is_max_ && axis_ == p->axis_);

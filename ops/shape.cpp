@@ -81,7 +81,50 @@ class Reshape : public UnaryPrimitive {
     return p && (shape_ == p->shape_);
   }
   bool supports_complex() const override { return true; }
-  explicit Reshape(Shape s) : shape_(std::move(s)) {}
+  // `in_shape`: the input's shape when built (a shapeless trace), for output_shapes.
+  explicit Reshape(Shape s, Shape in_shape = {}) : shape_(std::move(s)), in_shape_(std::move(in_shape)) {}
+  // A -1 in the shape (kept by a shapeless trace) takes what the other axes leave. A reshape that
+  // only inserted or removed axes of 1 (squeeze, expand_dims, a reduction's dropped axes) does the
+  // same to other shapes. Any other keeps its shape, which the input's size must fill.
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
+    size_t n = 1;
+    for (int d : in.at(0)) n *= static_cast<size_t>(d);
+    Shape s = shape_;
+    int infer = -1;
+    size_t known = 1;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (s[i] == -1) infer = static_cast<int>(i);
+      else known *= static_cast<size_t>(s[i]);
+    }
+    if (infer >= 0 && known != 0 && n % known == 0) {
+      s[infer] = static_cast<int>(n / known);
+      return {s};
+    }
+    if (infer < 0 && !in_shape_.empty() && in[0].size() == in_shape_.size()) {
+      // Match the traced input's axes to the output's, skipping axes of 1 inserted or removed.
+      Shape out;
+      size_t i = 0, j = 0;
+      bool pure = true;
+      while (pure && (i < in_shape_.size() || j < shape_.size())) {
+        if (i < in_shape_.size() && j < shape_.size() && in_shape_[i] == shape_[j]) {
+          out.push_back(in[0].at(i));
+          ++i, ++j;
+        } else if (j < shape_.size() && shape_[j] == 1) {
+          out.push_back(1);
+          ++j;
+        } else if (i < in_shape_.size() && in_shape_[i] == 1) {
+          pure = pure && in[0].at(i) == 1;
+          ++i;
+        } else {
+          pure = false;
+        }
+      }
+      if (pure) return {out};
+    }
+    if (infer < 0 && known == n) return {s};
+    throw std::invalid_argument(msg("[compile] Reshape to ", shape_str(shape_), " cannot take an input of shape ",
+                                    shape_str(in.at(0))));
+  }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array& x = in[0];
     if (x.flags().row_contiguous) {
@@ -114,7 +157,7 @@ class Reshape : public UnaryPrimitive {
   bool forwards_buffer() const override { return true; }
 
  private:
-  Shape shape_;
+  Shape shape_, in_shape_;
 };
 
 class Broadcast : public UnaryPrimitive {
@@ -125,6 +168,17 @@ class Broadcast : public UnaryPrimitive {
   }
   bool supports_complex() const override { return true; }
   explicit Broadcast(Shape s) : shape_(std::move(s)) {}
+  // Inputs past the first (a shapeless trace's other operands, detail::broadcast_to_like) give only
+  // their shapes: the output is all inputs' broadcast shape.
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
+    Shape s = in.size() == 1 ? shape_ : Shape{};
+    for (const Shape& x : in) s = broadcast_shapes(s, x);
+    if (in.size() == 1 && s != shape_) {
+      throw std::invalid_argument(msg("[compile] Broadcast to ", shape_str(shape_), " cannot take an input of shape ",
+                                      shape_str(in[0])));
+    }
+    return {s};
+  }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array& x = in[0];
     int diff = static_cast<int>(out.ndim() - x.ndim());
@@ -134,7 +188,7 @@ class Broadcast : public UnaryPrimitive {
     }
     make_view(x, out, st, 0);
   }
-  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
                          const std::vector<array>&) override {
     const Shape& in = p[0].shape();
     int diff = static_cast<int>(shape_.size() - in.size());
@@ -143,13 +197,19 @@ class Broadcast : public UnaryPrimitive {
       if (i < diff || (in[i - diff] == 1 && shape_[i] != 1)) axes.push_back(i);
     }
     array g = axes.empty() ? cot[0] : sum(cot[0], axes, true);
-    return {reshape(g, in)};
+    std::vector<array> out;
+    for (int a : argnums) out.push_back(a == 0 ? reshape(g, in) : zeros_like(p[a]));  // the others: shapes only
+    return out;
   }
-  std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
-    return {broadcast_to(t[0], shape_)};
+  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t, const std::vector<int>& argnums) override {
+    for (size_t i = 0; i < argnums.size(); ++i) {
+      if (argnums[i] == 0) return {broadcast_to(t[i], shape_)};
+    }
+    return {zeros(shape_, p[0].dtype())};
   }
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
                                                        const std::vector<array>&) override {
+    if (axes[0] < 0) return {{broadcast_to(in[0], shape_)}, {-1}};  // batched shape-only inputs change nothing
     const array x = detail::batch_first(in[0], axes[0]);
     Shape aligned = x.shape(), shape = shape_;  // the batch first, then the broadcast's leading ones
     aligned.insert(aligned.begin() + 1, shape_.size() + 1 - x.ndim(), 1);
@@ -165,6 +225,11 @@ class Broadcast : public UnaryPrimitive {
 
 class Transpose : public UnaryPrimitive {
  public:
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
+    Shape s;
+    for (int ax : axes_) s.push_back(in.at(0).at(ax));
+    return {s};
+  }
   bool is_equivalent(const Primitive& other) const override {
     auto* p = detail::same_primitive(this, other);
     return p && (axes_ == p->axes_);
@@ -386,6 +451,17 @@ class SliceUpdate : public UnaryPrimitive {
 
 class Concatenate : public UnaryPrimitive {
  public:
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
+    Shape s = in.at(0);
+    s.at(axis_) = 0;
+    for (const Shape& x : in) {
+      Shape a = x, b = s;
+      a.at(axis_) = b.at(axis_) = 0;
+      if (a != b) throw std::invalid_argument(msg("[compile] Concatenate along axis ", axis_, " of shapes ", shape_str(in[0]), " and ", shape_str(x)));
+      s.at(axis_) += x.at(axis_);
+    }
+    return {s};
+  }
   bool is_equivalent(const Primitive& other) const override {
     auto* p = detail::same_primitive(this, other);
     return p && (axis_ == p->axis_);
@@ -632,6 +708,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
 
 array reshape(const array& a, Shape shape, StreamOrDevice stream) {
   OnStream on(stream);
+  const Shape asked = shape;
   int infer = -1;
   size_t known = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -655,6 +732,10 @@ array reshape(const array& a, Shape shape, StreamOrDevice stream) {
   if (known != a.size()) {
     throw std::invalid_argument(msg("[reshape] cannot reshape an array of shape ", shape_str(a.shape()), " (",
                                     a.size(), " elements) to ", shape_str(shape)));
+  }
+  if (detail::shapeless_tracing()) {
+    // Kept for a shapeless call on other shapes: the -1 as asked, and the traced input's shape.
+    return array(std::move(shape), a.dtype(), std::make_shared<Reshape>(asked, a.shape()), {a});
   }
   if (shape == a.shape()) return a;
   Shape s = shape;
@@ -796,6 +877,14 @@ array broadcast_to(const array& a, const Shape& shape, StreamOrDevice s) {
                                     shape_str(shape)));
   }
   return array(shape, a.dtype(), std::make_shared<Broadcast>(shape), {a});
+}
+
+array detail::broadcast_to_like(const array& a, const Shape& shape, const std::vector<array>& others) {
+  if (!detail::shapeless_tracing() || others.empty() || a.shape() == shape) return broadcast_to(a, shape);
+  broadcast_to(a, shape);  // validates
+  std::vector<array> inputs{a};
+  inputs.insert(inputs.end(), others.begin(), others.end());
+  return array(shape, a.dtype(), std::make_shared<Broadcast>(shape), std::move(inputs));
 }
 
 std::vector<array> broadcast_arrays(const std::vector<array>& inputs, StreamOrDevice s) {

@@ -16,6 +16,7 @@ namespace {
 // inputs: x (float32 or float64)
 class Softmax : public UnaryPrimitive {
  public:
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return same_shape_output(in); }
   bool is_equivalent(const Primitive& other) const override {
     auto* p = detail::same_primitive(this, other);
     return p && (log_ == p->log_);

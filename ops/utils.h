@@ -57,4 +57,9 @@ std::string msg(const Parts&... parts) {
   return os.str();
 }
 
+/// broadcast_to(a, shape), where `shape` is the broadcast of a's shape with `others`' (an elementwise
+/// op's other operands). In a shapeless trace (core/array.h) the others are inputs of the Broadcast
+/// too, for their shapes only, so that a shapeless call infers the broadcast shape from all of them.
+array broadcast_to_like(const array& a, const Shape& shape, const std::vector<array>& others);
+
 }  // namespace loom::detail

@@ -301,3 +301,57 @@ TEST(Compile, ConstantsKeepTheirValuesAcrossCalls) {
     EXPECT_TRUE(cp_equal(got[1], array({0.0f, 3.0f, 0.0f, 4.0f}))) << call;
   }
 }
+
+TEST(Compile, ShapelessRunsOneTraceOnOtherShapes) {
+  int traces = 0;
+  const array w1 = cp_f32({6, 16}, 31), b1 = cp_f32({16}, 32), w2 = cp_f32({16, 3}, 33);
+  // An MLP's forward: matmuls, a broadcast bias, relu against a scalar, softmax, a mean that drops
+  // its axis, a reshape with -1 and a long elementwise chain (fused at the traced size).
+  auto fun = [&](const std::vector<array>& in) {
+    ++traces;
+    array h = maximum(add(matmul(in[0], w1), b1), array(0.0f));
+    array p = softmax(matmul(h, w2), -1);
+    array z = in[0];
+    for (int i = 0; i < 6; ++i) z = tanh(add(multiply(z, array(1.5f)), array(0.25f)));
+    return std::vector<array>{p, mean(p, 1), reshape(z, {-1}), sum(z)};
+  };
+  VectorFn cf = compile(fun, /* shapeless */ true);
+  for (int rows : {400, 7, 1, 400, 64}) {
+    const array x = cp_f32({rows, 6}, 40 + rows);
+    const std::vector<array> got = cf({x});
+    const int before = traces;
+    const std::vector<array> want = fun({x});
+    traces = before;
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      EXPECT_EQ(got[k].shape(), want[k].shape()) << rows << " output " << k;
+      EXPECT_TRUE(allclose(got[k], want[k], 1e-6, 1e-6).item<bool>()) << rows << " output " << k;
+    }
+  }
+  EXPECT_EQ(traces, 1);
+  // Another number of dimensions, or another dtype, is another trace.
+  cf({cp_f32({2, 3, 6}, 50)});
+  cf({astype(cp_f32({5, 6}, 51), float64)});
+  EXPECT_EQ(traces, 3);
+}
+
+TEST(Compile, ShapelessNamesWhatCannotTakeOtherShapes) {
+  // A reshape to a fixed shape, as MLX: traced on 4 elements, called on 5.
+  VectorFn fixed = compile([](const std::vector<array>& in) { return std::vector<array>{reshape(in[0], {2, 2})}; }, true);
+  EXPECT_TRUE(cp_equal(fixed({array({1, 2, 3, 4})})[0], array({1, 2, 3, 4}, {2, 2})));
+  try {
+    fixed({array({1, 2, 3, 4, 5})});
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("Reshape"), std::string::npos) << e.what();
+  }
+  // A constant of the traced length against an input of another.
+  const array c = array({1.0f, 2.0f});
+  VectorFn add_c = compile([c](const std::vector<array>& in) { return std::vector<array>{add(in[0], c)}; }, true);
+  EXPECT_TRUE(cp_equal(add_c({array({1.0f, 1.0f})})[0], array({2.0f, 3.0f})));
+  EXPECT_THROW(add_c({array({1.0f, 1.0f, 1.0f})}), std::invalid_argument);
+  // A broadcast scalar follows the input (MLX's shapeless test).
+  VectorFn add_s = compile([](const std::vector<array>& in) { return std::vector<array>{add(in[0], array({2}))}; }, true);
+  EXPECT_TRUE(cp_equal(add_s({array({1, 2})})[0], array({3, 4})));
+  EXPECT_TRUE(cp_equal(add_s({array({1, 2, 3, 4})})[0], array({3, 4, 5, 6})));
+}
