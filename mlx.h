@@ -4,6 +4,7 @@
 #pragma once
 
 #include "loom/loom.h"
+#include "loom/core/primitive.h"  // MLX programs include mlx/primitives.h for Primitive
 
 // Standard headers MLX's mlx.h brings in (through its scheduler): programs written for MLX use
 // std::thread, std::mutex and std::promise without including them.

@@ -158,7 +158,8 @@ struct KeySourceScope {
 };
 
 // Merges equal subexpressions: nodes whose primitives are equivalent and whose inputs are the same
-// arrays, and constants of one value (of equal dtype, shape and bits). Returns the outputs in the merged graph.
+// arrays, and constants of one value (of equal dtype, shape and bits); drops no-op nodes (copy,
+// stop_gradient: a compiled function is never differentiated, see Compiled). Returns the outputs in the merged graph.
 std::vector<array> simplify(const std::vector<array>& outputs, const std::vector<array>& placeholders) {
   std::unordered_set<std::uintptr_t> live;
   for (const auto& p : placeholders) live.insert(p.id());
@@ -189,6 +190,11 @@ std::vector<array> simplify(const std::vector<array>& outputs, const std::vector
       changed |= ins.back().id() != in.id();
     }
     const std::vector<array> outs = a.outputs();
+    if (a.primitive().is_noop() && ins.size() == 1 && outs.size() == 1 && ins[0].shape() == a.shape() &&
+        ins[0].dtype() == a.dtype()) {
+      now.emplace(a.id(), ins[0]);  // copy, stop_gradient: the input itself
+      continue;
+    }
     const std::uintptr_t key = ins.empty() ? 0 : ins[0].id();
     std::optional<array> same;
     auto range = kept.equal_range(key);

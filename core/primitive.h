@@ -73,6 +73,9 @@ class Primitive {
   /// such nodes (common subexpressions). The default never merges; a primitive that says yes compares
   /// its type and every parameter (MLX's name).
   virtual bool is_equivalent(const Primitive& other) const { return false; }
+  /// True when the one output is the one input's values, unchanged (copy, stop_gradient): compile's
+  /// simplification drops such nodes, as MLX's does.
+  virtual bool is_noop() const { return false; }
 
   virtual const char* name() const = 0;
   virtual void print(std::ostream& os) const { os << name(); }

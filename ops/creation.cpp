@@ -117,6 +117,7 @@ class AsType : public UnaryPrimitive {
 // Shares the input's buffer: the result is a new array with the same values.
 class Copy : public UnaryPrimitive {
  public:
+  bool is_noop() const override { return true; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return same_shape_output(in); }
   bool is_equivalent(const Primitive& other) const override { return detail::same_primitive(this, other); }
   bool supports_complex() const override { return true; }
@@ -138,6 +139,7 @@ class Copy : public UnaryPrimitive {
 
 class StopGradient : public UnaryPrimitive {
  public:
+  bool is_noop() const override { return true; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return same_shape_output(in); }
   bool is_equivalent(const Primitive& other) const override { return detail::same_primitive(this, other); }
   bool supports_complex() const override { return true; }

@@ -210,6 +210,12 @@ TEST(Compile, SimplifyMergesEqualSubexpressionsAndScalarsOnly) {
   })({a});
   EXPECT_EQ(s[0].inputs()[1].id(), s[1].inputs()[1].id());
   EXPECT_NE(s[0].inputs()[1].id(), s[2].inputs()[1].id());
+  // No-ops (copy, stop_gradient) are dropped.
+  array e = compile([](const std::vector<array>& in) {
+    return std::vector<array>{copy(stop_gradient(exp(stop_gradient(in[0]))))};
+  })({a})[0];
+  EXPECT_EQ(e.inputs()[0].id(), a.id());
+  EXPECT_TRUE(cp_equal(e, exp(a)));
   {
     const CpMode none(CompileMode::no_simplify);
     array d = compile([](const std::vector<array>& in) { return std::vector<array>{add(exp(in[0]), exp(in[0]))}; })({a})[0];
