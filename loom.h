@@ -27,6 +27,7 @@
 #include "loom/autograd/check.h"
 #include "loom/autograd/transforms.h"
 #include "loom/autograd/compile.h"
+#include "loom/autograd/export.h"
 #include "loom/fast/fast.h"
 #include "loom/distributed/config.h"
 #include "loom/distributed/distributed.h"

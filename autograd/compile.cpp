@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "loom/autograd/compiled.h"
 #include "loom/autograd/tape.h"
 #include "loom/core/eval.h"
 #include "loom/core/primitive.h"
@@ -50,15 +51,7 @@ class CompileInput : public UnaryPrimitive {
   bool supports_complex() const override { return true; }
 };
 
-// One traced signature: the program and what a call needs to make its node.
-struct Trace {
-  std::vector<Shape> in_shapes;  // the signature (with shapeless, only their sizes count)
-  std::vector<Dtype> in_dtypes;
-  int num_keys = 0;  // random keys the function draws, passed after its inputs
-  std::unique_ptr<detail::Program> program;
-  std::vector<Shape> out_shapes;
-  std::vector<Dtype> out_dtypes;
-};
+using detail::CompiledTrace;
 
 // A shapeless call's shapes: by tape position, each node's outputs'; and the program's outputs'.
 struct CallShapes {
@@ -128,7 +121,7 @@ std::vector<array> replay(const detail::Program& prog, const std::vector<array>&
 class Compiled : public Primitive {
  public:
   // `shapes`: a shapeless call's, when its inputs' shapes are not the traced ones.
-  Compiled(std::shared_ptr<const Trace> trace, std::shared_ptr<const CallShapes> shapes)
+  Compiled(std::shared_ptr<const CompiledTrace> trace, std::shared_ptr<const CallShapes> shapes)
       : trace_(std::move(trace)), shapes_(std::move(shapes)) {}
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override {
     trace_->program->run(inputs, outputs, shapes_ ? &shapes_->nodes : nullptr);
@@ -144,7 +137,7 @@ class Compiled : public Primitive {
   // itself (as MLX's does), so no transform meets a Compiled node.
 
  private:
-  std::shared_ptr<const Trace> trace_;
+  std::shared_ptr<const CompiledTrace> trace_;
   std::shared_ptr<const CallShapes> shapes_;
 };
 
@@ -240,25 +233,54 @@ struct ShapelessScope {
   ShapelessScope& operator=(const ShapelessScope&) = delete;
 };
 
-std::shared_ptr<Trace> make_trace(const VectorFn& fun, const std::vector<array>& inputs, CompileMode m, bool shapeless) {
-  auto trace = std::make_shared<Trace>();
-  std::vector<array> placeholders;
-  for (const auto& x : inputs) {
-    trace->in_shapes.push_back(x.shape());
-    trace->in_dtypes.push_back(x.dtype());
-    placeholders.emplace_back(x.shape(), x.dtype(), std::make_shared<CompileInput>(), std::vector<array>{});
+}  // namespace
+
+array detail::compile_placeholder(const Shape& shape, Dtype dtype) {
+  return array(shape, dtype, std::make_shared<CompileInput>(), {});
+}
+
+bool CompiledTrace::accepts(const std::vector<array>& inputs) const {
+  if (in_shapes.size() != inputs.size()) return false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (in_dtypes[i] != inputs[i].dtype()) return false;
+    if (shapeless ? in_shapes[i].size() != inputs[i].ndim() : in_shapes[i] != inputs[i].shape()) return false;
   }
+  return true;
+}
+
+std::shared_ptr<CompiledTrace> detail::make_trace(std::vector<array> placeholders, std::vector<array> outputs,
+                                                  int num_keys, bool shapeless) {
+  auto trace = std::make_shared<CompiledTrace>();
+  for (size_t i = 0; i + num_keys < placeholders.size(); ++i) {
+    trace->in_shapes.push_back(placeholders[i].shape());
+    trace->in_dtypes.push_back(placeholders[i].dtype());
+  }
+  trace->num_keys = num_keys;
+  trace->shapeless = shapeless;
+  for (const auto& o : outputs) {
+    trace->out_shapes.push_back(o.shape());
+    trace->out_dtypes.push_back(o.dtype());
+  }
+  // Only the program holds the graph from here on: its plan counts the handles.
+  trace->program = std::make_unique<detail::Program>(std::move(placeholders), std::move(outputs));
+  return trace;
+}
+
+std::shared_ptr<CompiledTrace> detail::trace_function(const VectorFn& fun, const std::vector<array>& inputs,
+                                                      bool simplify_graph, bool shapeless) {
+  std::vector<array> placeholders;
+  for (const auto& x : inputs) placeholders.push_back(compile_placeholder(x.shape(), x.dtype()));
   std::vector<array> keys, outputs;
   {
     detail::InTracing tracing;  // compiled functions called inside run as they are: this program holds them
     ShapelessScope shapes(shapeless);
     KeySourceScope source([&keys] {
-      keys.emplace_back(Shape{2}, uint32, std::make_shared<CompileInput>(), std::vector<array>{});
+      keys.push_back(compile_placeholder(Shape{2}, uint32));
       return keys.back();
     });
     outputs = fun(placeholders);
   }
-  trace->num_keys = static_cast<int>(keys.size());
+  const int num_keys = static_cast<int>(keys.size());
   placeholders.insert(placeholders.end(), keys.begin(), keys.end());
   keys.clear();
 
@@ -278,33 +300,38 @@ std::shared_ptr<Trace> make_trace(const VectorFn& fun, const std::vector<array>&
     tape.clear();
     eval(constants);
   }
-  if (m != CompileMode::no_simplify) outputs = simplify(outputs, placeholders);
-  for (const auto& o : outputs) {
-    trace->out_shapes.push_back(o.shape());
-    trace->out_dtypes.push_back(o.dtype());
-  }
-  // Only the program holds the graph from here on: its plan counts the handles.
-  trace->program = std::make_unique<detail::Program>(std::move(placeholders), std::move(outputs));
-  return trace;
+  if (simplify_graph) outputs = simplify(outputs, placeholders);
+  return make_trace(std::move(placeholders), std::move(outputs), num_keys, shapeless);
 }
+
+std::vector<array> detail::call_trace(const std::shared_ptr<const CompiledTrace>& trace,
+                                      const std::vector<array>& inputs, bool as_nodes) {
+  std::shared_ptr<const CallShapes> shapes;  // a shapeless call on other shapes: every node's
+  for (size_t i = 0; i < inputs.size() && !shapes; ++i) {
+    if (inputs[i].shape() != trace->in_shapes[i]) shapes = infer_shapes(*trace->program, inputs);
+  }
+  const std::vector<Shape>& out_shapes = shapes ? shapes->outputs : trace->out_shapes;
+  std::vector<array> all = inputs;
+  for (int k = 0; k < trace->num_keys; ++k) all.push_back(random::detail::next_key());
+  if (as_nodes) return replay(*trace->program, all, shapes.get());
+  auto node = std::make_shared<Compiled>(trace, std::move(shapes));
+  if (out_shapes.size() == 1) return {array(out_shapes[0], trace->out_dtypes[0], std::move(node), std::move(all))};
+  return array::make_arrays(out_shapes, trace->out_dtypes, std::move(node), std::move(all));
+}
+
+namespace {
 
 // The traces of one compiled function.
 struct Cache {
   VectorFn fun;
   bool shapeless = false;
   std::mutex mu;
-  std::vector<std::shared_ptr<const Trace>> traces;
+  std::vector<std::shared_ptr<const CompiledTrace>> traces;
 
-  std::shared_ptr<const Trace> find(const std::vector<array>& inputs) {
+  std::shared_ptr<const CompiledTrace> find(const std::vector<array>& inputs) {
     std::lock_guard<std::mutex> lock(mu);
     for (const auto& t : traces) {
-      if (t->in_shapes.size() != inputs.size()) continue;
-      bool match = true;
-      for (size_t i = 0; i < inputs.size() && match; ++i) {
-        match = t->in_dtypes[i] == inputs[i].dtype() &&
-                (shapeless ? t->in_shapes[i].size() == inputs[i].ndim() : t->in_shapes[i] == inputs[i].shape());
-      }
-      if (match) return t;
+      if (t->accepts(inputs)) return t;
     }
     return nullptr;
   }
@@ -312,11 +339,11 @@ struct Cache {
   std::vector<array> call(const std::vector<array>& inputs) {
     const CompileMode m = mode().load(std::memory_order_relaxed);
     if (m == CompileMode::disabled || detail::tracing_depth() > 0) return fun(inputs);
-    std::shared_ptr<const Trace> trace = find(inputs);
+    std::shared_ptr<const CompiledTrace> trace = find(inputs);
     if (!trace) {
       // Traced without the lock (the function may take long, or compile other functions); a call
       // that traced the same signature meanwhile wins.
-      std::shared_ptr<const Trace> made = make_trace(fun, inputs, m, shapeless);
+      std::shared_ptr<const CompiledTrace> made = detail::trace_function(fun, inputs, m != CompileMode::no_simplify, shapeless);
       trace = find(inputs);
       if (!trace) {
         std::lock_guard<std::mutex> lock(mu);
@@ -324,17 +351,7 @@ struct Cache {
         trace = made;
       }
     }
-    std::shared_ptr<const CallShapes> shapes;  // a shapeless call on other shapes: every node's
-    for (size_t i = 0; i < inputs.size() && !shapes; ++i) {
-      if (inputs[i].shape() != trace->in_shapes[i]) shapes = infer_shapes(*trace->program, inputs);
-    }
-    const std::vector<Shape>& out_shapes = shapes ? shapes->outputs : trace->out_shapes;
-    std::vector<array> all = inputs;
-    for (int k = 0; k < trace->num_keys; ++k) all.push_back(random::detail::next_key());
-    if (m == CompileMode::no_fuse) return replay(*trace->program, all, shapes.get());
-    auto node = std::make_shared<Compiled>(trace, std::move(shapes));
-    if (out_shapes.size() == 1) return {array(out_shapes[0], trace->out_dtypes[0], std::move(node), std::move(all))};
-    return array::make_arrays(out_shapes, trace->out_dtypes, std::move(node), std::move(all));
+    return detail::call_trace(trace, inputs, m == CompileMode::no_fuse);
   }
 };
 

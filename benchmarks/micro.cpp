@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
       const int ops = 1000, reps = quick ? 10 : 50;
       array one = ones({1});
       one.eval();
-      VectorFn chain = compile([ops](const std::vector<array>& in) {
+      VectorFn chain = compile([=](const std::vector<array>& in) {
         array x = in[0];
         for (int i = 0; i < ops; ++i) x = x + in[1];
         return std::vector<array>{x};

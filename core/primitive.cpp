@@ -36,6 +36,12 @@ std::pair<std::vector<array>, std::vector<int>> Primitive::vmap(const std::vecto
   throw std::invalid_argument("[vmap] " + os.str() + " has no batching rule");
 }
 
+void Primitive::save(detail::Writer&) const {
+  std::ostringstream os;
+  print(os);
+  throw std::invalid_argument("[export_function] " + os.str() + " cannot be exported");
+}
+
 std::vector<Shape> Primitive::output_shapes(const std::vector<Shape>&) const {
   std::ostringstream os;
   print(os);

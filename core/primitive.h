@@ -13,6 +13,10 @@
 
 namespace loom {
 
+namespace detail {
+class Writer;
+}
+
 /// The work begun by Primitive::eval_async: it owns whatever the run needs until it is done.
 class AsyncWork {
  public:
@@ -64,6 +68,11 @@ class Primitive {
   /// output_shapes for primitives whose one output has the shape of every one of their inputs
   /// (elementwise ops), which must agree: else it throws naming the primitive and the shapes.
   std::vector<Shape> same_shape_output(const std::vector<Shape>& inputs) const;
+
+  /// export_function (autograd/export.h): writes the parameters this primitive was built with, which
+  /// the loader it registers (core/serialize.h, under its name()) reads back in the same order. The
+  /// default throws std::invalid_argument naming the primitive: it cannot be exported.
+  virtual void save(detail::Writer& params) const;
 
   /// Floating-point operations of one evaluation, for the profiler (core/profile.h), or -1 when
   /// not known. Elementwise primitives count one per output element (the default).

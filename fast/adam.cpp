@@ -18,6 +18,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "loom/core/serialize.h"
 #include "loom/fast/custom.h"
 #include "loom/fast/fast.h"
 #include "loom/ops/kernels/elementwise.h"
@@ -220,6 +221,9 @@ Composition reference(const AdamStep& hp) {
 class AdamUpdate : public Custom {
  public:
   explicit AdamUpdate(AdamStep hp) : Custom(reference(hp)), hp_(hp), s_(scalars_of(hp)) {}
+  void save(detail::Writer& w) const override {
+    w.put(hp_.lr, hp_.beta1, hp_.beta2, hp_.eps, hp_.weight_decay, hp_.decoupled, hp_.bias_correction, hp_.step);
+  }
 
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override {
     // p', m', v' take p's, m's and v's buffers when nothing else reads them (donors). An operand that
@@ -264,6 +268,12 @@ class AdamUpdate : public Custom {
   AdamStep hp_;
   AdamScalars s_;
 };
+const bool kAdamUpdateLoads =
+    detail::register_primitive("AdamUpdate", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+      AdamStep hp;
+      r.get(hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, hp.decoupled, hp.bias_correction, hp.step);
+      return std::make_shared<AdamUpdate>(hp);
+    });
 
 void check_adam_hp(const AdamStep& hp) {
   auto bad = [](const std::string& what, double v) {

@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #endif
 
+#include "loom/core/serialize.h"
 #include "loom/fast/custom.h"
 #include "loom/fast/fast.h"
 #include "loom/ops/autocast.h"
@@ -383,7 +384,8 @@ double attention_flops(const array& q, const array& k, const array& v, int qk, i
 class ScaledDotProductAttentionBackward : public CustomBackward {
  public:
   ScaledDotProductAttentionBackward(double scale, bool has_mask)
-      : CustomBackward(reference(scale), has_mask ? 4 : 3, 1, {0, 1, 2}), scale_(scale) {}
+      : CustomBackward(reference(scale), has_mask ? 4 : 3, 1, {0, 1, 2}), scale_(scale), has_mask_(has_mask) {}
+  void save(detail::Writer& w) const override { w.put(scale_, has_mask_); }
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     const bool has_mask = in.size() == 5;
     array q = rows_contiguous(in[0]), k = rows_contiguous(in[1]), v = rows_contiguous(in[2]);
@@ -408,12 +410,22 @@ class ScaledDotProductAttentionBackward : public CustomBackward {
 
  private:
   double scale_;
+  bool has_mask_;
 };
+std::shared_ptr<Primitive> load_attention_backward(detail::Reader& r) {
+  double scale;
+  bool has_mask;
+  r.get(scale, has_mask);
+  return std::make_shared<ScaledDotProductAttentionBackward>(scale, has_mask);
+}
+const bool kScaledDotProductAttentionBackwardLoads =
+    detail::register_primitive("ScaledDotProductAttentionBackward", load_attention_backward);
 
 // inputs: q, k, v[, mask] (the mask broadcast to (..., L, S)).
 class ScaledDotProductAttention : public Custom {
  public:
   explicit ScaledDotProductAttention(double scale) : Custom(reference(scale)), scale_(scale) {}
+  void save(detail::Writer& w) const override { w.put(scale_); }
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     array& out = outs[0];
     array q = rows_contiguous(in[0]), k = rows_contiguous(in[1]), v = rows_contiguous(in[2]);
@@ -446,6 +458,10 @@ class ScaledDotProductAttention : public Custom {
  private:
   double scale_;
 };
+const bool kScaledDotProductAttentionLoads =
+    detail::register_primitive("ScaledDotProductAttention", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+      return std::make_shared<ScaledDotProductAttention>(r.get<double>());
+    });
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include <optional>
 #include <type_traits>
 
+#include "loom/core/serialize.h"
 #include "loom/fast/custom.h"
 #include "loom/fast/fast.h"
 #include "loom/ops/autocast.h"
@@ -193,6 +194,7 @@ std::pair<std::vector<array>, std::vector<int>> vmap_rows_at(const std::vector<a
 class SoftmaxCrossEntropyBackward : public CustomBackward {
  public:
   SoftmaxCrossEntropyBackward(int axis, double ls) : CustomBackward(reference(axis, ls), 2, 1, {0}), axis_(axis), ls_(ls) {}
+  void save(detail::Writer& w) const override { w.put(axis_, ls_); }
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     const array &x = in[0], &g = in[2];
     array& out = outs[0];
@@ -211,10 +213,18 @@ class SoftmaxCrossEntropyBackward : public CustomBackward {
   int axis_;
   double ls_;
 };
+const bool kSoftmaxCrossEntropyBackwardLoads =
+    detail::register_primitive("SoftmaxCrossEntropyBackward", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+      int axis;
+      double ls;
+      r.get(axis, ls);
+      return std::make_shared<SoftmaxCrossEntropyBackward>(axis, ls);
+    });
 
 class SoftmaxCrossEntropy : public Custom {
  public:
   SoftmaxCrossEntropy(int axis, double ls) : Custom(reference(axis, ls)), axis_(axis), ls_(ls) {}
+  void save(detail::Writer& w) const override { w.put(axis_, ls_); }
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     const array& x = in[0];
     array& out = outs[0];
@@ -246,6 +256,13 @@ class SoftmaxCrossEntropy : public Custom {
   int axis_;
   double ls_;
 };
+const bool kSoftmaxCrossEntropyLoads =
+    detail::register_primitive("SoftmaxCrossEntropy", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+      int axis;
+      double ls;
+      r.get(axis, ls);
+      return std::make_shared<SoftmaxCrossEntropy>(axis, ls);
+    });
 
 }  // namespace
 

@@ -3,6 +3,10 @@
 // derives every derivative from that one composition, so the rules cannot drift from the definition
 // and derivatives of any order work. An op may add a fused backward kernel (a CustomBackward); that
 // kernel's own derivatives again come from the reference.
+//
+// The reference is code, which export cannot write: each concrete op saves the parameters its
+// constructor takes (Primitive::save), and its loader calls that constructor, which builds the
+// reference again.
 #pragma once
 
 #include <functional>

@@ -2,6 +2,7 @@
 // x * (1 + erf(x / sqrt 2)) / 2 makes five forward and about ten backward passes).
 #include <cmath>
 
+#include "loom/core/serialize.h"
 #include "loom/fast/custom.h"
 #include "loom/fast/fast.h"
 #include "loom/ops/kernels/elementwise.h"
@@ -53,6 +54,7 @@ LOOM_SIMD_INLINE A derivative_from_output(A x, A y) {
 class GeluBackward : public CustomBackward {
  public:
   GeluBackward() : CustomBackward(reference, 1, 1, {0}) {}
+  void save(detail::Writer&) const override {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     array& out = outs[0];
     out.alloc();
@@ -72,11 +74,16 @@ class GeluBackward : public CustomBackward {
   Batching batching(const std::vector<int>&) const override { return Batching::same_shape; }
   const char* name() const override { return "GeluBackward"; }
 };
+const bool kGeluBackwardLoads =
+    detail::register_primitive("GeluBackward", [](detail::Reader&) -> std::shared_ptr<Primitive> {
+      return std::make_shared<GeluBackward>();
+    });
 
 class Gelu : public Custom {
  public:
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return {in.at(0)}; }
   Gelu() : Custom(reference) {}
+  void save(detail::Writer&) const override {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     array& out = outs[0];
     out.alloc();
@@ -108,6 +115,9 @@ class Gelu : public Custom {
     return backward(std::make_shared<GeluBackward>(), p, {astype(cot[0], p[0].dtype())}, {0}, {outputs[0]});
   }
 };
+const bool kGeluLoads = detail::register_primitive("Gelu", [](detail::Reader&) -> std::shared_ptr<Primitive> {
+  return std::make_shared<Gelu>();
+});
 
 }  // namespace
 

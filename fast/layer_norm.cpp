@@ -2,6 +2,7 @@
 // (the composition makes about ten passes forward and twenty backward).
 #include <cmath>
 
+#include "loom/core/serialize.h"
 #include "loom/fast/custom.h"
 #include "loom/fast/fast.h"
 #include "loom/ops/autocast.h"
@@ -100,7 +101,12 @@ void backward_kernel(const array& x, const T* w, const array& g, T* dx, T* dw, T
 class LayerNormBackward : public CustomBackward {
  public:
   LayerNormBackward(double eps, bool has_w, bool has_b, const std::vector<int>& wrt)
-      : CustomBackward(reference(eps, has_w, has_b), 1 + has_w + has_b, 1, wrt), eps_(eps), has_w_(has_w), has_b_(has_b) {}
+      : CustomBackward(reference(eps, has_w, has_b), 1 + has_w + has_b, 1, wrt),
+        eps_(eps),
+        has_w_(has_w),
+        has_b_(has_b),
+        wrt_(wrt) {}
+  void save(detail::Writer& w) const override { w.put(eps_, has_w_, has_b_, wrt_); }
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     const array& gin = in[1 + has_w_ + has_b_];
     if (!kernels::alloc_row_grads(outs)) return;
@@ -123,13 +129,32 @@ class LayerNormBackward : public CustomBackward {
  private:
   double eps_;
   bool has_w_, has_b_;
+  std::vector<int> wrt_;
 };
+const bool kLayerNormBackwardLoads =
+    detail::register_primitive("LayerNormBackward", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+      double eps;
+      bool has_w, has_b;
+      std::vector<int> wrt;
+      r.get(eps, has_w, has_b, wrt);
+      return std::make_shared<LayerNormBackward>(eps, has_w, has_b, wrt);
+    });
 
 // inputs: x[, w][, b]
 class LayerNorm : public Custom {
  public:
-  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return {in.at(0)}; }
+  // x, then its weight and bias, each of x's last axis: another x must keep that axis.
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
+    const Shape& x = in.at(0);
+    for (size_t k = 1; k < in.size(); ++k) {
+      if (x.empty() || in[k] != Shape{x.back()}) {
+        throw std::invalid_argument(msg("[compile] LayerNorm of x ", shape_str(x), " with a parameter of shape ", shape_str(in[k])));
+      }
+    }
+    return {x};
+  }
   LayerNorm(double eps, bool has_w, bool has_b) : Custom(reference(eps, has_w, has_b)), eps_(eps), has_w_(has_w), has_b_(has_b) {}
+  void save(detail::Writer& w) const override { w.put(eps_, has_w_, has_b_); }
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     array& out = outs[0];
     out.alloc();
@@ -165,6 +190,13 @@ class LayerNorm : public Custom {
   double eps_;
   bool has_w_, has_b_;
 };
+const bool kLayerNormLoads =
+    detail::register_primitive("LayerNorm", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+      double eps;
+      bool has_w, has_b;
+      r.get(eps, has_w, has_b);
+      return std::make_shared<LayerNorm>(eps, has_w, has_b);
+    });
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 // Fused RMS normalization over the last axis: forward and backward each make one pass per row.
 #include <cmath>
 
+#include "loom/core/serialize.h"
 #include "loom/fast/custom.h"
 #include "loom/fast/fast.h"
 #include "loom/ops/autocast.h"
@@ -83,7 +84,8 @@ void backward_kernel(const array& x, const T* w, const array& g, T* dx, T* dw, d
 class RMSNormBackward : public CustomBackward {
  public:
   RMSNormBackward(double eps, bool has_w, const std::vector<int>& wrt)
-      : CustomBackward(reference(eps, has_w), 1 + has_w, 1, wrt), eps_(eps), has_w_(has_w) {}
+      : CustomBackward(reference(eps, has_w), 1 + has_w, 1, wrt), eps_(eps), has_w_(has_w), wrt_(wrt) {}
+  void save(detail::Writer& w) const override { w.put(eps_, has_w_, wrt_); }
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     if (!kernels::alloc_row_grads(outs)) return;
     array x = row_contiguous(in[0]), g = row_contiguous(in.back());
@@ -104,13 +106,32 @@ class RMSNormBackward : public CustomBackward {
  private:
   double eps_;
   bool has_w_;
+  std::vector<int> wrt_;
 };
+const bool kRMSNormBackwardLoads =
+    detail::register_primitive("RMSNormBackward", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+      double eps;
+      bool has_w;
+      std::vector<int> wrt;
+      r.get(eps, has_w, wrt);
+      return std::make_shared<RMSNormBackward>(eps, has_w, wrt);
+    });
 
 // inputs: x[, w]
 class RMSNorm : public Custom {
  public:
-  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return {in.at(0)}; }
+  // x, then its weight and bias, each of x's last axis: another x must keep that axis.
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
+    const Shape& x = in.at(0);
+    for (size_t k = 1; k < in.size(); ++k) {
+      if (x.empty() || in[k] != Shape{x.back()}) {
+        throw std::invalid_argument(msg("[compile] RMSNorm of x ", shape_str(x), " with a parameter of shape ", shape_str(in[k])));
+      }
+    }
+    return {x};
+  }
   RMSNorm(double eps, bool has_w) : Custom(reference(eps, has_w)), eps_(eps), has_w_(has_w) {}
+  void save(detail::Writer& w) const override { w.put(eps_, has_w_); }
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     array& out = outs[0];
     out.alloc();
@@ -144,6 +165,12 @@ class RMSNorm : public Custom {
   double eps_;
   bool has_w_;
 };
+const bool kRMSNormLoads = detail::register_primitive("RMSNorm", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  double eps;
+  bool has_w;
+  r.get(eps, has_w);
+  return std::make_shared<RMSNorm>(eps, has_w);
+});
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 // softmax and log_softmax over the last axis with a fused backward: one pass per row each way (the
 // backward reads the forward's output). The reference is loom::softmax / log_softmax: the same
 // forward kernel with a gradient written with ops.
+#include "loom/core/serialize.h"
 #include "loom/fast/custom.h"
 #include "loom/fast/fast.h"
 #include "loom/ops/kernels/softmax.h"
@@ -21,6 +22,7 @@ Composition reference(bool take_log) {
 class SoftmaxBackward : public CustomBackward {
  public:
   explicit SoftmaxBackward(bool take_log) : CustomBackward(reference(take_log), 1, 1, {0}), log_(take_log) {}
+  void save(detail::Writer& w) const override { w.put(log_); }
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     outs[0].alloc();
     array y = kernels::row_contiguous(in[2]), g = kernels::row_contiguous(in[1]);
@@ -36,11 +38,18 @@ class SoftmaxBackward : public CustomBackward {
  private:
   bool log_;
 };
+// One class under two names: the flag saved picks the name back.
+std::shared_ptr<Primitive> load_softmax_backward(detail::Reader& r) {
+  return std::make_shared<SoftmaxBackward>(r.get<bool>());
+}
+const bool kSoftmaxBackwardLoads = detail::register_primitive("SoftmaxBackward", load_softmax_backward) &&
+                                   detail::register_primitive("LogSoftmaxBackward", load_softmax_backward);
 
 class Softmax : public Custom {
  public:
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return {in.at(0)}; }
   explicit Softmax(bool take_log) : Custom(reference(take_log)), log_(take_log) {}
+  void save(detail::Writer& w) const override { w.put(log_); }
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     outs[0].alloc();
     array x = kernels::row_contiguous(in[0]);
@@ -61,6 +70,9 @@ class Softmax : public Custom {
  private:
   bool log_;
 };
+std::shared_ptr<Primitive> load_softmax(detail::Reader& r) { return std::make_shared<Softmax>(r.get<bool>()); }
+const bool kSoftmaxLoads = detail::register_primitive("FastSoftmax", load_softmax) &&
+                           detail::register_primitive("FastLogSoftmax", load_softmax);
 
 array softmax_impl(const array& a, bool take_log) {
   const char* op = take_log ? "log_softmax" : "softmax";

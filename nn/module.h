@@ -224,7 +224,7 @@ auto compile_value_and_grad(Module& model, Fn fn) {
   };
   auto traced = std::make_shared<Traced>();
   return [&model, vg, traced](const auto&... args) {
-    constexpr size_t n_args = sizeof...(args);
+    using ArgIdx = std::make_index_sequence<sizeof...(args)>;  // a type: the traced lambda needs no capture
     constexpr bool single = std::is_same_v<std::decay_t<decltype(vg(args...).first)>, array>;
     const ParamTree state = model.parameters(), trainable = model.trainable_parameters();
     if (!traced->compiled || traced->names != state.names() || traced->trainable != trainable.names()) {
@@ -238,9 +238,9 @@ auto compile_value_and_grad(Module& model, Fn fn) {
           const ParamTree& p;
           ~Restore() { m.update(p, false); }
         } restore{model, before};
-        const std::vector<array> bound(in.begin() + n_args, in.end());
+        const std::vector<array> bound(in.begin() + ArgIdx::size(), in.end());
         model.update(tree_unflatten(before, bound), false);
-        auto [value, grads] = loom::detail::call_with_first(vg, in, std::make_index_sequence<n_args>{});
+        auto [value, grads] = loom::detail::call_with_first(vg, in, ArgIdx{});
         std::vector<array> out;
         if constexpr (single) {
           out.push_back(value);

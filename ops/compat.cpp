@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "loom/core/serialize.h"
 #include "loom/core/copy.h"
 #include "loom/core/primitive.h"
 #include "loom/ops/batching.h"
@@ -20,6 +21,7 @@ namespace {
 // freed, as MLX does); otherwise a row-major copy. A copy to autograd: the gradient is the identity.
 class Contiguous : public UnaryPrimitive {
  public:
+  void save(detail::Writer& w) const override { w.put(allow_col_major_); }
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return same_shape_output(in); }
   explicit Contiguous(bool allow_col_major) : allow_col_major_(allow_col_major) {}
   bool supports_complex() const override { return true; }
@@ -53,6 +55,9 @@ class Contiguous : public UnaryPrimitive {
  private:
   bool allow_col_major_;
 };
+const bool kContiguousLoads = detail::register_primitive("Contiguous", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  return std::make_shared<Contiguous>(r.get<bool>());
+});
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "loom/core/primitive.h"
+#include "loom/core/serialize.h"
 #include "loom/ops/batching.h"
 #include "loom/ops/autocast.h"
 #include "loom/ops/kernels/elementwise.h"
@@ -521,6 +522,9 @@ class Convolution : public UnaryPrimitive {
  public:
   Convolution(ConvRole role, ConvParams p, Shape out_shape)
       : role_(role), p_(std::move(p)), out_shape_(std::move(out_shape)) {}
+  void save(detail::Writer& w) const override {
+    w.put(role_, p_.stride, p_.pad_lo, p_.pad_hi, p_.kdil, p_.idil, p_.groups, p_.flip, out_shape_);
+  }
   // Every role does the forward's work: a multiply-add per output element per weight element of
   // its output channel (each gradient is the same sum of products, taken another way).
   double flops(const std::vector<array>& in, const std::vector<array>& out) const override {
@@ -623,6 +627,15 @@ class Convolution : public UnaryPrimitive {
   ConvParams p_;
   Shape out_shape_;
 };
+const bool kConvolutionLoads =
+    detail::register_primitive("Convolution", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+      ConvRole role;
+      ConvParams p;
+      Shape out_shape;
+      r.get(role, p.stride, p.pad_lo, p.pad_hi, p.kdil, p.idil, p.groups, p.flip, out_shape);
+      if (role < ConvRole::forward || role > ConvRole::weight_grad) r.fail("not a convolution role");
+      return std::make_shared<Convolution>(role, std::move(p), std::move(out_shape));
+    });
 
 // Inputs a and b are (x, w), (y, w) or (x, y) by role. For forward and input_grad, images batched
 // alone fold the batch into the images (axis 0); for weight_grad, which sums over the images, one

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "loom/core/primitive.h"
+#include "loom/core/serialize.h"
 #include "loom/ops/batching.h"
 #include "loom/ops/conv.h"
 #include "loom/ops/kernels/elementwise.h"
@@ -261,6 +262,7 @@ class Pooling : public UnaryPrimitive {
  public:
   Pooling(PoolRole role, PoolParams p, Shape out_shape)
       : role_(role), p_(std::move(p)), out_shape_(std::move(out_shape)) {}
+  void save(detail::Writer& w) const override { w.put(role_, p_.kernel, p_.stride, p_.pad, out_shape_); }
 
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const Dtype ct = out.dtype() == float64 ? float64 : float32;
@@ -379,6 +381,14 @@ class Pooling : public UnaryPrimitive {
   PoolParams p_;
   Shape out_shape_;
 };
+const bool kPoolingLoads = detail::register_primitive("Pooling", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  PoolRole role;
+  PoolParams p;
+  Shape out_shape;
+  r.get(role, p.kernel, p.stride, p.pad, out_shape);
+  if (role < PoolRole::max || role > PoolRole::avg_scatter) r.fail("not a pooling role");
+  return std::make_shared<Pooling>(role, std::move(p), std::move(out_shape));
+});
 
 array make_pool(PoolRole role, const std::vector<array>& inputs, const PoolParams& p, Shape out_shape) {
   Dtype d = inputs[0].dtype();

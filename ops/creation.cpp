@@ -1,6 +1,7 @@
 #include <cmath>
 #include <vector>
 
+#include "loom/core/serialize.h"
 #include "loom/core/primitive.h"
 #include "loom/ops/batching.h"
 #include "loom/ops/kernels/elementwise.h"
@@ -14,6 +15,7 @@ namespace {
 // Fills the output with one (0-d) input value.
 class Full : public UnaryPrimitive {
  public:
+  void save(detail::Writer& w) const override { w.put(shape_, dtype_); }
   bool is_equivalent(const Primitive& other) const override {
     auto* p = detail::same_primitive(this, other);
     return p && (shape_ == p->shape_ && dtype_ == p->dtype_);
@@ -51,9 +53,16 @@ class Full : public UnaryPrimitive {
   Shape shape_;
   Dtype dtype_;
 };
+const bool kFullLoads = detail::register_primitive("Full", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  Shape s;
+  Dtype d = float32;
+  r.get(s, d);
+  return std::make_shared<Full>(std::move(s), d);
+});
 
 class Arange : public UnaryPrimitive {
  public:
+  void save(detail::Writer& w) const override { w.put(start_, step_); }
   Arange(double start, double step) : start_(start), step_(step) {}
   void eval_cpu(const std::vector<array>&, array& out) override {
     out.alloc();
@@ -80,9 +89,15 @@ class Arange : public UnaryPrimitive {
  private:
   double start_, step_;
 };
+const bool kArangeLoads = detail::register_primitive("Arange", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  double start, step;
+  r.get(start, step);
+  return std::make_shared<Arange>(start, step);
+});
 
 class AsType : public UnaryPrimitive {
  public:
+  void save(detail::Writer& w) const override { w.put(dtype_); }
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return same_shape_output(in); }
   bool is_equivalent(const Primitive& other) const override {
     auto* p = detail::same_primitive(this, other);
@@ -113,10 +128,14 @@ class AsType : public UnaryPrimitive {
  private:
   Dtype dtype_;
 };
+const bool kAsTypeLoads = detail::register_primitive("AsType", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  return std::make_shared<AsType>(r.get<Dtype>());
+});
 
 // Shares the input's buffer: the result is a new array with the same values.
 class Copy : public UnaryPrimitive {
  public:
+  void save(detail::Writer&) const override {}
   bool is_noop() const override { return true; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return same_shape_output(in); }
   bool is_equivalent(const Primitive& other) const override { return detail::same_primitive(this, other); }
@@ -136,9 +155,13 @@ class Copy : public UnaryPrimitive {
   const char* name() const override { return "Copy"; }
   bool forwards_buffer() const override { return true; }
 };
+const bool kCopyLoads = detail::register_primitive("Copy", [](detail::Reader&) -> std::shared_ptr<Primitive> {
+  return std::make_shared<Copy>();
+});
 
 class StopGradient : public UnaryPrimitive {
  public:
+  void save(detail::Writer&) const override {}
   bool is_noop() const override { return true; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return same_shape_output(in); }
   bool is_equivalent(const Primitive& other) const override { return detail::same_primitive(this, other); }
@@ -159,6 +182,9 @@ class StopGradient : public UnaryPrimitive {
   bool is_differentiable() const override { return false; }
   bool forwards_buffer() const override { return true; }
 };
+const bool kStopGradientLoads = detail::register_primitive("StopGradient", [](detail::Reader&) -> std::shared_ptr<Primitive> {
+  return std::make_shared<StopGradient>();
+});
 
 void check_shape(const Shape& shape, const char* op) {
   for (int s : shape) {

@@ -1,3 +1,4 @@
+#include "loom/core/serialize.h"
 #include "loom/ops/elementwise.h"
 
 #include <algorithm>
@@ -797,6 +798,8 @@ namespace {
 template <typename Op>
 class ComplexToReal : public UnaryPrimitive {
  public:
+  ComplexToReal() { (void)kLoads; }  // instantiates the registration of this Op's loader
+  void save(detail::Writer&) const override {}
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return same_shape_output(in); }
   bool supports_complex() const override { return true; }
   bool is_elementwise() const override { return true; }
@@ -819,7 +822,14 @@ class ComplexToReal : public UnaryPrimitive {
     return detail::vmap_elementwise(in, axes, outs);
   }
   const char* name() const override { return Op::name; }
+
+ private:
+  static const bool kLoads;
 };
+template <typename Op>
+const bool ComplexToReal<Op>::kLoads = detail::register_primitive(Op::name, [](detail::Reader&) -> std::shared_ptr<Primitive> {
+  return std::make_shared<ComplexToReal<Op>>();
+});
 
 // Cotangents c of the float32 result arrive as c + 0i; the vjp is d/dRe + i d/dIm (MLX's and
 // PyTorch's convention: the gradient of real(z) is 1, of imag(z) is i).
@@ -836,7 +846,7 @@ struct ImagOp {
   static array jvp(const array&, const array& t) { return imag(t); }
 };
 struct ComplexAbsOp {
-  static constexpr const char* name = "Abs";
+  static constexpr const char* name = "ComplexAbs";  // not "Abs": export_function finds a primitive's class by its name
   float operator()(complex64_t z) const { return std::abs(static_cast<const std::complex<float>&>(z)); }
   // d|z| = Re(conj(z / |z|) dz); the gradient is c z / |z|.
   static array vjp(const array& z, const array& c) { return multiply(c, sign(z)); }
@@ -1136,6 +1146,7 @@ U blend(uint8_t c, U x, U y) {
 
 class Select : public UnaryPrimitive {
  public:
+  void save(detail::Writer&) const override {}
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return same_shape_output(in); }
   bool is_equivalent(const Primitive& other) const override { return detail::same_primitive(this, other); }
   bool supports_complex() const override { return true; }
@@ -1193,6 +1204,9 @@ class Select : public UnaryPrimitive {
   }
   const char* name() const override { return "Select"; }
 };
+const bool kSelectLoads = detail::register_primitive("Select", [](detail::Reader&) -> std::shared_ptr<Primitive> {
+  return std::make_shared<Select>();
+});
 }  // namespace
 
 array where(const array& cond, const array& x, const array& y, StreamOrDevice s) {

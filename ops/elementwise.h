@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "loom/core/primitive.h"
+#include "loom/core/serialize.h"
 #include "loom/ops/batching.h"
 #include "loom/ops/ops.h"
 
@@ -83,6 +84,8 @@ struct has_complex_vjp<Op, std::void_t<decltype(&Op::complex_vjp)>> : std::true_
 template <typename Op>
 class Unary : public UnaryPrimitive {
  public:
+  Unary() { (void)kLoads; }  // instantiates the registration of this Op's loader
+  void save(detail::Writer&) const override {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   bool is_elementwise() const override { return true; }
   bool supports_complex() const override { return takes_complex_v<Op>; }
@@ -110,7 +113,14 @@ class Unary : public UnaryPrimitive {
   bool is_differentiable() const override {
     return Op::kind != ElementwiseKind::predicate && Op::kind != ElementwiseKind::bitwise;
   }
+
+ private:
+  static const bool kLoads;
 };
+template <typename Op>
+const bool Unary<Op>::kLoads = detail::register_primitive(Op::name, [](detail::Reader&) -> std::shared_ptr<Primitive> {
+  return std::make_shared<Unary<Op>>();
+});
 
 /// A primitive applying Op to pairs of elements of same-shape, same-dtype inputs. Op provides name,
 /// kind, `template <class T> auto operator()(T, T)` and
@@ -119,6 +129,8 @@ class Unary : public UnaryPrimitive {
 template <typename Op>
 class Binary : public UnaryPrimitive {
  public:
+  Binary() { (void)kLoads; }  // instantiates the registration of this Op's loader
+  void save(detail::Writer&) const override {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   bool is_elementwise() const override { return true; }
   bool supports_complex() const override { return takes_complex_v<Op>; }
@@ -157,6 +169,13 @@ class Binary : public UnaryPrimitive {
   static Dtype out_dtype(Dtype in) {
     return (Op::kind == ElementwiseKind::predicate || Op::kind == ElementwiseKind::logical) ? bool_ : in;
   }
+
+ private:
+  static const bool kLoads;
 };
+template <typename Op>
+const bool Binary<Op>::kLoads = detail::register_primitive(Op::name, [](detail::Reader&) -> std::shared_ptr<Primitive> {
+  return std::make_shared<Binary<Op>>();
+});
 
 }  // namespace loom

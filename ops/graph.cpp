@@ -1,3 +1,4 @@
+#include "loom/core/serialize.h"
 #include "loom/ops/graph.h"
 
 #include <algorithm>
@@ -14,6 +15,7 @@ namespace {
 // Outputs: the first n inputs, as they are; the other inputs are only waited for.
 class Depends : public Primitive {
  public:
+  void save(detail::Writer& w) const override { w.put(static_cast<uint64_t>(n_)); }
   bool supports_complex() const override { return true; }
   explicit Depends(size_t n) : n_(n) {}
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override {
@@ -47,6 +49,9 @@ class Depends : public Primitive {
  private:
   size_t n_;
 };
+const bool kDependsLoads = detail::register_primitive("Depends", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  return std::make_shared<Depends>(static_cast<size_t>(r.get<uint64_t>()));
+});
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 
 #include "loom/core/copy.h"
 #include "loom/core/primitive.h"
+#include "loom/core/serialize.h"
 #include "loom/ops/batching.h"
 #include "loom/ops/kernels/rows.h"
 #include "loom/ops/ops.h"
@@ -107,6 +108,7 @@ void hadamard_rows(const T* x, T* y, size_t rows, int n, int m, C scale, bool tr
 class Hadamard : public UnaryPrimitive {
  public:
   Hadamard(float scale, bool transposed) : scale_(scale), transposed_(transposed) {}
+  void save(detail::Writer& w) const override { w.put(scale_, transposed_); }
   array make(const array& x, Dtype dtype, bool transposed) const {
     return array(x.shape(), dtype, std::make_shared<Hadamard>(scale_, transposed), {astype(x, dtype)});
   }
@@ -157,6 +159,12 @@ class Hadamard : public UnaryPrimitive {
   float scale_;
   bool transposed_;  // applies H^T (the vjp's)
 };
+const bool kHadamardLoads = detail::register_primitive("Hadamard", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  float scale;
+  bool transposed;
+  r.get(scale, transposed);
+  return std::make_shared<Hadamard>(scale, transposed);
+});
 
 }  // namespace
 

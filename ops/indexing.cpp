@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "loom/core/primitive.h"
+#include "loom/core/serialize.h"
 #include "loom/ops/batching.h"
 #include "loom/ops/indexing_utils.h"
 #include "loom/ops/kernels/elementwise.h"
@@ -127,6 +128,7 @@ class Take : public UnaryPrimitive {
  public:
   bool supports_complex() const override { return true; }
   explicit Take(int axis) : axis_(axis) {}
+  void save(detail::Writer& w) const override { w.put(axis_); }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array& a = in[0];
     auto idx = detail::load_indices(in[1], a.shape()[axis_], axis_, "take");
@@ -187,6 +189,9 @@ class Take : public UnaryPrimitive {
  private:
   int axis_;
 };
+const bool kTakeLoads = detail::register_primitive("Take", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  return std::make_shared<Take>(r.get<int>());
+});
 
 // ---- take_along_axis ----
 
@@ -234,6 +239,7 @@ class TakeAlongAxis : public UnaryPrimitive {
  public:
   bool supports_complex() const override { return true; }
   explicit TakeAlongAxis(int axis) : axis_(axis) {}
+  void save(detail::Writer& w) const override { w.put(axis_); }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array& a = in[0];
     auto idx = detail::load_indices(in[1], a.shape()[axis_], axis_, "take_along_axis");
@@ -270,6 +276,10 @@ class TakeAlongAxis : public UnaryPrimitive {
  private:
   int axis_;
 };
+const bool kTakeAlongAxisLoads =
+    detail::register_primitive("TakeAlongAxis", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+      return std::make_shared<TakeAlongAxis>(r.get<int>());
+    });
 
 // ---- put_along_axis / scatter_add_axis ----
 
@@ -310,6 +320,7 @@ void scatter_axis_kernel(array& out, const array& vals, int axis, const std::vec
 class ScatterAxis : public UnaryPrimitive {
  public:
   ScatterAxis(ScatterMode mode, int axis) : mode_(mode), axis_(axis) {}
+  void save(detail::Writer& w) const override { w.put(mode_, axis_); }
   bool supports_complex() const override { return true; }  // put and add
   void eval_cpu(const std::vector<array>& in, array& out) override {
     auto idx = detail::load_indices(in[1], in[0].shape()[axis_], axis_, op_name());
@@ -377,6 +388,14 @@ class ScatterAxis : public UnaryPrimitive {
   ScatterMode mode_;
   int axis_;
 };
+// One class under two names: the mode saved picks the name back.
+std::shared_ptr<Primitive> load_scatter_axis(detail::Reader& r) {
+  const auto mode = r.get<ScatterMode>();
+  if (mode != ScatterMode::put && mode != ScatterMode::add) r.fail("not a scatter mode");
+  return std::make_shared<ScatterAxis>(mode, r.get<int>());
+}
+const bool kScatterAxisLoads = detail::register_primitive("PutAlongAxis", load_scatter_axis) &&
+                               detail::register_primitive("ScatterAddAxis", load_scatter_axis);
 
 // ---- scatter_add_take ----
 
@@ -404,6 +423,7 @@ void scatter_add_kernel(array& out, const array& upd, int axis, const std::vecto
 class ScatterAdd : public UnaryPrimitive {
  public:
   explicit ScatterAdd(int axis) : axis_(axis) {}
+  void save(detail::Writer& w) const override { w.put(axis_); }
   bool supports_complex() const override { return true; }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     auto idx = detail::load_indices(in[1], in[0].shape()[axis_], axis_, "scatter_add_take");
@@ -458,6 +478,10 @@ class ScatterAdd : public UnaryPrimitive {
  private:
   int axis_;
 };
+const bool kScatterAddTakeLoads =
+    detail::register_primitive("ScatterAddTake", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+      return std::make_shared<ScatterAdd>(r.get<int>());
+    });
 
 // Checks shared by put_along_axis and scatter_add_axis; returns the node.
 array scatter_axis(const array& a, const array& indices, const array& values, int axis, ScatterMode mode) {
@@ -680,6 +704,7 @@ class Gather : public UnaryPrimitive {
  public:
   bool supports_complex() const override { return true; }
   Gather(std::vector<int> axes, Shape slice_sizes) : axes_(std::move(axes)), slice_(std::move(slice_sizes)) {}
+  void save(detail::Writer& w) const override { w.put(axes_, slice_); }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     out.alloc();
     if (out.size() == 0) return;
@@ -760,6 +785,12 @@ class Gather : public UnaryPrimitive {
   std::vector<int> axes_;
   Shape slice_;
 };
+const bool kGatherLoads = detail::register_primitive("Gather", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  std::vector<int> axes;
+  Shape slice;
+  r.get(axes, slice);
+  return std::make_shared<Gather>(std::move(axes), std::move(slice));
+});
 
 template <typename T, Reduce M>
 inline void combine(T& y, T x) {
@@ -781,6 +812,7 @@ inline void combine(T& y, T x) {
 class Scatter : public UnaryPrimitive {
  public:
   Scatter(Reduce mode, std::vector<int> axes, const char* op) : mode_(mode), axes_(std::move(axes)), op_(op) {}
+  void save(detail::Writer& w) const override { w.put(mode_, axes_, op_); }
   bool supports_complex() const override { return mode_ == Reduce::none || mode_ == Reduce::add; }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     detail::copy_or_donate(in[0], out);
@@ -908,6 +940,23 @@ class Scatter : public UnaryPrimitive {
   std::vector<int> axes_;
   const char* op_;
 };
+// One class under five names (the mode saved picks the name back). op_ must outlive the primitive:
+// the loader gives back the public op's own literal.
+std::shared_ptr<Primitive> load_scatter(detail::Reader& r) {
+  Reduce mode;
+  std::vector<int> axes;
+  std::string op;
+  r.get(mode, axes, op);
+  if (mode < Reduce::none || mode > Reduce::min) r.fail("not a scatter mode");
+  for (const char* known : {"scatter", "scatter_add", "scatter_prod", "scatter_max", "scatter_min", "slice_update"}) {
+    if (op == known) return std::make_shared<Scatter>(mode, std::move(axes), known);
+  }
+  r.fail("'" + op.substr(0, 32) + "' is not a scatter op");
+}
+const bool kScatterLoads =
+    detail::register_primitive("Scatter", load_scatter) && detail::register_primitive("ScatterAdd", load_scatter) &&
+    detail::register_primitive("ScatterProd", load_scatter) && detail::register_primitive("ScatterMax", load_scatter) &&
+    detail::register_primitive("ScatterMin", load_scatter);
 
 array scatter_node(const array& a, const std::vector<array>& indices, const array& updates, std::vector<int> axes,
                    Reduce mode, const char* op) {
@@ -982,6 +1031,7 @@ std::pair<std::vector<array>, std::vector<int>> Scatter::vmap(const std::vector<
 class MaskedScatter : public UnaryPrimitive {
  public:
   explicit MaskedScatter(int batch = 0) : batch_(batch) {}
+  void save(detail::Writer& w) const override { w.put(batch_); }
   bool supports_complex() const override { return true; }  // moves elements of any dtype
   void eval_cpu(const std::vector<array>& in, array& out) override {
     detail::copy_or_donate(in[0], out);
@@ -1066,6 +1116,10 @@ class MaskedScatter : public UnaryPrimitive {
  private:
   int batch_;
 };
+const bool kMaskedScatterLoads =
+    detail::register_primitive("MaskedScatter", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+      return std::make_shared<MaskedScatter>(r.get<int>());
+    });
 
 // ---- as_strided ----
 
@@ -1074,6 +1128,7 @@ class AsStrided : public UnaryPrimitive {
   bool supports_complex() const override { return true; }
   AsStrided(Shape shape, Strides strides, int64_t offset)
       : shape_(std::move(shape)), strides_(std::move(strides)), offset_(offset) {}
+  void save(detail::Writer& w) const override { w.put(shape_, strides_, offset_); }
   // The input is 1-d (a flattened view): element i of the data is at i * stride of the input.
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array& x = in[0];
@@ -1115,6 +1170,14 @@ class AsStrided : public UnaryPrimitive {
   Strides strides_;
   int64_t offset_;
 };
+const bool kAsStridedLoads =
+    detail::register_primitive("AsStrided", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+      Shape shape;
+      Strides strides;
+      int64_t offset;
+      r.get(shape, strides, offset);
+      return std::make_shared<AsStrided>(std::move(shape), std::move(strides), offset);
+    });
 
 }  // namespace
 

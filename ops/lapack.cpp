@@ -10,6 +10,7 @@
 
 #include "loom/core/copy.h"
 #include "loom/core/primitive.h"
+#include "loom/core/serialize.h"
 #include "loom/ops/batching.h"
 #include "loom/ops/linalg.h"
 #include "loom/ops/ops.h"
@@ -74,6 +75,7 @@ void set_identity(T* p, int n) {
 class SVD : public Primitive {
  public:
   explicit SVD(bool compute_uv) : compute_uv_(compute_uv) {}
+  void save(loom::detail::Writer& w) const override { w.put(compute_uv_); }
 
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override {
     array a = kernels::row_contiguous(inputs[0]);
@@ -145,6 +147,10 @@ class SVD : public Primitive {
 
   bool compute_uv_;
 };
+const bool kSVDLoads =
+    loom::detail::register_primitive("SVD", [](loom::detail::Reader& r) -> std::shared_ptr<Primitive> {
+      return std::make_shared<SVD>(r.get<bool>());
+    });
 
 }  // namespace
 

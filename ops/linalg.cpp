@@ -1,3 +1,4 @@
+#include "loom/core/serialize.h"
 #include "loom/core/primitive.h"
 #include "loom/ops/batching.h"
 #include "loom/ops/kernels/elementwise.h"
@@ -76,14 +77,21 @@ void matmul_impl(const array& a_in, const array& b_in, const array* c_in, array&
 // inputs: a, b -> a b; or a, b, c (c of the output's shape) -> alpha a b + beta c (addmm).
 class Matmul : public UnaryPrimitive {
  public:
+  void save(detail::Writer& w) const override { w.put(alpha_, beta_); }
+  // The operands were broadcast to one batch shape when the node was built, and c (addmm's) to the
+  // result's shape: other shapes must keep it so.
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
     const Shape &a = in.at(0), &b = in.at(1);
-    if (a.size() < 2 || b.size() < 2 || a[a.size() - 1] != b[b.size() - 2]) {
-      throw std::invalid_argument(msg("[compile] Matmul of shapes ", shape_str(a), " and ", shape_str(b)));
+    Shape s;
+    if (a.size() >= 2 && a.size() == b.size() && a[a.size() - 1] == b[b.size() - 2] &&
+        std::equal(a.begin(), a.end() - 2, b.begin())) {
+      s = Shape(a.begin(), a.end() - 1);
+      s.push_back(b.back());
     }
-    Shape s = broadcast_shapes(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
-    s.push_back(a[a.size() - 2]);
-    s.push_back(b[b.size() - 1]);
+    if (s.empty() || (in.size() > 2 && in[2] != s)) {
+      throw std::invalid_argument(msg("[compile] Matmul of shapes ", shape_str(a), " and ", shape_str(b),
+                                      in.size() > 2 ? " onto " + shape_str(in[2]) : std::string()));
+    }
     return {s};
   }
   bool is_equivalent(const Primitive& other) const override {
@@ -180,6 +188,11 @@ class Matmul : public UnaryPrimitive {
   }
   float alpha_, beta_;
 };
+const bool kMatmulLoads = detail::register_primitive("Matmul", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  float alpha, beta;
+  r.get(alpha, beta);
+  return std::make_shared<Matmul>(alpha, beta);
+});
 
 // a's last axis against b's rows (b's only axis when b is 1-D).
 void check_inner(const array& a, const array& b) {
@@ -256,6 +269,8 @@ array matmul(const array& a_cast, const array& b_cast, StreamOrDevice s) {
     check_inner(a_in, b_in);
     Shape out = a_in.shape();
     out.back() = b_in.shape(1);
+    // A shapeless trace (autograd/compile.h) leaves the first axis to the rows: any batch then fits.
+    if (detail::shapeless_tracing()) out[0] = -1;
     return reshape(matmul(fold_rows(a_in), b_in), std::move(out));
   }
   MatmulOperands m = matmul_operands(a_in, b_in);
@@ -284,7 +299,10 @@ array addmm(const array& c_cast, const array& a_cast, const array& b_cast, float
   if (beta == 0.0f) return alpha == 1.0f ? ab : multiply(ab, array(alpha, ab.dtype()));
   // One node for matrices (the GEMM accumulates onto c); the composition where matmul squeezes a
   // 1-D operand's axis or c would promote the result.
-  if (a.ndim() >= 2 && b.ndim() >= 2 && promote_types(c.dtype(), ab.dtype()) == ab.dtype()) {
+  // (Not in a shapeless trace: c broadcast to the product's traced shape would fix it; the
+  // composition's add broadcasts against the product whatever its shape.)
+  if (a.ndim() >= 2 && b.ndim() >= 2 && promote_types(c.dtype(), ab.dtype()) == ab.dtype() &&
+      !detail::shapeless_tracing()) {
     // Folded (see folds) when c is the same for every row, a bias: c's shape is (..., 1, N) or (N,).
     bool per_row = true;
     for (size_t i = 0; i + 1 < c.ndim(); ++i) per_row &= c.shape()[i] == 1;

@@ -23,6 +23,7 @@
 #include "loom/core/loops.h"
 #include "loom/core/parallel.h"
 #include "loom/core/primitive.h"
+#include "loom/core/serialize.h"
 #include "loom/core/threads.h"
 #include "loom/ops/batching.h"
 #include "loom/ops/indexing.h"
@@ -359,6 +360,7 @@ std::pair<std::vector<array>, std::vector<int>> vmap_rows(const char* op, size_t
 class Quantize : public Primitive {
  public:
   Quantize(int gs, int bits, QMode m) : gs_(gs), bits_(bits), mode_(m) {}
+  void save(detail::Writer& w) const override { w.put(gs_, bits_, mode_); }
   void eval_cpu(const std::vector<array>& in, std::vector<array>& out) override {
     array w = kernels::row_contiguous(in[0]);
     for (auto& o : out) o.alloc();
@@ -397,6 +399,13 @@ class Quantize : public Primitive {
   int gs_, bits_;
   QMode mode_;
 };
+const bool kQuantizeLoads = detail::register_primitive("Quantize", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  int gs, bits;
+  QMode m;
+  r.get(gs, bits, m);
+  if (m < QMode::affine || m > QMode::nvfp4) r.fail("not a quantization mode");
+  return std::make_shared<Quantize>(gs, bits, m);
+});
 
 // ---- dequantize ----
 
@@ -406,6 +415,7 @@ class Quantize : public Primitive {
 class Dequantize : public UnaryPrimitive {
  public:
   Dequantize(int gs, int bits, QMode m) : gs_(gs), bits_(bits), mode_(m) {}
+  void save(detail::Writer& w) const override { w.put(gs_, bits_, mode_); }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     array w = kernels::row_contiguous(in[0]);
     array s = kernels::row_contiguous(in[1]);
@@ -498,6 +508,14 @@ class Dequantize : public UnaryPrimitive {
   int gs_, bits_;
   QMode mode_;
 };
+const bool kDequantizeLoads =
+    detail::register_primitive("Dequantize", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+      int gs, bits;
+      QMode m;
+      r.get(gs, bits, m);
+      if (m < QMode::affine || m > QMode::nvfp4) r.fail("not a quantization mode");
+      return std::make_shared<Dequantize>(gs, bits, m);
+    });
 
 // ---- quantized matmul ----
 
@@ -612,6 +630,7 @@ class QuantizedMatmul : public UnaryPrimitive {
  public:
   QuantizedMatmul(int gs, int bits, QMode m, bool transpose, bool gather)
       : gs_(gs), bits_(bits), mode_(m), transpose_(transpose), gather_(gather) {}
+  void save(detail::Writer& w) const override { w.put(gs_, bits_, mode_, transpose_, gather_); }
 
   void eval_cpu(const std::vector<array>& in, array& out) override {
     if (out.dtype() == float64) {
@@ -823,12 +842,24 @@ class QuantizedMatmul : public UnaryPrimitive {
   QMode mode_;
   bool transpose_, gather_;
 };
+// One class under two names: `gather` saved picks the name back.
+std::shared_ptr<Primitive> load_quantized_matmul(detail::Reader& r) {
+  int gs, bits;
+  QMode m;
+  bool transpose, gather;
+  r.get(gs, bits, m, transpose, gather);
+  if (m < QMode::affine || m > QMode::nvfp4) r.fail("not a quantization mode");
+  return std::make_shared<QuantizedMatmul>(gs, bits, m, transpose, gather);
+}
+const bool kQuantizedMatmulLoads = detail::register_primitive("QuantizedMatmul", load_quantized_matmul) &&
+                                   detail::register_primitive("GatherQMM", load_quantized_matmul);
 
 // ---- float8 ----
 
 class ConvertFP8 : public UnaryPrimitive {
  public:
   explicit ConvertFP8(bool to) : to_(to) {}
+  void save(detail::Writer& w) const override { w.put(to_); }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     array x = kernels::row_contiguous(in[0]);
     out.alloc();
@@ -859,6 +890,9 @@ class ConvertFP8 : public UnaryPrimitive {
  private:
   bool to_;
 };
+std::shared_ptr<Primitive> load_convert_fp8(detail::Reader& r) { return std::make_shared<ConvertFP8>(r.get<bool>()); }
+const bool kConvertFP8Loads =
+    detail::register_primitive("ToFP8", load_convert_fp8) && detail::register_primitive("FromFP8", load_convert_fp8);
 
 // ---- argument checks shared by quantized_matmul and gather_qmm (MLX's validate_* helpers) ----
 

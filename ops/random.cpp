@@ -10,6 +10,7 @@
 
 #include "loom/core/eval.h"
 #include "loom/core/primitive.h"
+#include "loom/core/serialize.h"
 #include "loom/ops/batching.h"
 #include "loom/ops/elementwise.h"
 #include "loom/ops/kernels/elementwise.h"
@@ -472,6 +473,7 @@ class Random : public UnaryPrimitive {
   // a and b: normal's loc and scale (NaN: absent), laplace's loc and scale.
   Random(Dist d, Shape shape, Dtype dtype, double a = 0, double b = 1)
       : dist_(d), shape_(std::move(shape)), dtype_(dtype), a_(a), b_(b) {}
+  void save(::loom::detail::Writer& w) const override { w.put(dist_, shape_, dtype_, a_, b_); }
 
   // The key is (2) or, under vmap, (K.., 2): a batch of keys, each drawing its own block of
   // prod(shape_) output elements (the output is (K.., shape_..)) exactly as it would alone; the
@@ -575,12 +577,29 @@ class Random : public UnaryPrimitive {
   Dtype dtype_;
   double a_, b_;
 };
+// One class under a name per distribution: the distribution saved picks the name back.
+std::shared_ptr<Primitive> load_random(::loom::detail::Reader& r) {
+  Dist d;
+  Shape shape;
+  Dtype dtype;
+  double a, b;
+  r.get(d, shape, dtype, a, b);
+  if (d < Dist::bits || d > Dist::categorical) r.fail("not a random distribution");
+  return std::make_shared<Random>(d, std::move(shape), dtype, a, b);
+}
+const bool kRandomLoads = [] {
+  for (int d = 0; d <= static_cast<int>(Dist::categorical); ++d) {
+    ::loom::detail::register_primitive(dist_name(static_cast<Dist>(d)), load_random);
+  }
+  return true;
+}();
 
 // out[.., j, ..] = x[.., idx[j], ..] along `axis` (a gather), or its inverse
 // out[.., idx[j], ..] = x[.., j, ..] (a scatter) when `inverse`; idx is a permutation.
 class PermuteAxis : public UnaryPrimitive {
  public:
   PermuteAxis(int axis, bool inverse) : axis_(axis), inverse_(inverse) {}
+  void save(::loom::detail::Writer& w) const override { w.put(axis_, inverse_); }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     out.alloc();
     if (out.size() == 0) return;
@@ -651,6 +670,14 @@ class PermuteAxis : public UnaryPrimitive {
   int axis_;
   bool inverse_;
 };
+std::shared_ptr<Primitive> load_permute_axis(::loom::detail::Reader& r) {
+  int axis;
+  bool inverse;
+  r.get(axis, inverse);
+  return std::make_shared<PermuteAxis>(axis, inverse);
+}
+const bool kPermuteAxisLoads = ::loom::detail::register_primitive("PermuteAxis", load_permute_axis) &&
+                               ::loom::detail::register_primitive("PermuteAxisInverse", load_permute_axis);
 
 // ---- argument checks and helpers ----
 

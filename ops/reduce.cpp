@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "loom/core/serialize.h"
 #include "loom/core/primitive.h"
 #include "loom/ops/batching.h"
 #include "loom/ops/autocast.h"
@@ -219,6 +220,7 @@ inline constexpr bool has_nan_v = std::is_floating_point_v<T> || is_complex_v<T>
 
 class Reduce : public UnaryPrimitive {
  public:
+  void save(detail::Writer& w) const override { w.put(type_, axes_); }
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
     Shape s = in.at(0);
     for (int ax : axes_) s.at(ax) = 1;  // the kept axes (a reshape drops them where asked)
@@ -386,6 +388,12 @@ class Reduce : public UnaryPrimitive {
   ReduceType type_;
   std::vector<int> axes_;
 };
+const bool kReduceLoads = detail::register_primitive("Reduce", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  ReduceType t;
+  std::vector<int> axes;
+  r.get(t, axes);
+  return std::make_shared<Reduce>(t, std::move(axes));
+});
 
 // ---- scans ----
 // One primitive for every running reduction along an axis: cumsum, cumprod, cummax, cummin and
@@ -537,6 +545,7 @@ void scan_dispatch(ScanType t, const array& x, array& out, int axis, bool revers
 
 class Scan : public UnaryPrimitive {
  public:
+  void save(detail::Writer& w) const override { w.put(type_, axis_, reverse_, inclusive_); }
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return same_shape_output(in); }
   bool is_equivalent(const Primitive& other) const override {
     auto* p = detail::same_primitive(this, other);
@@ -708,6 +717,19 @@ class Scan : public UnaryPrimitive {
   int axis_;
   bool reverse_, inclusive_;
 };
+const detail::PrimitiveLoader kScanLoad = [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  ScanType t;
+  int axis;
+  bool reverse, inclusive;
+  r.get(t, axis, reverse, inclusive);
+  return std::make_shared<Scan>(t, axis, reverse, inclusive);
+};
+// Registered under each name the class goes by.
+const bool kScanLoads = detail::register_primitive("CumSum", kScanLoad) &&
+                        detail::register_primitive("CumProd", kScanLoad) &&
+                        detail::register_primitive("CumMax", kScanLoad) &&
+                        detail::register_primitive("CumMin", kScanLoad) &&
+                        detail::register_primitive("LogCumSumExp", kScanLoad);
 
 array Reduce::cumprod(const array& a, int axis, bool reverse, bool inclusive) {
   int ax = detail::normalize_axis(axis, static_cast<int>(a.ndim()), "cumprod");
@@ -717,6 +739,7 @@ array Reduce::cumprod(const array& a, int axis, bool reverse, bool inclusive) {
 // ---- arg reductions ----
 class ArgReduce : public UnaryPrimitive {
  public:
+  void save(detail::Writer& w) const override { w.put(is_max_, axis_); }
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
     Shape s = in.at(0);
     s.at(axis_) = 1;
@@ -780,6 +803,15 @@ class ArgReduce : public UnaryPrimitive {
   bool is_max_;
   int axis_;
 };
+const detail::PrimitiveLoader kArgReduceLoad = [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  bool is_max;
+  int axis;
+  r.get(is_max, axis);
+  return std::make_shared<ArgReduce>(is_max, axis);
+};
+// Registered under each name the class goes by.
+const bool kArgReduceLoads = detail::register_primitive("ArgMax", kArgReduceLoad) &&
+                             detail::register_primitive("ArgMin", kArgReduceLoad);
 
 std::vector<int> all_axes(const array& a) {
   std::vector<int> axes(a.ndim());

@@ -4,6 +4,7 @@
 #include <numeric>
 #include <string>
 
+#include "loom/core/serialize.h"
 #include "loom/core/primitive.h"
 #include "loom/ops/batching.h"
 #include "loom/ops/graph.h"
@@ -76,6 +77,7 @@ Shape with_batch(Shape bound, int batch_value) {
 
 class Reshape : public UnaryPrimitive {
  public:
+  void save(detail::Writer& w) const override { w.put(shape_, in_shape_); }
   bool is_equivalent(const Primitive& other) const override {
     auto* p = detail::same_primitive(this, other);
     return p && (shape_ == p->shape_);
@@ -83,47 +85,64 @@ class Reshape : public UnaryPrimitive {
   bool supports_complex() const override { return true; }
   // `in_shape`: the input's shape when built (a shapeless trace), for output_shapes.
   explicit Reshape(Shape s, Shape in_shape = {}) : shape_(std::move(s)), in_shape_(std::move(in_shape)) {}
-  // A -1 in the shape (kept by a shapeless trace) takes what the other axes leave. A reshape that
-  // only inserted or removed axes of 1 (squeeze, expand_dims, a reduction's dropped axes) does the
-  // same to other shapes. Any other keeps its shape, which the input's size must fill.
+  // In a shapeless trace the reshape kept the shape as asked (a -1 included) and its input's shape.
+  // Matching the traced input's axes to the traced output's in groups of equal size (an axis kept,
+  // axes merged, an axis of 1 inserted or removed) tells what each output axis is made of: other
+  // input shapes then give theirs (x (2,28,28) -> (2,784) takes (700,28,28) to (700,784)). Groups
+  // that split an axis keep their traced sizes, and their input axes must keep theirs.
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
+    const Shape& x = in.at(0);
     size_t n = 1;
-    for (int d : in.at(0)) n *= static_cast<size_t>(d);
-    Shape s = shape_;
-    int infer = -1;
-    size_t known = 1;
-    for (size_t i = 0; i < s.size(); ++i) {
-      if (s[i] == -1) infer = static_cast<int>(i);
-      else known *= static_cast<size_t>(s[i]);
-    }
-    if (infer >= 0 && known != 0 && n % known == 0) {
-      s[infer] = static_cast<int>(n / known);
-      return {s};
-    }
-    if (infer < 0 && !in_shape_.empty() && in[0].size() == in_shape_.size()) {
-      // Match the traced input's axes to the output's, skipping axes of 1 inserted or removed.
-      Shape out;
+    for (int d : x) n *= static_cast<size_t>(d);
+    auto fail = [&]() -> std::vector<Shape> {
+      throw std::invalid_argument(msg("[compile] Reshape to ", shape_str(shape_), " cannot take an input of shape ",
+                                      shape_str(x)));
+    };
+    if (!in_shape_.empty() && x.size() == in_shape_.size()) {
+      size_t traced = 1;
+      for (int d : in_shape_) traced *= static_cast<size_t>(d);
+      const Shape out = infer(shape_, traced);
+      Shape got;
+      bool ok = traced != 0 && !out.empty() == !shape_.empty();
       size_t i = 0, j = 0;
-      bool pure = true;
-      while (pure && (i < in_shape_.size() || j < shape_.size())) {
-        if (i < in_shape_.size() && j < shape_.size() && in_shape_[i] == shape_[j]) {
-          out.push_back(in[0].at(i));
-          ++i, ++j;
-        } else if (j < shape_.size() && shape_[j] == 1) {
-          out.push_back(1);
+      while (ok && (i < in_shape_.size() || j < out.size())) {
+        if (i < in_shape_.size() && j < out.size() && in_shape_[i] == out[j]) {
+          got.push_back(x[i++]);
+          ++j;
+        } else if (j < out.size() && out[j] == 1) {
+          got.push_back(1);
           ++j;
         } else if (i < in_shape_.size() && in_shape_[i] == 1) {
-          pure = pure && in[0].at(i) == 1;
-          ++i;
+          ok = x[i++] == 1;
+        } else if (i < in_shape_.size() && j < out.size()) {
+          const size_t i0 = i, j0 = j;
+          int64_t pi = in_shape_[i++], pj = out[j++];
+          while (ok && pi != pj) {
+            if (pi < pj && i < in_shape_.size()) pi *= in_shape_[i++];
+            else if (pj < pi && j < out.size()) pj *= out[j++];
+            else ok = false;
+          }
+          if (!ok) break;
+          if (j - j0 == 1) {  // merged: the new axes' product
+            int64_t p = 1;
+            for (size_t k = i0; k < i; ++k) p *= x[k];
+            got.push_back(static_cast<int>(p));
+          } else {  // split: only as traced
+            for (size_t k = i0; k < i; ++k) ok = ok && x[k] == in_shape_[k];
+            for (size_t k = j0; k < j; ++k) got.push_back(out[k]);
+          }
         } else {
-          pure = false;
+          ok = false;
         }
       }
-      if (pure) return {out};
+      if (ok) return {got};
     }
-    if (infer < 0 && known == n) return {s};
-    throw std::invalid_argument(msg("[compile] Reshape to ", shape_str(shape_), " cannot take an input of shape ",
-                                    shape_str(in.at(0))));
+    const Shape s = infer(shape_, n);
+    if (s.empty() != shape_.empty()) return fail();
+    size_t m = 1;
+    for (int d : s) m *= static_cast<size_t>(d);
+    if (m != n) return fail();
+    return {s};
   }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array& x = in[0];
@@ -157,11 +176,30 @@ class Reshape : public UnaryPrimitive {
   bool forwards_buffer() const override { return true; }
 
  private:
+  // `shape` with its -1 (if any) resolved for `n` elements; empty when it cannot be.
+  static Shape infer(Shape shape, size_t n) {
+    int at = -1;
+    size_t known = 1;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      if (shape[i] == -1) at = static_cast<int>(i);
+      else known *= static_cast<size_t>(shape[i]);
+    }
+    if (at < 0) return shape;
+    if (known == 0 || n % known != 0) return {};
+    shape[at] = static_cast<int>(n / known);
+    return shape;
+  }
   Shape shape_, in_shape_;
 };
+const bool kReshapeLoads = detail::register_primitive("Reshape", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  Shape s, in;
+  r.get(s, in);
+  return std::make_shared<Reshape>(std::move(s), std::move(in));
+});
 
 class Broadcast : public UnaryPrimitive {
  public:
+  void save(detail::Writer& w) const override { w.put(shape_); }
   bool is_equivalent(const Primitive& other) const override {
     auto* p = detail::same_primitive(this, other);
     return p && (shape_ == p->shape_);
@@ -222,9 +260,13 @@ class Broadcast : public UnaryPrimitive {
  private:
   Shape shape_;
 };
+const bool kBroadcastLoads = detail::register_primitive("Broadcast", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  return std::make_shared<Broadcast>(r.get<Shape>());
+});
 
 class Transpose : public UnaryPrimitive {
  public:
+  void save(detail::Writer& w) const override { w.put(axes_); }
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
     Shape s;
     for (int ax : axes_) s.push_back(in.at(0).at(ax));
@@ -270,9 +312,13 @@ class Transpose : public UnaryPrimitive {
  private:
   std::vector<int> axes_;
 };
+const bool kTransposeLoads = detail::register_primitive("Transpose", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  return std::make_shared<Transpose>(r.get<std::vector<int>>());
+});
 
 class Slice : public UnaryPrimitive {
  public:
+  void save(detail::Writer& w) const override { w.put(start_, stop_, strides_); }
   bool is_equivalent(const Primitive& other) const override {
     auto* p = detail::same_primitive(this, other);
     return p && (start_ == p->start_ && stop_ == p->stop_ && strides_ == p->strides_);
@@ -309,6 +355,11 @@ class Slice : public UnaryPrimitive {
  private:
   Shape start_, stop_, strides_;
 };
+const bool kSliceLoads = detail::register_primitive("Slice", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  Shape a, b, c;
+  r.get(a, b, c);
+  return std::make_shared<Slice>(std::move(a), std::move(b), std::move(c));
+});
 
 // slice_update and its combining forms (MLX's SliceUpdate::ReduceType).
 enum class SliceMode { none, add, prod, max, min };
@@ -349,6 +400,7 @@ void slice_combine_kernel(array& out, const array& upd, const Strides& st, int64
 
 class SliceUpdate : public UnaryPrimitive {
  public:
+  void save(detail::Writer& w) const override { w.put(start_, stop_, strides_, mode_); }
   SliceUpdate(Shape start, Shape stop, Shape strides, SliceMode mode = SliceMode::none)
       : start_(std::move(start)), stop_(std::move(stop)), strides_(std::move(strides)), mode_(mode) {}
   bool supports_complex() const override { return mode_ == SliceMode::none || mode_ == SliceMode::add; }
@@ -448,9 +500,22 @@ class SliceUpdate : public UnaryPrimitive {
   Shape start_, stop_, strides_;
   SliceMode mode_;
 };
+const detail::PrimitiveLoader kSliceUpdateLoad = [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  Shape a, b, c;
+  SliceMode m;
+  r.get(a, b, c, m);
+  return std::make_shared<SliceUpdate>(std::move(a), std::move(b), std::move(c), m);
+};
+// Registered under each name the class goes by.
+const bool kSliceUpdateLoads = detail::register_primitive("SliceUpdate", kSliceUpdateLoad) &&
+                               detail::register_primitive("SliceUpdateAdd", kSliceUpdateLoad) &&
+                               detail::register_primitive("SliceUpdateProd", kSliceUpdateLoad) &&
+                               detail::register_primitive("SliceUpdateMax", kSliceUpdateLoad) &&
+                               detail::register_primitive("SliceUpdateMin", kSliceUpdateLoad);
 
 class Concatenate : public UnaryPrimitive {
  public:
+  void save(detail::Writer& w) const override { w.put(axis_); }
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
     Shape s = in.at(0);
     s.at(axis_) = 0;
@@ -543,11 +608,15 @@ class Concatenate : public UnaryPrimitive {
   }
   int axis_;
 };
+const bool kConcatenateLoads = detail::register_primitive("Concatenate", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  return std::make_shared<Concatenate>(r.get<int>());
+});
 
 // Every part of a split that tiles its axis, as views of the input: one node however many parts.
 // With `shapes`, the input is 1-D and part k is shown in shapes[k] (split_flat).
 class Split : public Primitive {
  public:
+  void save(detail::Writer& w) const override { w.put(axis_, starts_, shapes_); }
   bool supports_complex() const override { return true; }
   Split(int axis, std::vector<int> starts, std::vector<Shape> shapes = {})
       : axis_(axis), starts_(std::move(starts)), shapes_(std::move(shapes)) {}
@@ -596,9 +665,17 @@ class Split : public Primitive {
   std::vector<int> starts_;  // where each part begins along axis_
   std::vector<Shape> shapes_;  // split_flat's part shapes; empty for split
 };
+const bool kSplitLoads = detail::register_primitive("Split", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  int axis;
+  std::vector<int> starts;
+  std::vector<Shape> shapes;
+  r.get(axis, starts, shapes);
+  return std::make_shared<Split>(axis, std::move(starts), std::move(shapes));
+});
 
 class Pad : public UnaryPrimitive {
  public:
+  void save(detail::Writer& w) const override { w.put(axes_, low_, high_); }
   bool is_equivalent(const Primitive& other) const override {
     auto* p = detail::same_primitive(this, other);
     return p && (axes_ == p->axes_ && low_ == p->low_ && high_ == p->high_);
@@ -658,6 +735,12 @@ class Pad : public UnaryPrimitive {
   std::vector<int> axes_;
   Shape low_, high_;
 };
+const bool kPadLoads = detail::register_primitive("Pad", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  std::vector<int> axes;
+  Shape lo, hi;
+  r.get(axes, lo, hi);
+  return std::make_shared<Pad>(std::move(axes), std::move(lo), std::move(hi));
+});
 
 // Normalizes numpy-style slice bounds in place; returns the output shape.
 Shape normalize_slice(const Shape& shape, Shape& start, Shape& stop, const Shape& strides, const char* op) {

@@ -1,5 +1,6 @@
 // softmax and log_softmax over the last axis as one primitive: one pass per row forward; the
 // gradient is written with ops (as MLX's), from the output. fast::softmax adds a fused backward.
+#include "loom/core/serialize.h"
 #include "loom/core/primitive.h"
 #include "loom/ops/batching.h"
 #include "loom/ops/kernels/softmax.h"
@@ -16,6 +17,7 @@ namespace {
 // inputs: x (float32 or float64)
 class Softmax : public UnaryPrimitive {
  public:
+  void save(detail::Writer& w) const override { w.put(log_); }
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return same_shape_output(in); }
   bool is_equivalent(const Primitive& other) const override {
     auto* p = detail::same_primitive(this, other);
@@ -54,6 +56,12 @@ class Softmax : public UnaryPrimitive {
  private:
   bool log_;
 };
+const detail::PrimitiveLoader kSoftmaxLoad = [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  return std::make_shared<Softmax>(r.get<bool>());
+};
+// Registered under each name the class goes by.
+const bool kSoftmaxLoads = detail::register_primitive("Softmax", kSoftmaxLoad) &&
+                           detail::register_primitive("LogSoftmax", kSoftmaxLoad);
 
 }  // namespace
 

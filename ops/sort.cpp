@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "loom/core/primitive.h"
+#include "loom/core/serialize.h"
 #include "loom/ops/batching.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/indexing_utils.h"
@@ -213,6 +214,7 @@ void run_sort(const array& in, array& out, int axis, int k) {
 class Sort : public UnaryPrimitive {
  public:
   explicit Sort(int axis) : axis_(axis) {}
+  void save(detail::Writer& w) const override { w.put(axis_); }
   void eval_cpu(const std::vector<array>& in, array& out) override { run_sort<SortKind::sort>(in[0], out, axis_, 0); }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
                          const std::vector<array>&) override {
@@ -234,10 +236,14 @@ class Sort : public UnaryPrimitive {
  private:
   int axis_;
 };
+const bool kSortLoads = detail::register_primitive("Sort", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  return std::make_shared<Sort>(r.get<int>());
+});
 
 class ArgSort : public UnaryPrimitive {
  public:
   explicit ArgSort(int axis) : axis_(axis) {}
+  void save(detail::Writer& w) const override { w.put(axis_); }
   void eval_cpu(const std::vector<array>& in, array& out) override { run_sort<SortKind::argsort>(in[0], out, axis_, 0); }
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
                                                        const std::vector<array>&) override {
@@ -252,6 +258,9 @@ class ArgSort : public UnaryPrimitive {
  private:
   int axis_;
 };
+const bool kArgSortLoads = detail::register_primitive("ArgSort", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  return std::make_shared<ArgSort>(r.get<int>());
+});
 
 Shape with_axis(Shape s, int axis, int size) {
   s[axis] = size;
@@ -262,6 +271,7 @@ Shape with_axis(Shape s, int axis, int size) {
 class ArgTopK : public UnaryPrimitive {
  public:
   ArgTopK(int k, int axis) : k_(k), axis_(axis) {}
+  void save(detail::Writer& w) const override { w.put(k_, axis_); }
   void eval_cpu(const std::vector<array>& in, array& out) override { run_sort<SortKind::argtopk>(in[0], out, axis_, k_); }
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
                                                        const std::vector<array>&) override {
@@ -275,10 +285,16 @@ class ArgTopK : public UnaryPrimitive {
  private:
   int k_, axis_;
 };
+const bool kArgTopKLoads = detail::register_primitive("ArgTopK", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  int k, axis;
+  r.get(k, axis);
+  return std::make_shared<ArgTopK>(k, axis);
+});
 
 class TopK : public UnaryPrimitive {
  public:
   TopK(int k, int axis) : k_(k), axis_(axis) {}
+  void save(detail::Writer& w) const override { w.put(k_, axis_); }
   void eval_cpu(const std::vector<array>& in, array& out) override { run_sort<SortKind::topk>(in[0], out, axis_, k_); }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
                          const std::vector<array>&) override {
@@ -301,10 +317,16 @@ class TopK : public UnaryPrimitive {
   }
   int k_, axis_;
 };
+const bool kTopKLoads = detail::register_primitive("TopK", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+  int k, axis;
+  r.get(k, axis);
+  return std::make_shared<TopK>(k, axis);
+});
 
 class ArgPartition : public UnaryPrimitive {
  public:
   ArgPartition(int kth, int axis) : kth_(kth), axis_(axis) {}
+  void save(detail::Writer& w) const override { w.put(kth_, axis_); }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     run_sort<SortKind::argpartition>(in[0], out, axis_, kth_);
   }
@@ -321,6 +343,12 @@ class ArgPartition : public UnaryPrimitive {
  private:
   int kth_, axis_;
 };
+const bool kArgPartitionLoads =
+    detail::register_primitive("ArgPartition", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+      int kth, axis;
+      r.get(kth, axis);
+      return std::make_shared<ArgPartition>(kth, axis);
+    });
 
 // For each value, its insertion index into a sorted sequence (inputs 0 and 1, of one dtype): the
 // first index whose element is not less than the value ("left") or greater than it ("right"). NaN
@@ -330,6 +358,7 @@ class ArgPartition : public UnaryPrimitive {
 class SearchSorted : public UnaryPrimitive {
  public:
   explicit SearchSorted(bool right) : right_(right) {}
+  void save(detail::Writer& w) const override { w.put(right_); }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array& seq = in[0];
     const array& vals = in[1];
@@ -385,6 +414,10 @@ class SearchSorted : public UnaryPrimitive {
  private:
   bool right_;
 };
+const bool kSearchSortedLoads =
+    detail::register_primitive("SearchSorted", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
+      return std::make_shared<SearchSorted>(r.get<bool>());
+    });
 
 int normalize_kth(const array& a, int kth, int ax, const char* op) {
   const int n = a.shape()[ax];

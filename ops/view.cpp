@@ -1,5 +1,6 @@
 // view: one primitive whose output shares the input's buffer with rescaled strides when the layout
 // allows it (as MLX's View::eval_cpu decides), else a row-major copy read as the new dtype.
+#include "loom/core/serialize.h"
 #include "loom/ops/view.h"
 
 #include <limits>
@@ -22,6 +23,7 @@ std::string view_desc(const array& a, Dtype to) {
 // reinterpretation of bits has no derivative.
 class View : public UnaryPrimitive {
  public:
+  void save(detail::Writer&) const override {}
   bool supports_complex() const override { return true; }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array& x = in[0];
@@ -60,6 +62,9 @@ class View : public UnaryPrimitive {
   const char* name() const override { return "View"; }
   bool makes_view() const override { return true; }
 };
+const bool kViewLoads = detail::register_primitive("View", [](detail::Reader&) -> std::shared_ptr<Primitive> {
+  return std::make_shared<View>();
+});
 
 }  // namespace
 

@@ -64,6 +64,7 @@ inline std::vector<Entry> registry() {
       checked("Negative", {{kPrim, "GradCheck.Unary", "negative"}, {kCover, "CoverageGrad.UnaryOnViews", "negative"}}),
       checked("Abs", {{kPrim, "GradCheck.Unary", "abs"}, {kCover, "CoverageGrad.UnaryOnViews", "abs"}}),
       checked("Sign", {{kPrim, "GradCheck.Unary", "sign"}}),
+      checked("ComplexAbs", {{"tests/ops/complex_test.cpp", "Complex.GradsMatchFiniteDifferences", "abs("}}),
       checked("Real", {{"tests/ops/complex_test.cpp", "Complex.GradsMatchFiniteDifferences", "real("}}),
       checked("Imag", {{"tests/ops/complex_test.cpp", "Complex.GradsMatchFiniteDifferences", "imag("}}),
       checked("Conjugate", {{"tests/ops/complex_test.cpp", "Complex.GradsMatchFiniteDifferences", "conjugate("}}),

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "loom/loom.h"
+#include "loom/core/serialize.h"
 #include "registry.h"
 
 namespace loom::testing {
@@ -102,6 +103,34 @@ inline void expect_vmap_matches_loop(const VectorFn& fun, const std::vector<arra
     array g = astype(got[j], cd), w = astype(want, cd);
     EXPECT_TRUE(allclose(g, w, rtol, atol, true).item<bool>())
         << "output " << j << ":\nvmap " << g << "\nloop " << w;
+  }
+}
+
+/// Export round trip of one node's primitive (core/serialize.h): `out`'s primitive saves its
+/// parameters, the loader registered under its name builds a new primitive from them, and a node of
+/// that primitive over the same inputs must give the same outputs (shapes, dtypes, values bit for
+/// bit, NaN to NaN). Call it before evaluating `out` (evaluation drops the graph).
+inline void expect_export_roundtrip(const array& out) {
+  ASSERT_TRUE(out.has_primitive()) << "evaluated already: nothing to save";
+  const Primitive& p = out.primitive();
+  const std::string name = p.name();  // (p goes with the graph when `out` is evaluated)
+  detail::Writer w;
+  p.save(w);
+  detail::PrimitiveLoader load = detail::primitive_loader(name);
+  ASSERT_NE(load, nullptr) << name << " saves but registers no loader";
+  detail::Reader r(w.bytes().data(), w.bytes().size(), "the round trip");
+  std::shared_ptr<Primitive> back = load(r);
+  ASSERT_EQ(r.remaining(), 0u) << name << "'s loader left bytes its save wrote";
+  ASSERT_EQ(std::string(back->name()), name);
+  const std::vector<array> outs = out.outputs();
+  std::vector<Shape> shapes;
+  std::vector<Dtype> dtypes;
+  for (const auto& o : outs) shapes.push_back(o.shape()), dtypes.push_back(o.dtype());
+  const std::vector<array> again = array::make_arrays(shapes, dtypes, back, out.inputs());
+  eval(outs, again);
+  for (size_t k = 0; k < outs.size(); ++k) {
+    EXPECT_TRUE(array_equal(outs[k], again[k], true).item<bool>())
+        << name << " output " << k << ": saved " << outs[k] << ", loaded " << again[k];
   }
 }
 

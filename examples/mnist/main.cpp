@@ -67,6 +67,7 @@ struct Options {
   bool join = false;       // ranks may run different numbers of steps (nn::Join)
   int64_t test_limit = 0;  // 0: the whole test set
   int prefetch = 2;        // batches read ahead on a background thread
+  std::string export_file;  // the trained model's forward, for examples/serve (export_function)
 };
 
 double now_s() {
@@ -265,6 +266,16 @@ int train(Model& model, const Options& opt, const distributed::Group& world) {
     std::printf("metrics: %s\nplot: %s\ncheckpoints: %s\n", opt.metrics.c_str(), opt.plot.c_str(),
                 opt.checkpoint_dir.c_str());
   }
+  if (lead && !opt.export_file.empty()) {
+    // The forward pass, from raw uint8 images to logits, traced once for any batch size (shapeless):
+    // the file holds the graph and the trained weights, and examples/serve runs it without this code.
+    model.eval();
+    auto [x, y] = test.get({0, 1});
+    export_function(opt.export_file, [&model](const Args& a) { return std::vector<array>{model(standardize(a[0]))}; },
+                    {x}, /*shapeless=*/opt.model == "mlp", "Fashion-MNIST " + opt.model + ": uint8 images -> logits");
+    model.train();
+    std::printf("exported: %s\n", opt.export_file.c_str());
+  }
   return 0;
 }
 
@@ -298,6 +309,7 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--test-limit", opt.test_limit, "score only the first N test images (0: all)");
+  app.add_option("--export", opt.export_file, "after training, write the model's forward here (see examples/serve)");
   CLI11_PARSE(app, argc, argv);
   if (opt.checkpoint_dir.empty()) opt.checkpoint_dir = opt.out_dir + "/checkpoints";
   if (opt.metrics.empty()) opt.metrics = opt.out_dir + "/metrics.jsonl";

@@ -356,6 +356,15 @@ TEST(Compile, ShapelessNamesWhatCannotTakeOtherShapes) {
   VectorFn add_c = compile([c](const std::vector<array>& in) { return std::vector<array>{add(in[0], c)}; }, true);
   EXPECT_TRUE(cp_equal(add_c({array({1.0f, 1.0f})})[0], array({2.0f, 3.0f})));
   EXPECT_THROW(add_c({array({1.0f, 1.0f, 1.0f})}), std::invalid_argument);
+  // A fused layer_norm follows its rows, not a last axis its weight does not fit.
+  const array w = cp_f32({4}, 70, 0.5, 1.5);
+  auto norm = [w](const std::vector<array>& in) {
+    return std::vector<array>{fast::layer_norm(in[0], w, std::nullopt, 1e-5f)};
+  };
+  VectorFn ln = compile(norm, true);
+  ln({cp_f32({3, 4}, 71)});
+  EXPECT_TRUE(allclose(ln({cp_f32({9, 4}, 72)})[0], norm({cp_f32({9, 4}, 72)})[0], 1e-6, 1e-6).item<bool>());
+  EXPECT_THROW(ln({cp_f32({3, 5}, 73)}), std::invalid_argument);
   // A broadcast scalar follows the input (MLX's shapeless test).
   VectorFn add_s = compile([](const std::vector<array>& in) { return std::vector<array>{add(in[0], array({2}))}; }, true);
   EXPECT_TRUE(cp_equal(add_s({array({1, 2})})[0], array({3, 4})));

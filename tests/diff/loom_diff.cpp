@@ -19,6 +19,8 @@
 #include <loom/core/primitive.h>  // detail::set_primitive_hook, for --primitives
 #include <loom/loom.h>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -555,8 +557,9 @@ std::string vmap_check(const json& c, const std::vector<array>& bases, const Vec
 // ---- compile against the function itself (Loom against Loom) ----
 
 // The case's function (and its vjp and jvp) compiled, called on the inputs and then on perturbed
-// copies (the second call runs the kept program), against the function itself: the same kernels
-// run, so the values must be equal bit for bit (NaN to NaN). Empty when they agree or the check does
+// copies (the second call runs the kept program), against the function itself; and the function
+// exported to a file and imported back (every primitive's saved parameters): the same kernels run,
+// so the values must be equal bit for bit (NaN to NaN). Empty when they agree or the check does
 // not apply (the op rejects the input, or must read values: it evaluates an input while traced).
 std::string compile_check(const json& c, const std::vector<array>& bases, const VectorFn& fn) {
   std::vector<std::pair<VectorFn, std::vector<array>>> fns{{fn, bases}};
@@ -579,7 +582,37 @@ std::string compile_check(const json& c, const std::vector<array>& bases, const 
                    },
                    ins});
   }
+  // The value, its vjp and jvp, compiled; and the value exported to a file and imported back.
   const char* what[] = {"value", "vjp", "jvp"};
+  {
+    static const std::string file = "/tmp/loom_diff_" + std::to_string(::getpid()) + ".loomfn";
+    std::vector<array> want;
+    try {
+      want = fn(bases);
+      eval(want);
+    } catch (const std::exception&) {
+      return "";
+    }
+    std::vector<array> got;
+    try {
+      export_function(file, [&fn](const Args& a) { return fn(a); }, bases);
+      got = import_function(file)(bases);
+      eval(got);
+    } catch (const std::exception& e) {
+      const std::string m = e.what();
+      if (m.find("[compile] the function evaluated") != std::string::npos) return "";
+      return "value exported and imported throws: " + m;
+    }
+    std::remove(file.c_str());
+    for (size_t j = 0; j < got.size() && j < want.size(); ++j) {
+      if (got.size() != want.size() || got[j].shape() != want[j].shape() || got[j].dtype() != want[j].dtype() ||
+          !array_equal(got[j], want[j], true).item<bool>()) {
+        std::ostringstream os;
+        os << "value output " << j << " exported and imported differs\nimported " << got[j] << "\nfunction " << want[j];
+        return os.str();
+      }
+    }
+  }
   for (size_t f = 0; f < fns.size(); ++f) {
     const char* w = what[f == 0 ? 0 : (f == 1 && c.contains("vjp") ? 1 : 2)];
     VectorFn compiled = compile(fns[f].first);
