@@ -39,17 +39,6 @@ std::atomic<CompileMode>& mode() {
   return m;
 }
 
-// Stands for one input of a function while compile traces it: the input's shape and dtype, no values.
-class CompileInput : public UnaryPrimitive {
- public:
-  void eval_cpu(const std::vector<array>&, array&) override {
-    throw std::invalid_argument(
-        "[compile] the function evaluated an array that depends on its inputs while compile traced it; a "
-        "compiled function must only build graph (no eval, item or data access on what depends on its inputs)");
-  }
-  const char* name() const override { return "CompileInput"; }
-  bool supports_complex() const override { return true; }
-};
 
 using detail::CompiledTrace;
 
@@ -236,7 +225,14 @@ struct ShapelessScope {
 }  // namespace
 
 array detail::compile_placeholder(const Shape& shape, Dtype dtype) {
-  return array(shape, dtype, std::make_shared<CompileInput>(), {});
+  // Stands for one input of a function while compile traces it.
+  return array(shape, dtype,
+               std::make_shared<detail::TracePlaceholder>(
+                   "CompileInput",
+                   "[compile] the function evaluated an array that depends on its inputs while compile traced it; "
+                   "a compiled function must only build graph (no eval, item or data access on what depends on "
+                   "its inputs)"),
+               {});
 }
 
 bool CompiledTrace::accepts(const std::vector<array>& inputs) const {

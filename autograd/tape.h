@@ -2,10 +2,12 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <unordered_set>
 #include <vector>
 
 #include "loom/core/array.h"
+#include "loom/core/primitive.h"
 
 namespace loom::detail {
 
@@ -17,5 +19,19 @@ namespace loom::detail {
 /// to `live`.
 std::vector<array> dependent_tape(const std::vector<array>& outputs, std::unordered_set<std::uintptr_t>& live,
                                   bool differentiable_only);
+
+/// Stands for an input while a transform traces a function (vmap's VmapInput, compile's
+/// CompileInput): the input's shape and dtype, no values. Evaluating it throws `error`.
+class TracePlaceholder : public UnaryPrimitive {
+ public:
+  TracePlaceholder(const char* name, const char* error) : name_(name), error_(error) {}
+  void eval_cpu(const std::vector<array>&, array&) override { throw std::invalid_argument(error_); }
+  const char* name() const override { return name_; }
+  bool supports_complex() const override { return true; }
+
+ private:
+  const char* name_;
+  const char* error_;
+};
 
 }  // namespace loom::detail

@@ -21,16 +21,12 @@ namespace {
 
 // Stands for one entry of a batched input while vmap traces: it has the entry's shape and dtype but
 // no values, so the traced function cannot compute with them.
-class VmapInput : public UnaryPrimitive {
- public:
-  void eval_cpu(const std::vector<array>&, array&) override {
-    throw std::invalid_argument(
-        "[vmap] the function evaluated an array that depends on its batched inputs; a function under "
-        "vmap must only build graph (no eval, item or data access on what depends on its inputs)");
-  }
-  const char* name() const override { return "VmapInput"; }
-  bool supports_complex() const override { return true; }
-};
+std::shared_ptr<Primitive> vmap_input() {
+  return std::make_shared<detail::TracePlaceholder>(
+      "VmapInput",
+      "[vmap] the function evaluated an array that depends on its batched inputs; a function under "
+      "vmap must only build graph (no eval, item or data access on what depends on its inputs)");
+}
 
 std::string primitive_desc(const array& a) {
   std::ostringstream os;
@@ -74,7 +70,7 @@ std::pair<std::vector<array>, std::vector<array>> vmap_trace(const VectorFn& fun
     }
     Shape shape = inputs[i].shape();
     shape.erase(shape.begin() + in_axes[i]);
-    array p(std::move(shape), inputs[i].dtype(), std::make_shared<VmapInput>(), {});
+    array p(std::move(shape), inputs[i].dtype(), vmap_input(), {});
     p.set_tracer(true);
     s_inputs.push_back(std::move(p));
   }

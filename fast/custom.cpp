@@ -76,4 +76,15 @@ CustomBackward::CustomBackward(const Composition& forward, int num_primals, int 
             .second;
       }) {}
 
+std::vector<Shape> Custom::row_op_shapes(const std::vector<Shape>& in) const {
+  const Shape& x = in.at(0);
+  for (size_t k = 1; k < in.size(); ++k) {
+    if (x.empty() || in[k] != Shape{x.back()}) {
+      throw std::invalid_argument(std::string("[compile] ") + name() + " of x " + detail::shape_str(x) +
+                                  " with a parameter of shape " + detail::shape_str(in[k]));
+    }
+  }
+  return {x};
+}
+
 }  // namespace loom::fast

@@ -69,6 +69,10 @@ class Custom : public Primitive {
   enum class Batching { reference, same_shape, rows };
   virtual Batching batching(const std::vector<int>& axes) const { return Batching::reference; }
 
+  /// output_shapes of a row op: x, then parameters of x's last axis (a norm's weight and bias); another
+  /// x must keep that axis.
+  std::vector<Shape> row_op_shapes(const std::vector<Shape>& in) const;
+
   /// The reference's cotangents of the inputs in `argnums`.
   std::vector<array> reference_vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
                                    const std::vector<int>& argnums) const;

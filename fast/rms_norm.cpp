@@ -120,16 +120,7 @@ const bool kRMSNormBackwardLoads =
 // inputs: x[, w]
 class RMSNorm : public Custom {
  public:
-  // x, then its weight and bias, each of x's last axis: another x must keep that axis.
-  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
-    const Shape& x = in.at(0);
-    for (size_t k = 1; k < in.size(); ++k) {
-      if (x.empty() || in[k] != Shape{x.back()}) {
-        throw std::invalid_argument(msg("[compile] RMSNorm of x ", shape_str(x), " with a parameter of shape ", shape_str(in[k])));
-      }
-    }
-    return {x};
-  }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return row_op_shapes(in); }
   RMSNorm(double eps, bool has_w) : Custom(reference(eps, has_w)), eps_(eps), has_w_(has_w) {}
   void save(detail::Writer& w) const override { w.put(eps_, has_w_); }
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
