@@ -228,7 +228,7 @@ auto compile_value_and_grad(Module& model, Fn fn) {
     constexpr bool single = std::is_same_v<std::decay_t<decltype(vg(args...).first)>, array>;
     const ParamTree state = model.parameters(), trainable = model.trainable_parameters();
     if (!traced->compiled || traced->names != state.names() || traced->trainable != trainable.names()) {
-      auto t = traced;
+      Traced* t = traced.get();  // (not a shared_ptr: t owns the compiled function, which would own t)
       t->names = state.names();
       t->trainable = trainable.names();
       t->compiled = compile([&model, vg, t](const std::vector<array>& in) {
