@@ -724,10 +724,11 @@ detail::Program::Program(std::vector<array> inputs, std::vector<array> outputs)
   bool elementwise = false;
   for (const auto& a : tape_) {
     p.scheduled |= a.primitive().is_async();
-    elementwise |= a.primitive().is_elementwise() && a.size() >= detail::kFuseFrom;
+    elementwise |= a.primitive().is_elementwise();
   }
   if (!p.scheduled) {
-    if (elementwise) p.fusion = detail::plan_fusion(tape_, p.index, {});
+    // Planned once, fusion pays at any size: every elementwise chain runs as one group.
+    if (elementwise) p.fusion = detail::plan_fusion(tape_, p.index, {}, 1);
     p.placed = plan_placement(tape_, p.index);
   }
   // Who reads what: an internal member of a fusion group reads as its group's root, which runs it.

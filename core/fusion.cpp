@@ -64,7 +64,7 @@ void gather_block(const array& a, size_t lo, size_t len, char* dst) {
 void set_fusion(bool on) { fusion_on = on; }
 
 FusionPlan plan_fusion(const std::vector<array>& tape, const std::unordered_map<const Node*, int>& index,
-                       const std::vector<char>& excluded) {
+                       const std::vector<char>& excluded, size_t min_size) {
   const int n = static_cast<int>(tape.size());
   FusionPlan plan;
   plan.internal.assign(n, 0);
@@ -73,7 +73,7 @@ FusionPlan plan_fusion(const std::vector<array>& tape, const std::unordered_map<
   if (!fusion_on) return plan;
   auto fusable = [&](int i) {
     return !(i < static_cast<int>(excluded.size()) && excluded[i]) && tape[i].primitive().is_elementwise() &&
-           tape[i].size() >= kFuseFrom && !tape[i].is_tracer();
+           tape[i].size() >= std::max<size_t>(min_size, 1) && !tape[i].is_tracer();
   };
   // Who reads each node, and how often.
   std::vector<int> consumer(n, -1), uses(n, 0);
@@ -170,9 +170,12 @@ void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
         if (in.flags().row_contiguous && in.data_size() == n) {
           direct_leaves.push_back(&in);
         } else if (in.data_size() == 1) {
-          // A slot of its own for the whole run, filled once per thread.
-          src.slot = -2 - static_cast<int>(constants.size());
-          constants.push_back({&in, -1});
+          // A slot of its own for the whole run, filled once per thread; one per leaf however many
+          // members read it (a scalar added at every step of a chain).
+          size_t c = 0;
+          while (c < constants.size() && constants[c].first->id() != in.id()) ++c;
+          if (c == constants.size()) constants.push_back({&in, -1});
+          src.slot = -2 - static_cast<int>(c);
         } else {
           src.slot = take();
           src.gather = true;
@@ -208,6 +211,8 @@ void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
       return refs[leaf->id()] + kept;
     };
     for (const array* leaf : direct_leaves) {
+      // (A buffer a view or another array shares is never given: skip counting the group's slots.)
+      if (leaf->data_shared_ptr().use_count() != 1) continue;
       if (root.take_buffer(*leaf, group_slots(leaf))) break;
     }
   }

@@ -9,7 +9,9 @@
 
 namespace loom::detail {
 
-/// Elementwise nodes smaller than this run on their own: fusing them saves less than it costs.
+/// Elementwise nodes smaller than this run on their own: fusing them saves less than it costs
+/// (the groups are planned on every eval). A program (core/program.h) plans once, and fuses every
+/// elementwise node that is not empty.
 inline constexpr size_t kFuseFrom = 256;
 
 struct FusionPlan {
@@ -22,7 +24,7 @@ struct FusionPlan {
 /// elementwise with the same shape, and nothing outside the graph holds it; `excluded` nodes (e.g.
 /// readers of communication results) take no part.
 FusionPlan plan_fusion(const std::vector<array>& tape, const std::unordered_map<const Node*, int>& index,
-                       const std::vector<char>& excluded);
+                       const std::vector<char>& excluded, size_t min_size = kFuseFrom);
 
 /// Evaluates a group's root without materializing the other members, and releases their tape entries.
 /// With `kept` (a kept graph's run, core/program.h), the tape's entries and the root's graph stay, and
