@@ -94,11 +94,7 @@ std::vector<array> replay(const detail::Program& prog, const std::vector<array>&
     std::vector<Dtype> dtypes;
     for (const auto& o : outs) out_shapes.push_back(o.shape()), dtypes.push_back(o.dtype());
     if (shapes) out_shapes = shapes->nodes[j];
-    if (outs.size() == 1) {
-      made.emplace_back(out_shapes[0], dtypes[0], tape[j].primitive_ptr(), std::move(ins));
-    } else {
-      made = array::make_arrays(std::move(out_shapes), dtypes, tape[j].primitive_ptr(), std::move(ins));
-    }
+    made = array::make_arrays(std::move(out_shapes), dtypes, tape[j].primitive_ptr(), std::move(ins));
     for (size_t k = 0; k < outs.size(); ++k) now.emplace(outs[k].id(), made[k]);
   }
   std::vector<array> result;
@@ -198,8 +194,7 @@ std::vector<array> simplify(const std::vector<array>& outputs, const std::vector
       std::vector<Shape> shapes;
       std::vector<Dtype> dtypes;
       for (const auto& o : outs) shapes.push_back(o.shape()), dtypes.push_back(o.dtype());
-      made = outs.size() == 1 ? std::vector<array>{array(shapes[0], dtypes[0], a.primitive_ptr(), std::move(ins))}
-                              : array::make_arrays(std::move(shapes), dtypes, a.primitive_ptr(), std::move(ins));
+      made = array::make_arrays(std::move(shapes), dtypes, a.primitive_ptr(), std::move(ins));
     } else {
       made = outs;
     }
@@ -311,7 +306,6 @@ std::vector<array> detail::call_trace(const std::shared_ptr<const CompiledTrace>
   for (int k = 0; k < trace->num_keys; ++k) all.push_back(random::detail::next_key());
   if (as_nodes) return replay(*trace->program, all, shapes.get());
   auto node = std::make_shared<Compiled>(trace, std::move(shapes));
-  if (out_shapes.size() == 1) return {array(out_shapes[0], trace->out_dtypes[0], std::move(node), std::move(all))};
   return array::make_arrays(out_shapes, trace->out_dtypes, std::move(node), std::move(all));
 }
 

@@ -300,8 +300,7 @@ SavedTrace read_trace(detail::Reader& r, bool shapeless) {
       shapes.push_back(std::move(shape));
       dtypes.push_back(d);
     }
-    nodes.push_back(n_out == 1 ? std::vector<array>{array(shapes[0], dtypes[0], std::move(p), std::move(ins))}
-                               : array::make_arrays(std::move(shapes), dtypes, std::move(p), std::move(ins)));
+    nodes.push_back(array::make_arrays(std::move(shapes), dtypes, std::move(p), std::move(ins)));
   }
   std::vector<array> outputs;
   const uint64_t n_out = r.get<uint64_t>();

@@ -154,6 +154,8 @@ array::array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive, std
 
 std::vector<array> array::make_arrays(std::vector<Shape> shapes, const std::vector<Dtype>& dtypes,
                                       std::shared_ptr<Primitive> primitive, std::vector<array> inputs) {
+  // One output: a plain node (no shapes kept to rebuild siblings it has none of).
+  if (shapes.size() == 1) return {array(std::move(shapes[0]), dtypes[0], std::move(primitive), std::move(inputs))};
   if (auto hook = detail::primitive_hook.load(std::memory_order_relaxed)) hook(*primitive);
   auto node = std::make_shared<detail::Node>();
   bool tracer = false, complex = false;

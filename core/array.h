@@ -96,7 +96,7 @@ class array {
 
   /// A node of the graph: the output of `primitive` applied to `inputs`.
   array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive, std::vector<array> inputs);
-  /// The outputs of a multi-output primitive.
+  /// The outputs of a primitive with any number of outputs (one: the constructor above).
   static std::vector<array> make_arrays(std::vector<Shape> shapes, const std::vector<Dtype>& dtypes,
                                         std::shared_ptr<Primitive> primitive, std::vector<array> inputs);
 
