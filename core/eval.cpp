@@ -690,6 +690,9 @@ struct detail::Program::Plan {
   std::vector<std::vector<Shape>> planned;    // by position: the outputs' shapes the plans were made for
   std::vector<Shape> planned_inputs;          // the placeholders' shapes then
   bool reshaped = false;                      // the nodes hold other shapes (a shapeless run's)
+  // The positions a planned run visits: all but the internal members of fusion groups, which their
+  // root computes without giving them data (a chain of 1,000 adds is one entry, not 1,000).
+  std::vector<int> units;
 };
 
 detail::Program::Program(std::vector<array> inputs, std::vector<array> outputs)
@@ -768,6 +771,10 @@ detail::Program::Program(std::vector<array> inputs, std::vector<array> outputs)
     for (const auto& o : outs_[j]) p.planned.back().push_back(o.shape());
   }
   for (const auto& x : inputs_) p.planned_inputs.push_back(x.shape());
+  for (int j = 0; j < n; ++j) {
+    const bool internal = !p.fusion.internal.empty() && p.fusion.internal[j];
+    if (!internal || (!p.placed.empty() && p.placed[j].consumer >= 0)) p.units.push_back(j);
+  }
   p.kept_in.resize(n);
   for (int j = 0; j < n; ++j) {
     for (const auto& in : tape_[j].inputs()) {
@@ -787,15 +794,22 @@ void detail::Program::run(const std::vector<array>& inputs, std::vector<array>& 
   Plan& p = *plan_;
   const int n = static_cast<int>(tape_.size());
   // Everything goes back to "not evaluated, no data" however the run ends.
+  // A planned run gives data to its units only.
   struct Reset {
     Program& prog;
+    const std::vector<int>* units;
     ~Reset() {
       for (auto& x : prog.inputs_) x.reset_data();
-      for (auto& outs : prog.outs_) {
-        for (auto& o : outs) o.reset_data();
+      auto clear = [&](size_t j) {
+        for (auto& o : prog.outs_[j]) o.reset_data();
+      };
+      if (units) {
+        for (int j : *units) clear(j);
+      } else {
+        for (size_t j = 0; j < prog.outs_.size(); ++j) clear(j);
       }
     }
-  } reset{*this};
+  } reset{*this, shapes || p.scheduled ? nullptr : &p.units};
   // Other shapes (a shapeless call's) for this run, or the planned ones back after such a run.
   if (shapes || p.reshaped) {
     const std::vector<std::vector<Shape>>& sh = shapes ? *shapes : p.planned;
@@ -819,9 +833,16 @@ void detail::Program::run(const std::vector<array>& inputs, std::vector<array>& 
       // Fusion groups and placements were planned for the traced shapes: other shapes run node by node.
       static const detail::FusionPlan unfused;
       static const Placements unplaced;
-      for (int i = 0; i < n; ++i) {
-        compute(tape_, shapes ? unfused : p.fusion, shapes ? unplaced : p.placed, i, p.index);
-        entry_done(i);
+      if (shapes) {
+        for (int i = 0; i < n; ++i) {
+          compute(tape_, unfused, unplaced, i, p.index);
+          entry_done(i);
+        }
+      } else {
+        for (int i : p.units) {
+          compute(tape_, p.fusion, p.placed, i, p.index);
+          entry_done(i);
+        }
       }
     }
   }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <unordered_map>
 
 #include "loom/core/eval.h"
@@ -126,6 +127,117 @@ FusionPlan plan_fusion(const std::vector<array>& tape, const std::unordered_map<
   return plan;
 }
 
+// How a group runs: where each member's inputs come from (another member's block, a leaf read in
+// place, a scalar leaf spread over a block once, or a leaf gathered block by block) and the slots of
+// scratch the blocks live in, reused once their reader has run. It depends on the graph and on the
+// layout of the group's leaves only, so a program (whose graph stays) makes it once per group and
+// remakes it only when a leaf's layout changes. Flat arrays: a group may hold a million members.
+struct FusedGroup {
+  struct Input {
+    const array* leaf = nullptr;  // held by the member's input list (null for another member's block)
+    int slot = -1;                // the block it is read from (-1: the leaf in place)
+    bool gather = false;          // the leaf is gathered into the slot for every block
+  };
+  size_t n = 0;                                        // elements of the root
+  std::vector<const Primitive*> prims;                 // by member
+  std::vector<Input> srcs;                             // the members' inputs, member after member
+  std::vector<Dtype> dtypes;                           // by input
+  std::vector<size_t> first;                           // by member (and one past): its first input
+  std::vector<int> out_slot;                           // by member but the root: its block's slot
+  std::vector<std::pair<const array*, int>> constants;  // scalar leaves and their slots
+  std::vector<const array*> direct_leaves;             // leaves read in place, once each
+  int slots = 0;
+  // The layout it was made for: each distinct leaf and how it is read.
+  std::vector<const array*> leaves;
+  std::vector<uint8_t> kinds;
+};
+
+namespace {
+
+enum LeafKind : uint8_t { kDirect, kScalar, kGathered };
+LeafKind leaf_kind(const array& in, size_t n) {
+  if (in.flags().row_contiguous && in.data_size() == n) return kDirect;
+  return in.data_size() == 1 ? kScalar : kGathered;
+}
+
+bool still_fits(const FusedGroup& g, size_t n) {
+  if (g.n != n) return false;
+  for (size_t i = 0; i < g.leaves.size(); ++i) {
+    if (leaf_kind(*g.leaves[i], n) != g.kinds[i]) return false;
+  }
+  return true;
+}
+
+void make_group(FusedGroup& g, const std::vector<array>& tape, const std::vector<int>& members,
+                const FusionPlan& plan, const std::unordered_map<const Node*, int>& index) {
+  const int m = static_cast<int>(members.size());
+  const size_t n = tape[members.back()].size();
+  g = FusedGroup{};
+  g.n = n;
+  g.first.assign(m + 1, 0);
+  g.out_slot.assign(m, -1);
+  std::vector<int> free_slots, release;
+  auto take = [&] {
+    if (free_slots.empty()) return g.slots++;
+    int s = free_slots.back();
+    free_slots.pop_back();
+    return s;
+  };
+  auto add_leaf = [&](const array& in, LeafKind kind) {
+    for (size_t i = 0; i < g.leaves.size(); ++i) {
+      if (g.leaves[i]->id() == in.id()) return false;
+    }
+    g.leaves.push_back(&in);
+    g.kinds.push_back(kind);
+    return true;
+  };
+  for (int k = 0; k < m; ++k) {
+    release.clear();
+    g.first[k] = g.srcs.size();
+    g.prims.push_back(&tape[members[k]].primitive());
+    for (const auto& in : tape[members[k]].inputs()) {
+      FusedGroup::Input src;
+      auto it = in.is_evaluated() ? index.end() : index.find(in.node_id());
+      const int producer = it == index.end() ? -1 : plan.member[it->second];
+      if (producer >= 0) {
+        src.slot = g.out_slot[producer];
+        release.push_back(src.slot);
+      } else {
+        src.leaf = &in;
+        const LeafKind kind = leaf_kind(in, n);
+        const bool first_read = add_leaf(in, kind);
+        if (kind == kDirect) {
+          if (first_read) g.direct_leaves.push_back(&in);
+        } else if (kind == kScalar) {
+          // A slot of its own for the whole run, filled once per thread; one per leaf however many
+          // members read it (a scalar added at every step of a chain).
+          size_t c = 0;
+          while (c < g.constants.size() && g.constants[c].first->id() != in.id()) ++c;
+          if (c == g.constants.size()) g.constants.push_back({&in, -1});
+          src.slot = -2 - static_cast<int>(c);
+        } else {
+          src.slot = take();
+          src.gather = true;
+          release.push_back(src.slot);
+        }
+      }
+      g.srcs.push_back(src);
+      g.dtypes.push_back(in.dtype());
+    }
+    if (k < m - 1) g.out_slot[k] = take();
+    for (int s : release) {
+      if (std::find(free_slots.begin(), free_slots.end(), s) == free_slots.end()) free_slots.push_back(s);
+    }
+  }
+  g.first[m] = g.srcs.size();
+  for (auto& c : g.constants) c.second = g.slots++;
+  for (auto& src : g.srcs) {
+    if (src.slot <= -2) src.slot = g.constants[-2 - src.slot].second;
+  }
+}
+
+}  // namespace
+
 void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
                const std::unordered_map<const Node*, int>& index,
                KeptRefs kept_refs) {
@@ -134,71 +246,23 @@ void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
   array& root = tape[members.back()];
   const size_t n = root.size();
 
-  // Where each member's inputs come from: another member's block, a leaf read in place, a scalar
-  // leaf spread over a block once, or a leaf gathered block by block. Blocks live in slots, reused
-  // once their reader has run. Flat arrays: a group may hold a million members.
-  struct Input {
-    const array* leaf = nullptr;  // held by the member's input list (null for another member's block)
-    int slot = -1;                // the block it is read from (-1: the leaf in place)
-    bool gather = false;          // the leaf is gathered into the slot for every block
-  };
-  std::vector<Input> srcs;
-  std::vector<Dtype> dtypes;
-  std::vector<size_t> first(m + 1, 0);
-  std::vector<int> out_slot(m, -1), free_slots, release;
-  std::vector<std::pair<const array*, int>> constants;  // scalar leaves and their slots
-  int slots = 0;
-  auto take = [&] {
-    if (free_slots.empty()) return slots++;
-    int s = free_slots.back();
-    free_slots.pop_back();
-    return s;
-  };
-  std::vector<const array*> direct_leaves;
-  for (int k = 0; k < m; ++k) {
-    release.clear();
-    first[k] = srcs.size();
-    for (const auto& in : tape[members[k]].inputs()) {
-      Input src;
-      auto it = in.is_evaluated() ? index.end() : index.find(in.node_id());
-      const int producer = it == index.end() ? -1 : plan.member[it->second];
-      if (producer >= 0) {
-        src.slot = out_slot[producer];
-        release.push_back(src.slot);
-      } else {
-        src.leaf = &in;
-        if (in.flags().row_contiguous && in.data_size() == n) {
-          direct_leaves.push_back(&in);
-        } else if (in.data_size() == 1) {
-          // A slot of its own for the whole run, filled once per thread; one per leaf however many
-          // members read it (a scalar added at every step of a chain).
-          size_t c = 0;
-          while (c < constants.size() && constants[c].first->id() != in.id()) ++c;
-          if (c == constants.size()) constants.push_back({&in, -1});
-          src.slot = -2 - static_cast<int>(c);
-        } else {
-          src.slot = take();
-          src.gather = true;
-          release.push_back(src.slot);
-        }
-      }
-      srcs.push_back(src);
-      dtypes.push_back(in.dtype());
-    }
-    if (k < m - 1) out_slot[k] = take();
-    for (int s : release) {
-      if (std::find(free_slots.begin(), free_slots.end(), s) == free_slots.end()) free_slots.push_back(s);
-    }
+  // A program's run keeps its groups' plans (the graph stays); eval's plans its groups afresh.
+  FusedGroup local;
+  FusedGroup* gp = &local;
+  if (kept_refs) {
+    if (plan.runs.size() != plan.groups.size()) plan.runs.resize(plan.groups.size());
+    auto& kept = plan.runs[root_pos];
+    if (!kept) kept = std::make_shared<FusedGroup>();
+    gp = kept.get();
+    if (!still_fits(*gp, n)) make_group(*gp, tape, members, plan, index);
+  } else {
+    make_group(local, tape, members, plan, index);
   }
-  first[m] = srcs.size();
-  for (auto& c : constants) c.second = slots++;
-  for (auto& src : srcs) {
-    if (src.slot <= -2) src.slot = constants[-2 - src.slot].second;
-  }
+  const FusedGroup& g = *gp;
 
   // The root's buffer: its placement, else a row-contiguous leaf read by nothing but this group (every
   // handle to it is one of the members' input slots), else a new one.
-  if (!root.is_placed() && !direct_leaves.empty()) {
+  if (!root.is_placed() && !g.direct_leaves.empty()) {
     std::unordered_map<std::uintptr_t, long> refs;  // leaves' slots in the group, counted when needed
     auto group_slots = [&](const array* leaf) -> long {
       const long kept = kept_refs ? kept_refs(*leaf) : 0;
@@ -210,7 +274,7 @@ void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
       }
       return refs[leaf->id()] + kept;
     };
-    for (const array* leaf : direct_leaves) {
+    for (const array* leaf : g.direct_leaves) {
       // (A buffer a view or another array shares is never given: skip counting the group's slots.)
       if (leaf->data_shared_ptr().use_count() != 1) continue;
       if (root.take_buffer(*leaf, group_slots(leaf))) break;
@@ -223,8 +287,9 @@ void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
   char* out = static_cast<char*>(root.raw_data());
   // Each part of the blocks has scratch of its own, with the constants gathered once.
   run_parts(blocks, nt > 1 ? parts_for(static_cast<int64_t>(blocks), nt) : 1, nt, [&](size_t b0, size_t b1) {
-    std::vector<char> scratch(static_cast<size_t>(slots) * kSlotBytes);
-    for (const auto& [leaf, slot] : constants) gather_block(*leaf, 0, std::min(kBlock, n), scratch.data() + slot * kSlotBytes);
+    std::unique_ptr<char[]> scratch_buf(new char[static_cast<size_t>(std::max(g.slots, 1)) * kSlotBytes]);
+    char* scratch = scratch_buf.get();
+    for (const auto& [leaf, slot] : g.constants) gather_block(*leaf, 0, std::min(kBlock, n), scratch + slot * kSlotBytes);
     std::vector<const void*> ptrs;
     for (size_t b = b0; b < b1; ++b) {
       const size_t lo = b * kBlock, len = std::min(kBlock, n - lo);
@@ -233,25 +298,25 @@ void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
       // and the math in between leaves memory idle (eltwise_chain_4m, 1 thread: see benchmarks/).
       if (lo + len < n) {
         const size_t next = std::min(kBlock, n - lo - len);
-        for (const array* leaf : direct_leaves) {
+        for (const array* leaf : g.direct_leaves) {
           prefetch(static_cast<const char*>(leaf->raw_data()) + (lo + len) * leaf->itemsize(), next * leaf->itemsize(), false);
         }
         prefetch(out + (lo + len) * root.itemsize(), next * root.itemsize(), true);
       }
       for (int k = 0; k < m; ++k) {
         ptrs.clear();
-        for (size_t i = first[k]; i < first[k + 1]; ++i) {
-          const Input& src = srcs[i];
+        for (size_t i = g.first[k]; i < g.first[k + 1]; ++i) {
+          const FusedGroup::Input& src = g.srcs[i];
           if (src.slot < 0) {
             ptrs.push_back(static_cast<const char*>(src.leaf->raw_data()) + lo * src.leaf->itemsize());
             continue;
           }
-          char* block = scratch.data() + src.slot * kSlotBytes;
+          char* block = scratch + src.slot * kSlotBytes;
           if (src.gather) gather_block(*src.leaf, lo, len, block);
           ptrs.push_back(block);
         }
-        void* y = k == m - 1 ? out + lo * root.itemsize() : scratch.data() + out_slot[k] * kSlotBytes;
-        tape[members[k]].primitive().eval_block(dtypes.data() + first[k], ptrs.data(), y, len);
+        void* y = k == m - 1 ? out + lo * root.itemsize() : scratch + g.out_slot[k] * kSlotBytes;
+        g.prims[k]->eval_block(g.dtypes.data() + g.first[k], ptrs.data(), y, len);
       }
     }
   });

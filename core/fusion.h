@@ -2,6 +2,7 @@
 // else holds run as one loop over cache-sized blocks, without materializing the intermediates.
 #pragma once
 
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -14,10 +15,15 @@ namespace loom::detail {
 /// elementwise node that is not empty.
 inline constexpr size_t kFuseFrom = 256;
 
+struct FusedGroup;  // how a group runs (core/fusion.cpp)
+
 struct FusionPlan {
   std::vector<char> internal;            // by tape position: computed inside its consumer's group
   std::vector<std::vector<int>> groups;  // by tape position of a group's root: members in tape order, root last
   std::vector<int> member;               // by tape position of an internal node: its place in its group
+  // By tape position of a group's root: how it runs, kept by a program's plan (whose graph stays)
+  // from one run to the next; run_fused fills it.
+  mutable std::vector<std::shared_ptr<FusedGroup>> runs;
 };
 
 /// Finds the groups of a tape. A node is internal when it is elementwise, its one consumer is

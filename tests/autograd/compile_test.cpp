@@ -291,6 +291,30 @@ TEST(Compile, AsyncEvalAndViewsAsInputs) {
   EXPECT_TRUE(cp_equal(lazy, f({exp(t), b})[0]));
 }
 
+TEST(Compile, FusedGroupsFollowTheirInputsLayoutFromCallToCall) {
+  // A program keeps how each fused group reads its leaves; a call whose inputs are laid out
+  // otherwise (strided, broadcast, one value, donated or not) must be read as such, and a call laid
+  // out as an earlier one must find the earlier plan still right. Sizes span one block and several.
+  auto f = [](const std::vector<array>& in) {
+    array z = in[0];
+    for (int i = 0; i < 5; ++i) z = add(multiply(z, in[1]), array(0.5f));
+    return std::vector<array>{subtract(z, in[0])};
+  };
+  VectorFn cf = compile(f);
+  for (int n : {40, 300}) {
+    const array m = cp_f32({n, n}, 60 + n), mt = transpose(cp_f32({n, n}, 61 + n));
+    const array row = broadcast_to(cp_f32({1, n}, 62 + n), {n, n}), one = full({n, n}, 0.75f);
+    const std::vector<std::pair<array, array>> calls = {{m, m},   {mt, row}, {m, one},  {row, mt},
+                                                        {m, m},   {one, one}, {mt, mt}, {m, row}};
+    for (size_t c = 0; c < calls.size(); ++c) {
+      const auto& [x, y] = calls[c];
+      EXPECT_TRUE(cp_equal(cf({x, y})[0], f({x, y})[0])) << n << " call " << c;
+      // An input only the call holds may give its buffer to the result.
+      EXPECT_TRUE(cp_equal(cf({x + 0.0f, y})[0], f({x, y})[0])) << n << " call " << c << ", donated";
+    }
+  }
+}
+
 TEST(Compile, ConstantsKeepTheirValuesAcrossCalls) {
   // Constants read once, by kernels that may write their result in an input's buffer (an
   // elementwise add, a scatter-add into zeros): the buffer plan must never hand them out.
