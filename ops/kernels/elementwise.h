@@ -3,6 +3,7 @@
 // flat loop and keep that layout; everything else walks rows of collapsed dimensions.
 #pragma once
 
+#include <complex>
 #include <type_traits>
 
 #include "loom/core/dispatch.h"
@@ -46,7 +47,17 @@ T wrapping_sub(T a, T b) {
 }
 template <class T>
 T wrapping_mul(T a, T b) {
-  return wrapping(a, b, [](auto x, auto y) { return x * y; });
+  if constexpr (std::is_base_of_v<std::complex<float>, T>) {
+    // A float complex product in double, then rounded: each float product is exact in double, so
+    // the one rounding of each part is the same whether or not the compiler fuses a multiply into
+    // an add. It fuses differently in each loop (a scalar operand's, the fused path's), and the
+    // same product must not depend on which loop computed it (compile is bit for bit). The plain
+    // formula, as numpy, PyTorch and MLX compute it (no C99 Annex G recovery of infinities).
+    const double ar = a.real(), ai = a.imag(), br = b.real(), bi = b.imag();
+    return T(static_cast<float>(ar * br - ai * bi), static_cast<float>(ar * bi + ai * br));
+  } else {
+    return wrapping(a, b, [](auto x, auto y) { return x * y; });
+  }
 }
 
 /// Gives `out` the layout of contiguous `like`, so that element i of `like`'s data goes to element i

@@ -92,6 +92,33 @@ TEST(Complex, ArithmeticMatchesNumpy) {
   expect_complex(a + array({1, 2, 3}), {{2, 2}, {1.5, 0.25}, {6, -1}});
 }
 
+
+TEST(Complex, ProductIsTheSameInEveryKernelLoop) {
+  // One product, four loops: a scalar operand on either side, two full operands, and the fused
+  // block loop (a chain of at least 256 elements fuses). Each rounds its two parts once, so all agree
+  // bit for bit (the differential tester found the scalar loop and the fused one a bit apart), and
+  // agree with the exact product rounded once.
+  const array re = testing::lcg_uniform({1000}, -3.0, 3.0, 7), im = testing::lcg_uniform({1000}, -3.0, 3.0, 8);
+  array a = add(astype(re, complex64), multiply(astype(im, complex64), array(C(0, 1))));
+  const array s = array(C(0.3f, -1.7f));
+  const array s_full = contiguous(broadcast_to(s, a.shape()));
+  eval(a, s_full);
+  array sv = multiply(s, a), vs = multiply(a, s), vv = multiply(s_full, a);
+  const array fused = add(multiply(s, a), array(C(0, 0)));  // computed block by block
+  EXPECT_TRUE(array_equal(sv, vv).item<bool>());
+  EXPECT_TRUE(array_equal(vs, vv).item<bool>());
+  EXPECT_TRUE(array_equal(fused, vv).item<bool>());
+  const std::vector<C> av = a.to_vector<C>(), got = sv.to_vector<C>();
+  for (size_t i = 0; i < av.size(); ++i) {
+    const double ar = av[i].real(), ai = av[i].imag(), sr = 0.3f, si = -1.7f;
+    ASSERT_EQ(got[i].real(), static_cast<float>(sr * ar - si * ai)) << i;
+    ASSERT_EQ(got[i].imag(), static_cast<float>(sr * ai + si * ar)) << i;
+  }
+  // The plain formula, as numpy and PyTorch: (inf + 0i)(1 + 0i) has a NaN imaginary part.
+  const C inf_prod = multiply(array(C(INFINITY, 0)), array(C(1, 0))).item<C>();
+  EXPECT_TRUE(std::isinf(inf_prod.real()));
+  EXPECT_TRUE(std::isnan(inf_prod.imag()));
+}
 TEST(Complex, UnaryFunctionsMatchNumpy) {
   const array a = a_vals();
   struct Case {
