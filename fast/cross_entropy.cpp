@@ -191,6 +191,17 @@ std::pair<std::vector<array>, std::vector<int>> vmap_rows_at(const std::vector<a
 
 // d/dx of softmax_cross_entropy, scaled by the cotangent g: (softmax(x) - q) * g with
 // q = (1 - ls) * onehot(t) + ls / C. Inputs: x, t, g (g has the shape of the loss).
+// A shapeless call's loss shape: the logits' without the class axis, which the targets must have.
+Shape entropy_shapes(const Shape& logits, const Shape& targets, int axis, const char* who) {
+  Shape loss = logits;
+  loss.erase(loss.begin() + axis);
+  if (targets != loss) {
+    throw std::invalid_argument(msg("[compile] ", who, " of logits ", shape_str(logits), " cannot take targets of shape ",
+                                    shape_str(targets)));
+  }
+  return loss;
+}
+
 class SoftmaxCrossEntropyBackward : public CustomBackward {
  public:
   SoftmaxCrossEntropyBackward(int axis, double ls) : CustomBackward(reference(axis, ls), 2, 1, {0}), axis_(axis), ls_(ls) {}
@@ -206,6 +217,15 @@ class SoftmaxCrossEntropyBackward : public CustomBackward {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
                                                        const std::vector<array>& outs) override {
     return vmap_rows_at<SoftmaxCrossEntropyBackward>(in, axes, outs, axis_, ls_);
+  }
+  // A shapeless call: the logits' gradient has the logits' shape (targets and cotangent as the forward's).
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
+    const Shape loss = entropy_shapes(in.at(0), in.at(1), axis_, name());
+    if (in.at(2) != loss) {
+      throw std::invalid_argument(msg("[compile] ", name(), " of logits ", shape_str(in[0]), " cannot take a cotangent of shape ",
+                                      shape_str(in[2])));
+    }
+    return {in[0]};
   }
   const char* name() const override { return "SoftmaxCrossEntropyBackward"; }
 
@@ -236,6 +256,9 @@ class SoftmaxCrossEntropy : public Custom {
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
                                                        const std::vector<array>& outs) override {
     return vmap_rows_at<SoftmaxCrossEntropy>(in, axes, outs, axis_, ls_);
+  }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
+    return {entropy_shapes(in.at(0), in.at(1), axis_, name())};
   }
   const char* name() const override { return "SoftmaxCrossEntropy"; }
 

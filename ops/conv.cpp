@@ -614,6 +614,34 @@ class Convolution : public UnaryPrimitive {
 
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
                                                        const std::vector<array>& outs) override;
+  // A shapeless call: the forward's output follows x's batch and spatial sizes. A gradient role
+  // gives x or w, whose spatial sizes y does not determine (a stride rounds down): its output is the
+  // traced one with y's batch, checked against the forward's shape rule.
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
+    Shape x = in.at(0), w = in.at(1), y;
+    if (role_ == ConvRole::input_grad) {
+      y = in[0];
+      x = out_shape_;
+      x[0] = y[0];
+    } else if (role_ == ConvRole::weight_grad) {
+      y = in[1];
+      w = out_shape_;
+    }
+    Shape fwd{x[0]};
+    bool ok = x.size() == w.size() && x.back() == w.back() * p_.groups;
+    for (size_t d = 0; ok && d + 2 < x.size(); ++d) {
+      const int64_t o = conv_out_size(x[d + 1], w[d + 1], p_.stride[d], p_.pad_lo[d], p_.pad_hi[d], p_.kdil[d], p_.idil[d]);
+      ok = o >= 1 && o <= std::numeric_limits<int>::max();
+      fwd.push_back(static_cast<int>(o));
+    }
+    fwd.push_back(w[0]);
+    if (!ok || (role_ != ConvRole::forward && fwd != y)) {
+      throw std::invalid_argument(msg("[compile] Convolution (", role_ == ConvRole::forward ? "forward" : "gradient",
+                                      ") cannot take inputs of shapes ", shape_str(in[0]), " and ", shape_str(in[1]),
+                                      " (traced output ", shape_str(out_shape_), ")"));
+    }
+    return {role_ == ConvRole::forward ? fwd : role_ == ConvRole::input_grad ? x : w};
+  }
   const char* name() const override { return "Convolution"; }
   void print(std::ostream& os) const override {
     static const char* roles[] = {"forward", "input_grad", "weight_grad"};

@@ -309,6 +309,40 @@ class Pooling : public UnaryPrimitive {
     }
   }
 
+  // A shapeless call: y follows x's batch and spatial sizes; a role whose output is x-shaped keeps
+  // the traced spatial sizes (y does not determine them) with the call's batch, checked against y.
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
+    auto pooled = [&](const Shape& x) {
+      Shape y{x[0]};
+      for (size_t d = 0; d < p_.kernel.size(); ++d) {
+        const int64_t padded = int64_t(x[d + 1]) + 2 * p_.pad[d];
+        if (padded < p_.kernel[d]) {
+          throw std::invalid_argument(msg("[compile] Pooling of kernel ", shape_str(p_.kernel),
+                                          " cannot take an input of shape ", shape_str(x)));
+        }
+        y.push_back(static_cast<int>((padded - p_.kernel[d]) / p_.stride[d] + 1));
+      }
+      y.push_back(x.back());
+      return y;
+    };
+    const Shape* y_in = role_ == PoolRole::max_scatter ? &in.at(1) : role_ == PoolRole::avg_scatter ? &in.at(0) : nullptr;
+    if (!y_in) {  // max, avg, max_gather: y-shaped, from x
+      if (role_ == PoolRole::max_gather && in.at(1) != in[0]) {
+        throw std::invalid_argument(msg("[compile] Pooling cannot take inputs of shapes ", shape_str(in[0]), " and ",
+                                        shape_str(in[1])));
+      }
+      return {pooled(in.at(0))};
+    }
+    Shape x = role_ == PoolRole::max_scatter ? in[0] : out_shape_;
+    x[0] = (*y_in)[0];
+    if (pooled(x) != *y_in) {
+      throw std::invalid_argument(msg("[compile] Pooling (gradient) cannot take inputs of shapes ", shape_str(in[0]),
+                                      in.size() > 1 ? " and " + shape_str(in[1]) : std::string(), " (traced output ",
+                                      shape_str(out_shape_), ")"));
+    }
+    return {x};
+  }
+
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
                          const std::vector<array>&) override {
     const array& c = cot[0];

@@ -226,10 +226,19 @@ array ones(const Shape& shape, Dtype dtype, StreamOrDevice s) {
   OnStream on(s);
   return full(shape, array(1, dtype), dtype);
 }
-array zeros_like(const array& a, StreamOrDevice s) { OnStream on(s); return zeros(a.shape(), a.dtype()); }
-array ones_like(const array& a, StreamOrDevice s) { OnStream on(s); return ones(a.shape(), a.dtype()); }
-array zeros_like(const array& a, Dtype dtype, StreamOrDevice s) { OnStream on(s); return zeros(a.shape(), dtype); }
-array ones_like(const array& a, Dtype dtype, StreamOrDevice s) { OnStream on(s); return ones(a.shape(), dtype); }
+namespace {
+// An array of a's shape filled with `value`. In a shapeless trace (autograd/compile.h) it follows
+// a's shape from call to call, as a broadcast that takes `a` as a shape-only input: a vjp's zeros (a
+// maximum's unchosen side, say) then fit any batch.
+array filled_like(const array& a, int value, Dtype dtype) {
+  if (detail::shapeless_tracing() && a.size() > 0) return detail::broadcast_to_like(array(value, dtype), a.shape(), {a});
+  return full(a.shape(), array(value, dtype), dtype);
+}
+}  // namespace
+array zeros_like(const array& a, StreamOrDevice s) { OnStream on(s); return filled_like(a, 0, a.dtype()); }
+array ones_like(const array& a, StreamOrDevice s) { OnStream on(s); return filled_like(a, 1, a.dtype()); }
+array zeros_like(const array& a, Dtype dtype, StreamOrDevice s) { OnStream on(s); return filled_like(a, 0, dtype); }
+array ones_like(const array& a, Dtype dtype, StreamOrDevice s) { OnStream on(s); return filled_like(a, 1, dtype); }
 
 array arange(double start, double stop, double step, Dtype dtype, StreamOrDevice s) {
   OnStream on(s);

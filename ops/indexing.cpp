@@ -184,6 +184,10 @@ class Take : public UnaryPrimitive {
     for (int d = 0; d < post; ++d) perm.push_back(1 + ni + pre + d);
     return {{transpose(reshape(g, flat), perm)}, {0}};
   }
+  // A shapeless call takes other index shapes, and other lengths of every axis of the array.
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
+    return {take_shape(in.at(0), in.at(1), axis_)};
+  }
   const char* name() const override { return "Take"; }
 
  private:
@@ -270,6 +274,16 @@ class TakeAlongAxis : public UnaryPrimitive {
     const array a = batch_at(in[0], axes[0], at, size), i = batch_at(in[1], axes[1], at, size);
     auto prim = std::make_shared<TakeAlongAxis>(detail::batched_axis(axis_, at));
     return {{array(i.shape(), outs[0].dtype(), std::move(prim), {a, i})}, {at}};
+  }
+  // (Its inputs arrive broadcast to one shape but along its axis.)
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
+    for (size_t d = 0; d < in.at(0).size(); ++d) {
+      if (static_cast<int>(d) != axis_ && in[0][d] != in.at(1)[d]) {
+        throw std::invalid_argument(msg("[compile] TakeAlongAxis along axis ", axis_, " cannot take an array of shape ",
+                                        shape_str(in[0]), " with indices of shape ", shape_str(in[1])));
+      }
+    }
+    return {in[1]};
   }
   const char* name() const override { return "TakeAlongAxis"; }
 
@@ -371,6 +385,7 @@ class ScatterAxis : public UnaryPrimitive {
     auto prim = std::make_shared<ScatterAxis>(mode_, detail::batched_axis(axis_, at));
     return {{array(std::move(shape), outs[0].dtype(), std::move(prim), std::move(x))}, {at}};
   }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return {in.at(0)}; }
   const char* name() const override { return mode_ == ScatterMode::put ? "PutAlongAxis" : "ScatterAddAxis"; }
 
  private:
@@ -473,6 +488,7 @@ class ScatterAdd : public UnaryPrimitive {
     array upd = reshape(transpose(u, perm), window);
     return {{scatter_add(a, {batch_iota(size, ni + 1), i}, upd, {0, axis_ + 1})}, {0}};
   }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return {in.at(0)}; }
   const char* name() const override { return "ScatterAddTake"; }
 
  private:
@@ -753,6 +769,24 @@ class Gather : public UnaryPrimitive {
     Shape window = detail::insert_axis(slice_, 0, 1);
     array g = gather(detail::batch_first(in[0], axes[0]), idx, ax, window);  // (B, I.., 1, window..)
     return {{squeeze(g, ni + 1)}, {0}};
+  }
+  // Every index array has one shape, followed by the slice sizes.
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
+    Shape out = in.size() > 1 ? in[1] : Shape{};
+    for (size_t k = 2; k < in.size(); ++k) {
+      if (in[k] != in[1]) {
+        throw std::invalid_argument(msg("[compile] Gather cannot take index arrays of shapes ", shape_str(in[1]),
+                                        " and ", shape_str(in[k])));
+      }
+    }
+    for (size_t d = 0; d < slice_.size(); ++d) {
+      if (slice_[d] > in.at(0)[d]) {
+        throw std::invalid_argument(msg("[compile] Gather of slice sizes ", shape_str(slice_),
+                                        " cannot take an array of shape ", shape_str(in[0])));
+      }
+    }
+    out.insert(out.end(), slice_.begin(), slice_.end());
+    return {out};
   }
   const char* name() const override { return "Gather"; }
 

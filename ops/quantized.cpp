@@ -632,6 +632,27 @@ class QuantizedMatmul : public UnaryPrimitive {
       : gs_(gs), bits_(bits), mode_(m), transpose_(transpose), gather_(gather) {}
   void save(detail::Writer& w) const override { w.put(gs_, bits_, mode_, transpose_, gather_); }
 
+  // A shapeless call: x's rows follow the call (without gather: x's leading axes; with gather: the
+  // indices' shape); the output's columns are w's.
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
+    const Shape &x = in.at(0), &w = in.at(1);
+    const int unpacked = int(int64_t(w.back()) * 32 / bits_);
+    const int inner = transpose_ ? unpacked : w[w.size() - 2], outer = transpose_ ? w[w.size() - 2] : unpacked;
+    if (x.back() != inner) {
+      throw std::invalid_argument(msg("[compile] QuantizedMatmul cannot take x of shape ", shape_str(x), " against w of shape ",
+                                      shape_str(w), " (", inner, " inputs)"));
+    }
+    if (gather_) {
+      Shape out = in.back();
+      out.push_back(x[x.size() - 2]);
+      out.push_back(outer);
+      return {out};
+    }
+    Shape out = x;
+    out.back() = outer;
+    return {out};
+  }
+
   void eval_cpu(const std::vector<array>& in, array& out) override {
     if (out.dtype() == float64) {
       run<double>(in, out);

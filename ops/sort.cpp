@@ -230,6 +230,7 @@ class Sort : public UnaryPrimitive {
     auto prim = std::make_shared<Sort>(detail::batched_axis(axis_, b));
     return {{array(in[0].shape(), outs[0].dtype(), std::move(prim), {in[0]})}, {b}};
   }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return {in.at(0)}; }
   const char* name() const override { return "Sort"; }
   bool supports_complex() const override { return true; }
 
@@ -251,6 +252,7 @@ class ArgSort : public UnaryPrimitive {
     auto prim = std::make_shared<ArgSort>(detail::batched_axis(axis_, b));
     return {{array(in[0].shape(), int32, std::move(prim), {in[0]})}, {b}};
   }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return {in.at(0)}; }
   const char* name() const override { return "ArgSort"; }
   bool supports_complex() const override { return true; }
   bool is_differentiable() const override { return false; }
@@ -267,6 +269,15 @@ Shape with_axis(Shape s, int axis, int size) {
   return s;
 }
 
+// A shapeless call's top-k shape: k of the axis, which must still have k entries.
+Shape topk_shape(const Shape& in, int axis, int k, const char* who) {
+  if (in[axis] < k) {
+    throw std::invalid_argument(msg("[compile] ", who, " of k=", k, " along axis ", axis, " cannot take an input of shape ",
+                                    shape_str(in)));
+  }
+  return with_axis(in, axis, k);
+}
+
 // The indices of the k largest (the last k of argsort), ascending; used by TopK's gradients.
 class ArgTopK : public UnaryPrimitive {
  public:
@@ -277,6 +288,9 @@ class ArgTopK : public UnaryPrimitive {
                                                        const std::vector<array>&) override {
     const int b = axes[0], ax = detail::batched_axis(axis_, b);
     return {{array(with_axis(in[0].shape(), ax, k_), int32, std::make_shared<ArgTopK>(k_, ax), {in[0]})}, {b}};
+  }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
+    return {topk_shape(in.at(0), axis_, k_, name())};
   }
   const char* name() const override { return "ArgTopK"; }
   bool supports_complex() const override { return true; }
@@ -308,6 +322,9 @@ class TopK : public UnaryPrimitive {
     const int b = axes[0], ax = detail::batched_axis(axis_, b);
     return {{array(with_axis(in[0].shape(), ax, k_), outs[0].dtype(), std::make_shared<TopK>(k_, ax), {in[0]})}, {b}};
   }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
+    return {topk_shape(in.at(0), axis_, k_, name())};
+  }
   const char* name() const override { return "TopK"; }
   bool supports_complex() const override { return true; }
 
@@ -335,6 +352,13 @@ class ArgPartition : public UnaryPrimitive {
     const int b = axes[0];
     auto prim = std::make_shared<ArgPartition>(kth_, detail::batched_axis(axis_, b));
     return {{array(in[0].shape(), int32, std::move(prim), {in[0]})}, {b}};
+  }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
+    if (kth_ >= in.at(0)[axis_]) {
+      throw std::invalid_argument(msg("[compile] ArgPartition at kth=", kth_, " along axis ", axis_,
+                                      " cannot take an input of shape ", shape_str(in[0])));
+    }
+    return {in[0]};
   }
   const char* name() const override { return "ArgPartition"; }
   bool supports_complex() const override { return true; }
@@ -408,6 +432,7 @@ class SearchSorted : public UnaryPrimitive {
     array vals = detail::batch_first_broadcast(in[1], axes[1], size);
     return {{array(vals.shape(), int32, std::make_shared<SearchSorted>(right_), {seq, vals})}, {0}};
   }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return {in.at(1)}; }
   const char* name() const override { return "SearchSorted"; }
   bool is_differentiable() const override { return false; }
 

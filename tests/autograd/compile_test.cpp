@@ -365,6 +365,113 @@ TEST(Compile, ShapelessRunsOneTraceOnOtherShapes) {
   EXPECT_EQ(traces, 3);
 }
 
+// Every output of a shapeless compiled function against the function itself, over several shapes of
+// its inputs (made by `make` for each size), traced once.
+void cp_expect_shapeless(const std::function<std::vector<array>(const std::vector<array>&)>& fun,
+                         const std::function<std::vector<array>(int)>& make, std::initializer_list<int> sizes,
+                         double tol = 1e-6) {
+  int traces = 0;
+  VectorFn cf = compile([&](const std::vector<array>& in) {
+    ++traces;
+    return fun(in);
+  }, /* shapeless */ true);
+  for (int n : sizes) {
+    const std::vector<array> in = make(n);
+    const std::vector<array> got = cf(in), want = fun(in);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      EXPECT_EQ(got[k].shape(), want[k].shape()) << "size " << n << ", output " << k;
+      EXPECT_EQ(got[k].dtype(), want[k].dtype()) << "size " << n << ", output " << k;
+      EXPECT_TRUE(allclose(got[k], want[k], tol, tol).item<bool>()) << "size " << n << ", output " << k;
+    }
+  }
+  EXPECT_EQ(traces, 1);
+}
+
+TEST(Compile, ShapelessConvolutionPoolingAndCrossEntropyFollowTheBatch) {
+  // A small CNN's per-example losses and their vjp against a cotangent given as an input (so no
+  // broadcast of a traced size enters: as MLX, a shapeless trace keeps the shapes its vjps were
+  // built for): convolution's three roles, both poolings and their backward roles, the fused
+  // cross-entropy and its backward, over batches of 6, 2, 9 and 6.
+  const array w1 = cp_f32({4, 3, 3, 2}, 80), w2 = cp_f32({5, 2, 2, 4}, 81), wl = cp_f32({5, 3}, 82);
+  auto losses = [](const std::vector<array>& p) {
+    array h = maximum(conv2d(p[0], p[1], {1, 1}, {1, 1}), array(0.0f));  // (N, 8, 8, 4)
+    h = max_pool2d(h, {2, 2});                                         // (N, 4, 4, 4)
+    h = conv2d(h, p[2], {2, 2});                                       // (N, 2, 2, 5)
+    h = avg_pool2d(h, {2, 2});                                         // (N, 1, 1, 5)
+    array logits = matmul(reshape(h, {-1, 5}), p[3]);
+    return std::vector<array>{nn::losses::cross_entropy(logits, p[4])};
+  };
+  auto fun = [&](const std::vector<array>& in) {
+    auto [v, g] = vjp([&](const std::vector<array>& p) { return losses({p[0], p[1], p[2], p[3], in[1]}); },
+                      {in[0], w1, w2, wl}, {in[2]});
+    std::vector<array> out = {v[0]};
+    out.insert(out.end(), g.begin(), g.end());
+    return out;
+  };
+  auto make = [](int n) {
+    return std::vector<array>{cp_f32({n, 8, 8, 2}, 83 + n), astype(cp_f32({n}, 84 + n, 0.0, 2.99), int32),
+                              cp_f32({n}, 85 + n)};
+  };
+  cp_expect_shapeless(fun, make, {6, 2, 9, 6}, 1e-5);
+}
+
+TEST(Compile, ShapelessIndexingSortingAndQuantizedMatmulFollowTheirInputs) {
+  // An embedding lookup with its vjp (take, and the scatter-add of take's vjp), sorting and top-k,
+  // take_along_axis, searchsorted and gather, over 3 to 11 rows.
+  const array table = cp_f32({10, 4}, 90), edges = array({-0.5f, 0.0f, 0.5f});
+  auto fun = [&](const std::vector<array>& in) {
+    auto embed = [&](const std::vector<array>& p) { return std::vector<array>{take(p[0], in[0], 0)}; };
+    auto [v, g] = vjp(embed, {table}, {in[2]});
+    const array x = in[1];
+    return std::vector<array>{v[0],
+                              g[0],
+                              sort(x, 1),
+                              argsort(x, 0),
+                              topk(x, 2, 1),
+                              take_along_axis(x, argsort(x, 1), 1),
+                              searchsorted(edges, x),
+                              gather(x, {in[0] % 3}, {0}, {1, 4})};
+  };
+  auto make = [](int n) {
+    return std::vector<array>{astype(cp_f32({n}, 91 + n, 0.0, 9.99), int32), cp_f32({n, 4}, 92 + n),
+                              cp_f32({n, 4}, 93 + n)};
+  };
+  cp_expect_shapeless(fun, make, {5, 3, 11, 5});
+  // quantized_matmul: x's rows follow the call.
+  const auto q = quantize(cp_f32({16, 64}, 93), 32, 4);
+  auto qmm = [&](const std::vector<array>& in) {
+    return std::vector<array>{quantized_matmul(in[0], q[0], q[1], q[2], true, 32, 4)};
+  };
+  cp_expect_shapeless(qmm, [](int n) { return std::vector<array>{cp_f32({n, 64}, 94 + n)}; }, {3, 1, 8});
+}
+
+TEST(Compile, ShapelessNewRulesNameWhatCannotFollow) {
+  // top-k of more entries than the call's axis holds; a convolution's gradient whose traced spatial
+  // size the call's input no longer fits.
+  VectorFn top = compile([](const std::vector<array>& in) { return std::vector<array>{topk(in[0], 3, 0)}; }, true);
+  top({cp_f32({5}, 95)});
+  try {
+    top({cp_f32({2}, 96)});
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("TopK"), std::string::npos) << e.what();
+  }
+  const array w = cp_f32({3, 3, 2}, 97);
+  VectorFn dx = compile([w](const std::vector<array>& in) {
+    auto f = [&](const std::vector<array>& p) { return std::vector<array>{conv1d(p[0], w, 2)}; };
+    return vjp(f, {in[0]}, {in[1]}).second;
+  }, true);
+  dx({cp_f32({2, 9, 2}, 98), cp_f32({2, 4, 3}, 98)});
+  EXPECT_NO_THROW(dx({cp_f32({4, 9, 2}, 99), cp_f32({4, 4, 3}, 99)}));  // another batch
+  try {
+    dx({cp_f32({2, 13, 2}, 100), cp_f32({2, 6, 3}, 100)});
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("Convolution"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Compile, ShapelessNamesWhatCannotTakeOtherShapes) {
   // A reshape to a fixed shape, as MLX: traced on 4 elements, called on 5.
   VectorFn fixed = compile([](const std::vector<array>& in) { return std::vector<array>{reshape(in[0], {2, 2})}; }, true);
