@@ -256,7 +256,17 @@ inline std::vector<Entry> registry() {
       checked("Dequantize", {{kQuant, "Dequantize.GradientsMatchFiniteDifferences", "dequantize"}}),
       checked("QuantizedMatmul", {{kQuant, "QuantizedMatmul.GradientsMatchFiniteDifferences", "quantized_matmul"}}),
       checked("GatherQMM", {{kQuant, "GatherQmm.GradientsMatchFiniteDifferences", "gather_qmm"}}),
-      none("SVD", "no derivative, as MLX's linalg::svd (a vjp or jvp through it throws: Svd.BadInputs)"),
+      // ---- linalg (ops/lapack.cpp) ----
+      checked("SVD", {{"tests/ops/linalg_lapack_test.cpp", "LinalgGrad.QrAndSvd", "linalg::svd"}}),
+      checked("QRF", {{"tests/ops/linalg_lapack_test.cpp", "LinalgGrad.QrAndSvd", "linalg::qr"}}),
+      checked("Inverse", {{"tests/ops/linalg_lapack_test.cpp", "LinalgGrad.InvSolveAndTriangles", "linalg::inv"}, {"tests/ops/linalg_lapack_test.cpp", "LinalgGrad.InvSolveAndTriangles", "linalg::tri_inv"}}),
+      checked("Solve", {{"tests/ops/linalg_lapack_test.cpp", "LinalgGrad.InvSolveAndTriangles", "linalg::solve"}}),
+      checked("SolveTriangular", {{"tests/ops/linalg_lapack_test.cpp", "LinalgGrad.InvSolveAndTriangles", "linalg::solve_triangular"}}),
+      checked("Slogdet", {{"tests/ops/linalg_lapack_test.cpp", "LinalgGrad.InvSolveAndTriangles", "linalg::slogdet"}}),
+      checked("Cholesky", {{"tests/ops/linalg_lapack_test.cpp", "LinalgGrad.CholeskyAndEighReadOneTriangle", "linalg::cholesky"}}),
+      checked("Eigh", {{"tests/ops/linalg_lapack_test.cpp", "LinalgGrad.CholeskyAndEighReadOneTriangle", "linalg::eigh"}}),
+      none("LUF", "no derivative, as MLX's LUF (a vjp or jvp through lu or lu_factor throws)"),
+      none("Eig", "no derivative, as MLX's Eig (a vjp or jvp through eig or eigvals throws: LinalgGrad.QrAndSvd)"),
       none("ToFP8", "uint8 codes out: no gradient (MLX's ConvertFP8 has no vjp/jvp either)"),
       none("FromFP8", "uint8 codes in: no gradient (MLX's ConvertFP8 has no vjp/jvp either)"),
       // ---- the tests' own primitives ----

@@ -1,5 +1,6 @@
 // linalg::svd: numpy's singular values, the decomposition's identities (orthogonal factors that
 // rebuild the input), batches, views, empty and wide matrices, complex64, and every bad input.
+// Its derivatives are checked in linalg_lapack_test.cpp.
 #include <complex>
 
 #include "../test_utils.h"
@@ -113,9 +114,9 @@ TEST(Svd, BadInputs) {
   EXPECT_THROW_MSG(eval(linalg::svd(bad, false)), std::runtime_error, "[linalg::svd] matrix 1 of the batch holds NaN");
   array inf = array({INFINITY, 0.0f, 0.0f, 1.0f}, {2, 2});
   EXPECT_THROW_MSG(eval(linalg::svd(inf)), std::runtime_error, "NaN or infinity");
-  // No derivative, as in MLX.
-  EXPECT_THROW_MSG(vjp([](const array& x) { return linalg::svd(x, false)[0]; }, eye(2), ones({2})),
-                   std::invalid_argument, "SVD(values) has no vector-Jacobian product");
+  // The derivative of S at I (a double singular value) is diag(cotangent): U diag(sbar) V^T, U = V.
+  const array g = vjp([](const array& x) { return linalg::svd(x, false)[0]; }, eye(2), array({1.0f, 2.0f})).second;
+  EXPECT_TRUE(allclose(g, array({1.0f, 0.0f, 0.0f, 2.0f}, {2, 2})).item<bool>()) << g;
 }
 
 TEST(Svd, UnderVmap) {
