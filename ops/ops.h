@@ -227,6 +227,18 @@ array tensordot(const array& a, const array& b, int axis = 2, StreamOrDevice s =
 /// Sums the products over axes_a of a paired with axes_b of b.
 array tensordot(const array& a, const array& b, const std::vector<int>& axes_a, const std::vector<int>& axes_b,
                 StreamOrDevice s = {});
+/// Einstein summation, as numpy's and MLX's: "ij,jk->ik" (explicit output), "ij,jk" (implicit: the
+/// letters seen once, sorted), "...ij,...jk" (an ellipsis for leading axes, broadcast), "ii" (a
+/// diagonal). Size-1 axes broadcast. The operands are contracted pair by pair in the order
+/// einsum_path gives (numpy's greedy rule), each pair by one batched matmul where it contracts.
+/// Bad subscripts, a count of operands or axes that does not match, or sizes that do not broadcast
+/// throw std::invalid_argument naming einsum.
+array einsum(const std::string& subscripts, const std::vector<array>& operands, StreamOrDevice s = {});
+/// The contraction order einsum takes (numpy's format: at each step, the positions in the current
+/// list of operands that are contracted; the result goes to the end of the list) and a report of its
+/// cost against contracting everything at once.
+std::pair<std::vector<std::vector<int>>, std::string> einsum_path(const std::string& subscripts,
+                                                                  const std::vector<array>& operands);
 
 // ---- whole-array comparisons (MLX's semantics) ----
 /// |a - b| <= atol + rtol * |b| elementwise, broadcasting; infinities are close only to the same
