@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace bench {
@@ -34,6 +37,40 @@ inline std::vector<int> thread_counts(int argc, char** argv) {
 inline bool quick() {
   const char* q = std::getenv("QUICK");
   return q && *q && std::strcmp(q, "0") != 0;
+}
+
+/// Runs `cmd` (a script timing numpy on the same workloads, one JSON line per workload with "bench"
+/// and "median_ms"), echoes its lines, and prints for each workload and thread count of `loom_ms`
+/// (Loom's medians by {workload, threads}) a "vs_numpy" line with both medians and their ratio:
+/// with `match_threads`, only against the numpy line of the same "threads" (numpy's BLAS threads);
+/// without, against every count (numpy single-threaded). Returns the script's exit status.
+inline int compare_with_numpy(const std::string& cmd, const std::map<std::pair<std::string, int>, double>& loom_ms,
+                              bool match_threads, const char* what) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) {
+    std::fprintf(stderr, "%s: cannot run %s\n", what, cmd.c_str());
+    return 1;
+  }
+  char line[1024];
+  while (std::fgets(line, sizeof line, p)) {
+    std::fputs(line, stdout);
+    char name[128] = {0};
+    double ms = 0;
+    int threads = 1;
+    const char* b = std::strstr(line, "\"bench\": \"");
+    const char* m = std::strstr(line, "\"median_ms\": ");
+    const char* t = std::strstr(line, "\"threads\": ");
+    if (!b || !m || std::sscanf(b + 10, "%127[^\"]", name) != 1 || std::sscanf(m + 13, "%lf", &ms) != 1) continue;
+    if (t) std::sscanf(t + 11, "%d", &threads);
+    for (const auto& [key, loom] : loom_ms) {
+      if (key.first != name || (match_threads && key.second != threads)) continue;
+      std::printf("{\"bench\":\"%s\",\"impl\":\"vs_numpy\",\"threads\":%d,\"loom_ms\":%.4f,\"numpy_ms\":%.4f,"
+                  "\"loom_over_numpy\":%.3f}\n",
+                  name, key.second, loom, ms, loom / ms);
+    }
+    std::fflush(stdout);
+  }
+  return pclose(p) == 0 ? 0 : 1;
 }
 
 }  // namespace bench

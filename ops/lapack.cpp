@@ -62,19 +62,23 @@ int getri(int n, cfloat* a, const int* ipiv, cfloat* work, int lwork) {
   LAPACK_cgetri(&n, a, &lda, ipiv, work, &lwork, &info);
   return info;
 }
-int gesv(int n, int nrhs, float* a, int* ipiv, float* b) {
+// Solves A^T X = B ('T') given getrf's factors of A (A is the transpose of the matrix we solve with).
+int getrs_t(int n, int nrhs, const float* a, const int* ipiv, float* b) {
   int info = 0, ld = std::max(1, n);
-  LAPACK_sgesv(&n, &nrhs, a, &ld, ipiv, b, &ld, &info);
+  const char trans = 'T';
+  LAPACK_sgetrs(&trans, &n, &nrhs, a, &ld, ipiv, b, &ld, &info);
   return info;
 }
-int gesv(int n, int nrhs, double* a, int* ipiv, double* b) {
+int getrs_t(int n, int nrhs, const double* a, const int* ipiv, double* b) {
   int info = 0, ld = std::max(1, n);
-  LAPACK_dgesv(&n, &nrhs, a, &ld, ipiv, b, &ld, &info);
+  const char trans = 'T';
+  LAPACK_dgetrs(&trans, &n, &nrhs, a, &ld, ipiv, b, &ld, &info);
   return info;
 }
-int gesv(int n, int nrhs, cfloat* a, int* ipiv, cfloat* b) {
+int getrs_t(int n, int nrhs, const cfloat* a, const int* ipiv, cfloat* b) {
   int info = 0, ld = std::max(1, n);
-  LAPACK_cgesv(&n, &nrhs, a, &ld, ipiv, b, &ld, &info);
+  const char trans = 'T';
+  LAPACK_cgetrs(&trans, &n, &nrhs, a, &ld, ipiv, b, &ld, &info);
   return info;
 }
 int potrf(char uplo, int n, float* a) {
@@ -110,21 +114,21 @@ int trtri(char uplo, int n, cfloat* a) {
   LAPACK_ctrtri(&uplo, &diag, &n, a, &lda, &info);
   return info;
 }
-int trtrs(char uplo, int n, int nrhs, const float* a, float* b) {
+int trtrs_t(char uplo, int n, int nrhs, const float* a, float* b) {
   int info = 0, ld = std::max(1, n);
-  const char trans = 'N', diag = 'N';
+  const char trans = 'T', diag = 'N';
   LAPACK_strtrs(&uplo, &trans, &diag, &n, &nrhs, a, &ld, b, &ld, &info);
   return info;
 }
-int trtrs(char uplo, int n, int nrhs, const double* a, double* b) {
+int trtrs_t(char uplo, int n, int nrhs, const double* a, double* b) {
   int info = 0, ld = std::max(1, n);
-  const char trans = 'N', diag = 'N';
+  const char trans = 'T', diag = 'N';
   LAPACK_dtrtrs(&uplo, &trans, &diag, &n, &nrhs, a, &ld, b, &ld, &info);
   return info;
 }
-int trtrs(char uplo, int n, int nrhs, const cfloat* a, cfloat* b) {
+int trtrs_t(char uplo, int n, int nrhs, const cfloat* a, cfloat* b) {
   int info = 0, ld = std::max(1, n);
-  const char trans = 'N', diag = 'N';
+  const char trans = 'T', diag = 'N';
   LAPACK_ctrtrs(&uplo, &trans, &diag, &n, &nrhs, a, &ld, b, &ld, &info);
   return info;
 }
@@ -530,9 +534,11 @@ class Inverse : public UnaryPrimitive {
         const T* src = cptr<T>(a) + b * nn;
         T* dst = mptr<T>(out) + b * nn;
         check_finite(op, src, nn, b);
-        to_cols(src, n, n, m.data());
+        // No transposes: the row-major matrix read column-major is A^T, and inv(A^T) read back
+        // row-major is inv(A); A's lower triangle is A^T's upper one.
+        std::memcpy(m.data(), src, sizeof(T) * nn);
         if (tri_) {
-          const int info = trtri(upper_ ? 'U' : 'L', n, m.data());
+          const int info = trtri(upper_ ? 'L' : 'U', n, m.data());
           if (info > 0) fail(op, b, msg("is singular: its diagonal entry ", info - 1, " is zero"));
         } else {
           int info = getrf(n, n, m.data(), ipiv.data());
@@ -540,7 +546,7 @@ class Inverse : public UnaryPrimitive {
           info = getri(n, m.data(), ipiv.data(), work.data(), lwork);
           if (info != 0) fail(op, b, msg("was not inverted (LAPACK's getri info ", info, ")"));
         }
-        from_cols(m.data(), n, n, dst);
+        std::memcpy(dst, m.data(), sizeof(T) * nn);
         if (tri_) {  // the other triangle held the input's entries
           for (int i = 0; i < n; ++i) {
             for (int j = 0; j < n; ++j) {
@@ -592,7 +598,7 @@ const bool kInverseLoads =
 // a (..., n, n) and b (..., n, r) with one batch shape; out (..., n, r).
 class Solve : public UnaryPrimitive {
  public:
-  // triangular: -1 a general matrix (gesv); 0 / 1 a lower / upper triangle (trtrs).
+  // triangular: -1 a general matrix (getrf, getrs); 0 / 1 a lower / upper triangle (trtrs).
   explicit Solve(int triangular) : tri_(triangular) {}
   void save(loom::detail::Writer& w) const override { w.put(tri_); }
   bool is_equivalent(const Primitive& other) const override {
@@ -625,10 +631,17 @@ class Solve : public UnaryPrimitive {
         const T* bs = cptr<T>(rhs) + b * nr;
         check_finite(op, as, nn, b);
         check_finite(op, bs, nr, b);
-        to_cols(as, n, n, m.data());
+        // a read column-major is A^T: factor it as it lies and solve with its transpose ('T'); a
+        // triangle of A is the other triangle of A^T, solved transposed the same way.
+        std::memcpy(m.data(), as, sizeof(T) * nn);
         to_cols(bs, n, r, x.data());
-        const int info = tri_ < 0 ? gesv(n, r, m.data(), ipiv.data(), x.data())
-                                  : trtrs(tri_ ? 'U' : 'L', n, r, m.data(), x.data());
+        int info = 0;
+        if (tri_ < 0) {
+          info = getrf(n, n, m.data(), ipiv.data());
+          if (info == 0) info = getrs_t(n, r, m.data(), ipiv.data(), x.data());
+        } else {
+          info = trtrs_t(tri_ ? 'L' : 'U', n, r, m.data(), x.data());
+        }
         if (info > 0) {
           fail(op, b, tri_ < 0 ? msg("is singular: U[", info - 1, ", ", info - 1, "] of its LU factorization is zero")
                                : msg("is singular: its diagonal entry ", info - 1, " is zero"));
@@ -704,12 +717,15 @@ class Cholesky : public UnaryPrimitive {
         const T* src = cptr<T>(a) + b * nn;
         T* dst = mptr<T>(out) + b * nn;
         check_finite("cholesky", src, nn, b);
-        to_cols(src, n, n, m.data());
-        const int info = potrf(upper_ ? 'U' : 'L', n, m.data());
+        // No transposes: the row-major matrix read column-major is A^T, whose upper triangle is A's
+        // lower one (conj(A) for a Hermitian A), and the factor U of A^T = U^H U, read back row-major,
+        // is U^T = L with A = L L^H. OpenBLAS's 'U' is also the faster of its two.
+        std::memcpy(m.data(), src, sizeof(T) * nn);
+        const int info = potrf(upper_ ? 'L' : 'U', n, m.data());
         if (info > 0) {
           fail("cholesky", b, msg("is not positive definite (its leading minor of order ", info, " is not)"));
         }
-        from_cols(m.data(), n, n, dst);
+        std::memcpy(dst, m.data(), sizeof(T) * nn);
         for (int i = 0; i < n; ++i) {  // the other triangle held the input's entries
           for (int j = 0; j < n; ++j) {
             if (upper_ ? j < i : j > i) dst[size_t(i) * n + j] = T(0);
@@ -786,7 +802,10 @@ class Eigh : public Primitive {
     by_dtype(a.dtype(), [&](auto tag) {
       using T = decltype(tag);
       using R = real_t<T>;
-      const char jobz = vectors_ ? 'V' : 'N', uplo = upper_ ? 'U' : 'L';
+      // No transpose in: the row-major matrix read column-major is A^T (= A, or conj(A) for a
+      // Hermitian A, whose eigenvectors are the conjugates of A's), and A's lower triangle is A^T's
+      // upper one.
+      const char jobz = vectors_ ? 'V' : 'N', uplo = upper_ ? 'L' : 'U';
       std::vector<T> m(nn);
       T wq{};
       R rq{};
@@ -801,12 +820,18 @@ class Eigh : public Primitive {
       for (size_t b = 0; b < batch; ++b) {
         const T* src = cptr<T>(a) + b * nn;
         check_finite(op, src, nn, b);
-        to_cols(src, n, n, m.data());
+        std::memcpy(m.data(), src, sizeof(T) * nn);
         const int info = syevd(jobz, uplo, n, m.data(), mptr<R>(outputs[0]) + b * n, work.data(), int(work.size()),
                                rwork.data(), int(rwork.size()), iwork.data(), int(iwork.size()));
         if (info != 0) fail(op, b, msg("was not diagonalized: LAPACK's syevd ", info > 0 ? "did not converge" : "failed",
                                        " (info ", info, ")"));
-        if (vectors_) from_cols(m.data(), n, n, mptr<T>(outputs[1]) + b * nn);
+        if (vectors_) {
+          T* v = mptr<T>(outputs[1]) + b * nn;
+          from_cols(m.data(), n, n, v);
+          if constexpr (std::is_same_v<T, cfloat>) {
+            for (size_t i = 0; i < nn; ++i) v[i] = std::conj(v[i]);
+          }
+        }
       }
     });
   }
@@ -1142,7 +1167,7 @@ class Slogdet : public Primitive {
           if (n > 0) {
             const T* src = cptr<T>(a) + b * nn;
             check_finite("slogdet", src, nn, b);
-            to_cols(src, n, n, c.data());
+            std::memcpy(c.data(), src, sizeof(T) * nn);  // det(A^T) = det(A)
             if (getrf(n, n, c.data(), ipiv.data()) < 0) fail("slogdet", b, "was not factored");
             for (int i = 0; i < n; ++i) {
               const T u = c[size_t(i) * n + i];

@@ -90,7 +90,7 @@ std::vector<array> lu(const array& a, StreamOrDevice s = {});
 std::pair<array, array> lu_factor(const array& a, StreamOrDevice s = {});
 
 /// x with a x = b for square a (..., n, n): b (..., n, k), or b (n) a vector (then x is (..., n)).
-/// The batch axes broadcast. LU with partial pivoting (gesv), or for solve_triangular the lower (or
+/// The batch axes broadcast. LU with partial pivoting (getrf, getrs), or for solve_triangular the lower (or
 /// `upper`) triangle of a alone (trtrs).
 array solve(const array& a, const array& b, StreamOrDevice s = {});
 array solve_triangular(const array& a, const array& b, bool upper = false, StreamOrDevice s = {});
