@@ -6,6 +6,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "loom/core/allocator.h"
 #include "loom/core/eval.h"
 #include "loom/core/loops.h"
 #include "loom/core/primitive.h"
@@ -138,7 +139,13 @@ struct FusedGroup {
     int slot = -1;                // the block it is read from (-1: the leaf in place)
     bool gather = false;          // the leaf is gathered into the slot for every block
   };
-  size_t n = 0;                                        // elements of the root
+  size_t n = 0;                                        // elements computed: the root's, or its data's
+  // The root takes the layout of `like` (a leaf), computed over its data_size elements, when every
+  // leaf that is not a scalar shares that layout and it is not row-major (a transposed or broadcast
+  // layout): as the unfused kernels give their output their input's layout (kernels::alloc_like).
+  // Else the root is row-major. Either way the root's layout is the one unfused kernels give it, so
+  // what reads it (a reduction, whose order follows the layout) computes the same bits fused or not.
+  const array* like = nullptr;
   std::vector<const Primitive*> prims;                 // by member
   std::vector<Input> srcs;                             // the members' inputs, member after member
   std::vector<Dtype> dtypes;                           // by input
@@ -155,25 +162,56 @@ struct FusedGroup {
 namespace {
 
 enum LeafKind : uint8_t { kDirect, kScalar, kGathered };
-LeafKind leaf_kind(const array& in, size_t n) {
-  if (in.flags().row_contiguous && in.data_size() == n) return kDirect;
+// How a leaf is read when n elements are computed: in place (row-major with n elements, or in the
+// shared layout, whose data has n elements), as one value spread over a block, or gathered.
+LeafKind leaf_kind(const array& in, size_t n, bool shared) {
+  if ((in.flags().row_contiguous || (shared && in.flags().contiguous)) && in.data_size() == n) return kDirect;
   return in.data_size() == 1 ? kScalar : kGathered;
 }
 
-bool still_fits(const FusedGroup& g, size_t n) {
-  if (g.n != n) return false;
+// The leaf whose layout the root takes (FusedGroup::like), or null for row-major.
+const array* shared_layout(const std::vector<array>& tape, const std::vector<int>& members, const FusionPlan& plan,
+                           const std::unordered_map<const Node*, int>& index) {
+  const array& root = tape[members.back()];
+  if (root.is_placed() || root.size() <= 1) return nullptr;
+  const array* like = nullptr;
+  const array* first = nullptr;
+  for (int k : members) {
+    for (const auto& in : tape[k].inputs()) {
+      auto it = in.is_evaluated() ? index.end() : index.find(in.node_id());
+      if (it != index.end() && plan.member[it->second] >= 0) continue;  // another member
+      if (!first) first = &in;
+      if (in.data_size() == 1) continue;
+      if (!in.flags().contiguous) return nullptr;
+      if (!like) {
+        like = &in;
+      } else if (in.strides() != like->strides() || in.data_size() != like->data_size()) {
+        return nullptr;
+      }
+    }
+  }
+  if (!like) like = first;  // scalars only: the first one's (broadcast) layout
+  return like && like->flags().contiguous && !like->flags().row_contiguous ? like : nullptr;
+}
+
+bool still_fits(const FusedGroup& g, const array* like, size_t n) {
+  if ((g.like == nullptr) != (like == nullptr) || g.n != n) return false;
+  if (like && (like->strides() != g.like->strides() || like->flags().row_contiguous != g.like->flags().row_contiguous)) {
+    return false;
+  }
   for (size_t i = 0; i < g.leaves.size(); ++i) {
-    if (leaf_kind(*g.leaves[i], n) != g.kinds[i]) return false;
+    if (leaf_kind(*g.leaves[i], n, like != nullptr) != g.kinds[i]) return false;
   }
   return true;
 }
 
 void make_group(FusedGroup& g, const std::vector<array>& tape, const std::vector<int>& members,
-                const FusionPlan& plan, const std::unordered_map<const Node*, int>& index) {
+                const FusionPlan& plan, const std::unordered_map<const Node*, int>& index, const array* like,
+                size_t n) {
   const int m = static_cast<int>(members.size());
-  const size_t n = tape[members.back()].size();
   g = FusedGroup{};
   g.n = n;
+  g.like = like;
   g.first.assign(m + 1, 0);
   g.out_slot.assign(m, -1);
   std::vector<int> free_slots, release;
@@ -204,7 +242,7 @@ void make_group(FusedGroup& g, const std::vector<array>& tape, const std::vector
         release.push_back(src.slot);
       } else {
         src.leaf = &in;
-        const LeafKind kind = leaf_kind(in, n);
+        const LeafKind kind = leaf_kind(in, n, like != nullptr);
         const bool first_read = add_leaf(in, kind);
         if (kind == kDirect) {
           if (first_read) g.direct_leaves.push_back(&in);
@@ -244,7 +282,8 @@ void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
   const std::vector<int>& members = plan.groups[root_pos];
   const int m = static_cast<int>(members.size());
   array& root = tape[members.back()];
-  const size_t n = root.size();
+  const array* like = shared_layout(tape, members, plan, index);
+  const size_t n = like ? like->data_size() : root.size();
 
   // A program's run keeps its groups' plans (the graph stays); eval's plans its groups afresh.
   FusedGroup local;
@@ -254,14 +293,14 @@ void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
     auto& kept = plan.runs[root_pos];
     if (!kept) kept = std::make_shared<FusedGroup>();
     gp = kept.get();
-    if (!still_fits(*gp, n)) make_group(*gp, tape, members, plan, index);
+    if (!still_fits(*gp, like, n)) make_group(*gp, tape, members, plan, index, like, n);
   } else {
-    make_group(local, tape, members, plan, index);
+    make_group(local, tape, members, plan, index, like, n);
   }
   const FusedGroup& g = *gp;
 
-  // The root's buffer: its placement, else a row-contiguous leaf read by nothing but this group (every
-  // handle to it is one of the members' input slots), else a new one.
+  // The root's buffer: its placement, else a leaf read in place by nothing but this group (every
+  // handle to it is one of the members' input slots), else a new one (in the shared layout, if any).
   if (!root.is_placed() && !g.direct_leaves.empty()) {
     std::unordered_map<std::uintptr_t, long> refs;  // leaves' slots in the group, counted when needed
     auto group_slots = [&](const array* leaf) -> long {
@@ -279,6 +318,9 @@ void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
       if (leaf->data_shared_ptr().use_count() != 1) continue;
       if (root.take_buffer(*leaf, group_slots(leaf))) break;
     }
+  }
+  if (like && !root.is_placed()) {
+    root.set_data(allocator::malloc(n * root.itemsize()), n, like->strides(), like->flags());
   }
   root.alloc();  // keeps a placed or donated buffer
 

@@ -1462,6 +1462,64 @@ def scale_matmul(ts, dts, p):
 Op("matmul", gen_matmul, ref_matmul, scale=scale_matmul)
 
 
+# einsum: random subscripts over 1 to 3 operands: shared letters (contractions and batch axes), a
+# letter repeated in one operand (a diagonal), an ellipsis, size-1 axes against longer ones, explicit
+# and implicit outputs. Loom lowers to diagonal / sum / matmul / multiply; torch.einsum is the value.
+def gen_einsum(g, big):
+    dt = g.r.choice(["float32", "float64", "float32", "float16"])
+    pool = "abcdef"
+    sizes = {c: g.r.choice([1, 2, 3, 4, 5] if not big else [16, 32, 48]) for c in pool}
+    n_ops = g.r.choice([1, 2, 2, 2, 3, 3])
+    terms = []
+    for _ in range(n_ops):
+        k = g.r.randint(0 if n_ops > 1 else 1, 3)
+        terms.append("".join(g.r.choice(pool[:4]) for _ in range(k)))
+    ell = g.r.random() < 0.15
+    ell_shape = [g.r.choice([1, 2, 3]) for _ in range(g.r.randint(1, 2))] if ell else []
+    shapes = []
+    for t in terms:
+        shape = []
+        for c in t:
+            # A size-1 axis sometimes, where the letter is longer elsewhere (broadcast).
+            shape.append(1 if (g.r.random() < 0.1 and not big) else sizes[c])
+        # A repeated letter's axes must have one size.
+        seen = {}
+        for i, c in enumerate(t):
+            if c in seen:
+                shape[i] = shape[seen[c]]
+            else:
+                seen[c] = i
+        shapes.append(shape)
+    subs = ["..." + t if ell and g.r.random() < 0.7 else t for t in terms]
+    shapes = [(ell_shape[-g.r.randint(0, len(ell_shape)):] if s.startswith("...") else []) + sh
+              for s, sh in zip(subs, shapes)]
+    letters = sorted(set("".join(terms)))
+    if g.r.random() < 0.5:
+        keep = [c for c in letters if g.r.random() < 0.5]
+        g.r.shuffle(keep)
+        out = ("..." if any(s.startswith("...") for s in subs) else "") + "".join(keep)
+        sub = ",".join(subs) + "->" + out
+    else:
+        sub = ",".join(subs)
+    return [make_input(g, dt, sh, special=False) for sh in shapes], {"subscripts": sub}
+
+
+def ref_einsum(ts, dts, p):
+    d = dts[0]
+    for x in dts[1:]:
+        d = promote(d, x)
+    args = [cast(t, dt, "float64") for t, dt in zip(ts, dts)]
+    return [(torch.einsum(p["subscripts"], *args), d)]
+
+
+def scale_einsum(ts, dts, p):
+    args = [cast(t, dt, "float64").abs() for t, dt in zip(ts, dts)]
+    return torch.einsum(p["subscripts"], *args)
+
+
+Op("einsum", gen_einsum, ref_einsum, scale=scale_einsum)
+
+
 # Indexing and sorting.
 def gen_take(g, big):
     dt = pick_dtype(g)

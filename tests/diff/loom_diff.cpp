@@ -161,6 +161,7 @@ const std::map<std::string, Op>& ops() {
     BINARY(bitwise_and) BINARY(bitwise_or) BINARY(bitwise_xor) BINARY(left_shift) BINARY(right_shift)
     BINARY(matmul) BINARY(outer) BINARY(inner)
 #undef BINARY
+    t["einsum"] = one([](const Args& x, const json& p) { return einsum(p["subscripts"].get<std::string>(), x); });
     t["where"] = one([](const Args& x, const json&) { return where(x[0], x[1], x[2]); });
     t["clip"] = one([](const Args& x, const json& p) {
       const bool lo = p.value("lo", true), hi = p.value("hi", true);
