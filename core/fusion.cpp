@@ -146,6 +146,8 @@ struct FusedGroup {
   // Else the root is row-major. Either way the root's layout is the one unfused kernels give it, so
   // what reads it (a reduction, whose order follows the layout) computes the same bits fused or not.
   const array* like = nullptr;
+  // The group's distinct leaves, first read first: the graph's, so a program finds them once.
+  std::vector<const array*> distinct;
   std::vector<const Primitive*> prims;                 // by member
   std::vector<Input> srcs;                             // the members' inputs, member after member
   std::vector<Dtype> dtypes;                           // by input
@@ -169,36 +171,44 @@ LeafKind leaf_kind(const array& in, size_t n, bool shared) {
   return in.data_size() == 1 ? kScalar : kGathered;
 }
 
-// The leaf whose layout the root takes (FusedGroup::like), or null for row-major.
-const array* shared_layout(const std::vector<array>& tape, const std::vector<int>& members, const FusionPlan& plan,
-                           const std::unordered_map<const Node*, int>& index) {
-  const array& root = tape[members.back()];
-  if (root.is_placed() || root.size() <= 1) return nullptr;
-  const array* like = nullptr;
-  const array* first = nullptr;
+// The group's leaves (inputs that are not members), each once, in the order the members read them.
+std::vector<const array*> distinct_leaves(const std::vector<array>& tape, const std::vector<int>& members,
+                                          const FusionPlan& plan, const std::unordered_map<const Node*, int>& index) {
+  std::vector<const array*> out;
   for (int k : members) {
     for (const auto& in : tape[k].inputs()) {
       auto it = in.is_evaluated() ? index.end() : index.find(in.node_id());
       if (it != index.end() && plan.member[it->second] >= 0) continue;  // another member
-      if (!first) first = &in;
-      if (in.data_size() == 1) continue;
-      if (!in.flags().contiguous) return nullptr;
-      if (!like) {
-        like = &in;
-      } else if (in.strides() != like->strides() || in.data_size() != like->data_size()) {
-        return nullptr;
-      }
+      bool seen = false;
+      for (const array* l : out) seen = seen || l->id() == in.id();
+      if (!seen) out.push_back(&in);
     }
   }
-  if (!like) like = first;  // scalars only: the first one's (broadcast) layout
-  return like && like->flags().contiguous && !like->flags().row_contiguous ? like : nullptr;
+  return out;
 }
 
+// The leaf whose layout the root takes (FusedGroup::like), or null for row-major.
+const array* shared_layout(const std::vector<const array*>& leaves, const array& root) {
+  if (root.is_placed() || root.size() <= 1 || leaves.empty()) return nullptr;
+  const array* like = nullptr;
+  for (const array* in : leaves) {
+    if (in->data_size() == 1) continue;
+    if (!in->flags().contiguous) return nullptr;
+    if (!like) {
+      like = in;
+    } else if (in->strides() != like->strides() || in->data_size() != like->data_size()) {
+      return nullptr;
+    }
+  }
+  if (!like) like = leaves.front();  // scalars only: the first one's (broadcast) layout
+  return like->flags().contiguous && !like->flags().row_contiguous ? like : nullptr;
+}
+
+// Whether a kept plan still serves this run: the same mode (shared layout or row-major), the same
+// count, each leaf read the same way. (Which shared layout does not matter: leaves in it are read
+// in place, and the root takes it when the run allocates.)
 bool still_fits(const FusedGroup& g, const array* like, size_t n) {
   if ((g.like == nullptr) != (like == nullptr) || g.n != n) return false;
-  if (like && (like->strides() != g.like->strides() || like->flags().row_contiguous != g.like->flags().row_contiguous)) {
-    return false;
-  }
   for (size_t i = 0; i < g.leaves.size(); ++i) {
     if (leaf_kind(*g.leaves[i], n, like != nullptr) != g.kinds[i]) return false;
   }
@@ -209,7 +219,9 @@ void make_group(FusedGroup& g, const std::vector<array>& tape, const std::vector
                 const FusionPlan& plan, const std::unordered_map<const Node*, int>& index, const array* like,
                 size_t n) {
   const int m = static_cast<int>(members.size());
+  std::vector<const array*> distinct = std::move(g.distinct);
   g = FusedGroup{};
+  g.distinct = std::move(distinct);
   g.n = n;
   g.like = like;
   g.first.assign(m + 1, 0);
@@ -282,8 +294,6 @@ void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
   const std::vector<int>& members = plan.groups[root_pos];
   const int m = static_cast<int>(members.size());
   array& root = tape[members.back()];
-  const array* like = shared_layout(tape, members, plan, index);
-  const size_t n = like ? like->data_size() : root.size();
 
   // A program's run keeps its groups' plans (the graph stays); eval's plans its groups afresh.
   FusedGroup local;
@@ -291,12 +301,17 @@ void run_fused(std::vector<array>& tape, const FusionPlan& plan, int root_pos,
   if (kept_refs) {
     if (plan.runs.size() != plan.groups.size()) plan.runs.resize(plan.groups.size());
     auto& kept = plan.runs[root_pos];
-    if (!kept) kept = std::make_shared<FusedGroup>();
+    if (!kept) {
+      kept = std::make_shared<FusedGroup>();
+      kept->distinct = distinct_leaves(tape, members, plan, index);
+    }
     gp = kept.get();
-    if (!still_fits(*gp, like, n)) make_group(*gp, tape, members, plan, index, like, n);
   } else {
-    make_group(local, tape, members, plan, index, like, n);
+    local.distinct = distinct_leaves(tape, members, plan, index);
   }
+  const array* like = shared_layout(gp->distinct, root);
+  const size_t n = like ? like->data_size() : root.size();
+  if (!kept_refs || !still_fits(*gp, like, n)) make_group(*gp, tape, members, plan, index, like, n);
   const FusedGroup& g = *gp;
 
   // The root's buffer: its placement, else a leaf read in place by nothing but this group (every

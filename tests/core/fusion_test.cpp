@@ -72,6 +72,41 @@ TEST(Fusion, RandomGraphsAreBitIdenticalToTheUnfusedPath) {
   }
 }
 
+TEST(Fusion, AGroupTakesTheLayoutTheUnfusedKernelsGive) {
+  // Unfused kernels give an output their input's layout (transposed, or broadcast with stride-0
+  // axes); a fused group gives its root the same. With mixed layouts the fused root is row-major
+  // and the unfused one whatever donation gave it: a reduction of either still sums the same bits
+  // (Reduce sums a non-row-major input as its row-major copy).
+  const array base = astype(loom::testing::lcg_uniform({40, 1, 30}, -2, 2, 5), float32);
+  const array other = astype(loom::testing::lcg_uniform({30, 40}, -2, 2, 6), float32);
+  const std::vector<std::pair<const char*, std::function<std::vector<array>()>>> inputs = {
+      {"transposed", [&] { return std::vector<array>{transpose(other), transpose(other)}; }},
+      {"broadcast", [&] { return std::vector<array>{broadcast_to(base, {40, 7, 30}), broadcast_to(base, {40, 7, 30})}; }},
+      {"mixed", [&] { return std::vector<array>{transpose(other), contiguous(transpose(other))}; }},
+  };
+  auto chain = [](const std::vector<array>& in) { return square(subtract(multiply(in[0], array(1.5f)), in[1] * 0.25f)); };
+  for (const auto& [name, make] : inputs) {
+    SCOPED_TRACE(name);
+    const std::vector<array> in = make();
+    eval(in);
+    array fused = chain(in);
+    array fused_sum = sum(fused);
+    eval(fused, fused_sum);
+    auto [plain, plain_sum] = [&] {
+      FusionOff off;
+      array y = chain(in), total = sum(y);
+      eval(y, total);
+      return std::make_pair(y, total);
+    }();
+    if (std::string(name) != "mixed") {  // (mixed: unfused, donation picks the layout)
+      EXPECT_EQ(fused.strides(), plain.strides());
+      EXPECT_EQ(fused.data_size(), plain.data_size());
+    }
+    EXPECT_TRUE(array_equal(fused, plain).item<bool>());
+    EXPECT_EQ(fused_sum.item<float>(), plain_sum.item<float>());
+  }
+}
+
 TEST(Fusion, AChainMaterializesOnlyItsResult) {
   clear_cache();
   const int n = 1 << 20;
