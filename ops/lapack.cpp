@@ -14,6 +14,7 @@
 #include <lapack.h>
 
 #include "loom/core/copy.h"
+#include "loom/core/loops.h"
 #include "loom/core/primitive.h"
 #include "loom/core/serialize.h"
 #include "loom/ops/batching.h"
@@ -259,6 +260,15 @@ size_t batch_count(const Shape& s) {
 template <typename T>
 void check_finite(const char* op, const T* p, size_t count, size_t b) {
   if (!all_finite(p, count)) fail(op, b, "holds NaN or infinity");
+}
+
+// Runs f(b0, b1) over the matrices [0, batch) of a stack, split across Loom's threads when there are
+// enough of them for the work: LAPACK runs single-threaded in Loom (core/threads.cpp keeps OpenBLAS at
+// one thread and splits products itself), so a batch is where a factorization's parallelism is.
+template <typename F>
+void for_each_matrix(size_t batch, int64_t flops_each, F&& f) {
+  const size_t threshold = std::max<size_t>(2, size_t((int64_t(1) << 18) / std::max<int64_t>(flops_each, 1)));
+  kernels::parallel_for(batch, f, threshold);
 }
 
 // ---- shape and dtype checks when an op is built ----
@@ -520,41 +530,43 @@ class Inverse : public UnaryPrimitive {
     if (nn == 0) return;
     by_dtype(a.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      const char* op = tri_ ? "tri_inv" : "inv";
-      std::vector<T> m(nn), work;
-      std::vector<int> ipiv(n);
-      int lwork = 1;
-      if (!tri_) {
-        T query{};
-        if (getri(n, m.data(), ipiv.data(), &query, -1) != 0) throw std::runtime_error("[linalg::inv] workspace query failed");
-        lwork = lwork_of(query);
-        work.resize(size_t(lwork));
-      }
-      for (size_t b = 0; b < batch; ++b) {
-        const T* src = cptr<T>(a) + b * nn;
-        T* dst = mptr<T>(out) + b * nn;
-        check_finite(op, src, nn, b);
-        // No transposes: the row-major matrix read column-major is A^T, and inv(A^T) read back
-        // row-major is inv(A); A's lower triangle is A^T's upper one.
-        std::memcpy(m.data(), src, sizeof(T) * nn);
-        if (tri_) {
-          const int info = trtri(upper_ ? 'L' : 'U', n, m.data());
-          if (info > 0) fail(op, b, msg("is singular: its diagonal entry ", info - 1, " is zero"));
-        } else {
-          int info = getrf(n, n, m.data(), ipiv.data());
-          if (info > 0) fail(op, b, msg("is singular: U[", info - 1, ", ", info - 1, "] of its LU factorization is zero"));
-          info = getri(n, m.data(), ipiv.data(), work.data(), lwork);
-          if (info != 0) fail(op, b, msg("was not inverted (LAPACK's getri info ", info, ")"));
+      for_each_matrix(batch, int64_t(n) * n * n, [&](size_t b0, size_t b1) {
+        const char* op = tri_ ? "tri_inv" : "inv";
+        std::vector<T> m(nn), work;
+        std::vector<int> ipiv(n);
+        int lwork = 1;
+        if (!tri_) {
+          T query{};
+          if (getri(n, m.data(), ipiv.data(), &query, -1) != 0) throw std::runtime_error("[linalg::inv] workspace query failed");
+          lwork = lwork_of(query);
+          work.resize(size_t(lwork));
         }
-        std::memcpy(dst, m.data(), sizeof(T) * nn);
-        if (tri_) {  // the other triangle held the input's entries
-          for (int i = 0; i < n; ++i) {
-            for (int j = 0; j < n; ++j) {
-              if (upper_ ? j < i : j > i) dst[size_t(i) * n + j] = T(0);
+        for (size_t b = b0; b < b1; ++b) {
+          const T* src = cptr<T>(a) + b * nn;
+          T* dst = mptr<T>(out) + b * nn;
+          check_finite(op, src, nn, b);
+          // No transposes: the row-major matrix read column-major is A^T, and inv(A^T) read back
+          // row-major is inv(A); A's lower triangle is A^T's upper one.
+          std::memcpy(m.data(), src, sizeof(T) * nn);
+          if (tri_) {
+            const int info = trtri(upper_ ? 'L' : 'U', n, m.data());
+            if (info > 0) fail(op, b, msg("is singular: its diagonal entry ", info - 1, " is zero"));
+          } else {
+            int info = getrf(n, n, m.data(), ipiv.data());
+            if (info > 0) fail(op, b, msg("is singular: U[", info - 1, ", ", info - 1, "] of its LU factorization is zero"));
+            info = getri(n, m.data(), ipiv.data(), work.data(), lwork);
+            if (info != 0) fail(op, b, msg("was not inverted (LAPACK's getri info ", info, ")"));
+          }
+          std::memcpy(dst, m.data(), sizeof(T) * nn);
+          if (tri_) {  // the other triangle held the input's entries
+            for (int i = 0; i < n; ++i) {
+              for (int j = 0; j < n; ++j) {
+                if (upper_ ? j < i : j > i) dst[size_t(i) * n + j] = T(0);
+              }
             }
           }
         }
-      }
+      });
     });
   }
   // Y = A^-1: dY = -Y dA Y, Abar = -Y^H Ybar Y^H; a triangular inverse reads (and so differentiates
@@ -624,31 +636,33 @@ class Solve : public UnaryPrimitive {
     const char* op = tri_ < 0 ? "solve" : "solve_triangular";
     by_dtype(a.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      std::vector<T> m(nn), x(nr);
-      std::vector<int> ipiv(n);
-      for (size_t b = 0; b < batch; ++b) {
-        const T* as = cptr<T>(a) + b * nn;
-        const T* bs = cptr<T>(rhs) + b * nr;
-        check_finite(op, as, nn, b);
-        check_finite(op, bs, nr, b);
-        // a read column-major is A^T: factor it as it lies and solve with its transpose ('T'); a
-        // triangle of A is the other triangle of A^T, solved transposed the same way.
-        std::memcpy(m.data(), as, sizeof(T) * nn);
-        to_cols(bs, n, r, x.data());
-        int info = 0;
-        if (tri_ < 0) {
-          info = getrf(n, n, m.data(), ipiv.data());
-          if (info == 0) info = getrs_t(n, r, m.data(), ipiv.data(), x.data());
-        } else {
-          info = trtrs_t(tri_ ? 'L' : 'U', n, r, m.data(), x.data());
+      for_each_matrix(batch, int64_t(n) * n * (n + r), [&](size_t b0, size_t b1) {
+        std::vector<T> m(nn), x(nr);
+        std::vector<int> ipiv(n);
+        for (size_t b = b0; b < b1; ++b) {
+          const T* as = cptr<T>(a) + b * nn;
+          const T* bs = cptr<T>(rhs) + b * nr;
+          check_finite(op, as, nn, b);
+          check_finite(op, bs, nr, b);
+          // a read column-major is A^T: factor it as it lies and solve with its transpose ('T'); a
+          // triangle of A is the other triangle of A^T, solved transposed the same way.
+          std::memcpy(m.data(), as, sizeof(T) * nn);
+          to_cols(bs, n, r, x.data());
+          int info = 0;
+          if (tri_ < 0) {
+            info = getrf(n, n, m.data(), ipiv.data());
+            if (info == 0) info = getrs_t(n, r, m.data(), ipiv.data(), x.data());
+          } else {
+            info = trtrs_t(tri_ ? 'L' : 'U', n, r, m.data(), x.data());
+          }
+          if (info > 0) {
+            fail(op, b, tri_ < 0 ? msg("is singular: U[", info - 1, ", ", info - 1, "] of its LU factorization is zero")
+                                 : msg("is singular: its diagonal entry ", info - 1, " is zero"));
+          }
+          if (info < 0) fail(op, b, msg("was not solved (LAPACK info ", info, ")"));
+          from_cols(x.data(), n, r, mptr<T>(out) + b * nr);
         }
-        if (info > 0) {
-          fail(op, b, tri_ < 0 ? msg("is singular: U[", info - 1, ", ", info - 1, "] of its LU factorization is zero")
-                               : msg("is singular: its diagonal entry ", info - 1, " is zero"));
-        }
-        if (info < 0) fail(op, b, msg("was not solved (LAPACK info ", info, ")"));
-        from_cols(x.data(), n, r, mptr<T>(out) + b * nr);
-      }
+      });
     });
   }
   // X = A^-1 B: Bbar = A^-H Xbar, Abar = -Bbar X^H; dX = A^-1 (dB - dA X). A triangle's solve reads
@@ -712,26 +726,28 @@ class Cholesky : public UnaryPrimitive {
     if (nn == 0) return;
     by_dtype(a.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      std::vector<T> m(nn);
-      for (size_t b = 0; b < batch; ++b) {
-        const T* src = cptr<T>(a) + b * nn;
-        T* dst = mptr<T>(out) + b * nn;
-        check_finite("cholesky", src, nn, b);
-        // No transposes: the row-major matrix read column-major is A^T, whose upper triangle is A's
-        // lower one (conj(A) for a Hermitian A), and the factor U of A^T = U^H U, read back row-major,
-        // is U^T = L with A = L L^H. OpenBLAS's 'U' is also the faster of its two.
-        std::memcpy(m.data(), src, sizeof(T) * nn);
-        const int info = potrf(upper_ ? 'L' : 'U', n, m.data());
-        if (info > 0) {
-          fail("cholesky", b, msg("is not positive definite (its leading minor of order ", info, " is not)"));
-        }
-        std::memcpy(dst, m.data(), sizeof(T) * nn);
-        for (int i = 0; i < n; ++i) {  // the other triangle held the input's entries
-          for (int j = 0; j < n; ++j) {
-            if (upper_ ? j < i : j > i) dst[size_t(i) * n + j] = T(0);
+      for_each_matrix(batch, int64_t(n) * n * n, [&](size_t b0, size_t b1) {
+        std::vector<T> m(nn);
+        for (size_t b = b0; b < b1; ++b) {
+          const T* src = cptr<T>(a) + b * nn;
+          T* dst = mptr<T>(out) + b * nn;
+          check_finite("cholesky", src, nn, b);
+          // No transposes: the row-major matrix read column-major is A^T, whose upper triangle is A's
+          // lower one (conj(A) for a Hermitian A), and the factor U of A^T = U^H U, read back row-major,
+          // is U^T = L with A = L L^H. OpenBLAS's 'U' is also the faster of its two.
+          std::memcpy(m.data(), src, sizeof(T) * nn);
+          const int info = potrf(upper_ ? 'L' : 'U', n, m.data());
+          if (info > 0) {
+            fail("cholesky", b, msg("is not positive definite (its leading minor of order ", info, " is not)"));
+          }
+          std::memcpy(dst, m.data(), sizeof(T) * nn);
+          for (int i = 0; i < n; ++i) {  // the other triangle held the input's entries
+            for (int j = 0; j < n; ++j) {
+              if (upper_ ? j < i : j > i) dst[size_t(i) * n + j] = T(0);
+            }
           }
         }
-      }
+      });
     });
   }
   // A = L L^T read from one triangle. With L's cotangent Lbar: G = sym(L^-T Phi(L^T Lbar) L^-1) is
@@ -802,37 +818,39 @@ class Eigh : public Primitive {
     by_dtype(a.dtype(), [&](auto tag) {
       using T = decltype(tag);
       using R = real_t<T>;
-      // No transpose in: the row-major matrix read column-major is A^T (= A, or conj(A) for a
-      // Hermitian A, whose eigenvectors are the conjugates of A's), and A's lower triangle is A^T's
-      // upper one.
-      const char jobz = vectors_ ? 'V' : 'N', uplo = upper_ ? 'L' : 'U';
-      std::vector<T> m(nn);
-      T wq{};
-      R rq{};
-      int iq = 0;
-      if (syevd(jobz, uplo, n, m.data(), nullptr, &wq, -1, &rq, -1, &iq, -1) != 0) {
-        throw std::runtime_error("[linalg::eigh] LAPACK's workspace query failed");
-      }
-      std::vector<T> work(size_t(lwork_of(wq)));
-      std::vector<R> rwork(std::max<size_t>(1, size_t(std::max(R(1), rq))));
-      std::vector<int> iwork(size_t(std::max(1, iq)));
-      const char* op = vectors_ ? "eigh" : "eigvalsh";
-      for (size_t b = 0; b < batch; ++b) {
-        const T* src = cptr<T>(a) + b * nn;
-        check_finite(op, src, nn, b);
-        std::memcpy(m.data(), src, sizeof(T) * nn);
-        const int info = syevd(jobz, uplo, n, m.data(), mptr<R>(outputs[0]) + b * n, work.data(), int(work.size()),
-                               rwork.data(), int(rwork.size()), iwork.data(), int(iwork.size()));
-        if (info != 0) fail(op, b, msg("was not diagonalized: LAPACK's syevd ", info > 0 ? "did not converge" : "failed",
-                                       " (info ", info, ")"));
-        if (vectors_) {
-          T* v = mptr<T>(outputs[1]) + b * nn;
-          from_cols(m.data(), n, n, v);
-          if constexpr (std::is_same_v<T, cfloat>) {
-            for (size_t i = 0; i < nn; ++i) v[i] = std::conj(v[i]);
+      for_each_matrix(batch, int64_t(n) * n * n * 4, [&](size_t b0, size_t b1) {
+        // No transpose in: the row-major matrix read column-major is A^T (= A, or conj(A) for a
+        // Hermitian A, whose eigenvectors are the conjugates of A's), and A's lower triangle is A^T's
+        // upper one.
+        const char jobz = vectors_ ? 'V' : 'N', uplo = upper_ ? 'L' : 'U';
+        std::vector<T> m(nn);
+        T wq{};
+        R rq{};
+        int iq = 0;
+        if (syevd(jobz, uplo, n, m.data(), nullptr, &wq, -1, &rq, -1, &iq, -1) != 0) {
+          throw std::runtime_error("[linalg::eigh] LAPACK's workspace query failed");
+        }
+        std::vector<T> work(size_t(lwork_of(wq)));
+        std::vector<R> rwork(std::max<size_t>(1, size_t(std::max(R(1), rq))));
+        std::vector<int> iwork(size_t(std::max(1, iq)));
+        const char* op = vectors_ ? "eigh" : "eigvalsh";
+        for (size_t b = b0; b < b1; ++b) {
+          const T* src = cptr<T>(a) + b * nn;
+          check_finite(op, src, nn, b);
+          std::memcpy(m.data(), src, sizeof(T) * nn);
+          const int info = syevd(jobz, uplo, n, m.data(), mptr<R>(outputs[0]) + b * n, work.data(), int(work.size()),
+                                 rwork.data(), int(rwork.size()), iwork.data(), int(iwork.size()));
+          if (info != 0) fail(op, b, msg("was not diagonalized: LAPACK's syevd ", info > 0 ? "did not converge" : "failed",
+                                         " (info ", info, ")"));
+          if (vectors_) {
+            T* v = mptr<T>(outputs[1]) + b * nn;
+            from_cols(m.data(), n, n, v);
+            if constexpr (std::is_same_v<T, cfloat>) {
+              for (size_t i = 0; i < nn; ++i) v[i] = std::conj(v[i]);
+            }
           }
         }
-      }
+      });
     });
   }
   // A = V diag(w) V^T read from one triangle. G = V (diag(wbar) + F o skew(V^T Vbar) / 2) V^T,
@@ -892,26 +910,28 @@ class QRF : public Primitive {
     if (k == 0) return;
     by_dtype(a.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      std::vector<T> c(size_t(m) * n), tau(k);
-      T q1{}, q2{};
-      if (geqrf(m, n, c.data(), tau.data(), &q1, -1) != 0 || orgqr(m, k, k, c.data(), tau.data(), &q2, -1) != 0) {
-        throw std::runtime_error("[linalg::qr] LAPACK's workspace query failed");
-      }
-      std::vector<T> work(size_t(std::max(lwork_of(q1), lwork_of(q2))));
-      for (size_t b = 0; b < batch; ++b) {
-        const T* src = cptr<T>(a) + b * size_t(m) * n;
-        check_finite("qr", src, size_t(m) * n, b);
-        to_cols(src, m, n, c.data());
-        int info = geqrf(m, n, c.data(), tau.data(), work.data(), int(work.size()));
-        if (info != 0) fail("qr", b, msg("was not factored (LAPACK's geqrf info ", info, ")"));
-        T* r = mptr<T>(outputs[1]) + b * size_t(k) * n;
-        for (int i = 0; i < k; ++i) {
-          for (int j = 0; j < n; ++j) r[size_t(i) * n + j] = j < i ? T(0) : c[size_t(j) * m + i];
+      for_each_matrix(batch, int64_t(m) * n * k * 2, [&](size_t b0, size_t b1) {
+        std::vector<T> c(size_t(m) * n), tau(k);
+        T q1{}, q2{};
+        if (geqrf(m, n, c.data(), tau.data(), &q1, -1) != 0 || orgqr(m, k, k, c.data(), tau.data(), &q2, -1) != 0) {
+          throw std::runtime_error("[linalg::qr] LAPACK's workspace query failed");
         }
-        info = orgqr(m, k, k, c.data(), tau.data(), work.data(), int(work.size()));
-        if (info != 0) fail("qr", b, msg("was not factored (LAPACK's orgqr info ", info, ")"));
-        from_cols(c.data(), m, k, mptr<T>(outputs[0]) + b * size_t(m) * k);
-      }
+        std::vector<T> work(size_t(std::max(lwork_of(q1), lwork_of(q2))));
+        for (size_t b = b0; b < b1; ++b) {
+          const T* src = cptr<T>(a) + b * size_t(m) * n;
+          check_finite("qr", src, size_t(m) * n, b);
+          to_cols(src, m, n, c.data());
+          int info = geqrf(m, n, c.data(), tau.data(), work.data(), int(work.size()));
+          if (info != 0) fail("qr", b, msg("was not factored (LAPACK's geqrf info ", info, ")"));
+          T* r = mptr<T>(outputs[1]) + b * size_t(k) * n;
+          for (int i = 0; i < k; ++i) {
+            for (int j = 0; j < n; ++j) r[size_t(i) * n + j] = j < i ? T(0) : c[size_t(j) * m + i];
+          }
+          info = orgqr(m, k, k, c.data(), tau.data(), work.data(), int(work.size()));
+          if (info != 0) fail("qr", b, msg("was not factored (LAPACK's orgqr info ", info, ")"));
+          from_cols(c.data(), m, k, mptr<T>(outputs[0]) + b * size_t(m) * k);
+        }
+      });
     });
   }
 
@@ -989,24 +1009,26 @@ class LUF : public Primitive {
     const size_t batch = batch_count(a.shape()), mn = size_t(m) * n;
     by_dtype(a.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      std::vector<T> c(mn);
-      std::vector<int> ipiv(std::max(1, k));
-      for (size_t b = 0; b < batch; ++b) {
-        uint32_t* piv = reinterpret_cast<uint32_t*>(outputs[1].raw_data()) + b * k;
-        uint32_t* rows = reinterpret_cast<uint32_t*>(outputs[2].raw_data()) + b * m;
-        for (int i = 0; i < m; ++i) rows[i] = uint32_t(i);
-        if (mn == 0) continue;
-        const T* src = cptr<T>(a) + b * mn;
-        check_finite("lu", src, mn, b);
-        to_cols(src, m, n, c.data());
-        // A singular matrix still has an LU factorization (U with a zero on its diagonal): numpy's,
-        // scipy's and MLX's lu return it, and so does Loom's.
-        const int info = getrf(m, n, c.data(), ipiv.data());
-        if (info < 0) fail("lu", b, msg("was not factored (LAPACK's getrf info ", info, ")"));
-        from_cols(c.data(), m, n, mptr<T>(outputs[0]) + b * mn);
-        for (int i = 0; i < k; ++i) piv[i] = uint32_t(ipiv[i] - 1);
-        for (int i = k - 1; i >= 0; --i) std::swap(rows[i], rows[piv[i]]);
-      }
+      for_each_matrix(batch, int64_t(m) * n * std::max(k, 1), [&](size_t b0, size_t b1) {
+        std::vector<T> c(mn);
+        std::vector<int> ipiv(std::max(1, k));
+        for (size_t b = b0; b < b1; ++b) {
+          uint32_t* piv = reinterpret_cast<uint32_t*>(outputs[1].raw_data()) + b * k;
+          uint32_t* rows = reinterpret_cast<uint32_t*>(outputs[2].raw_data()) + b * m;
+          for (int i = 0; i < m; ++i) rows[i] = uint32_t(i);
+          if (mn == 0) continue;
+          const T* src = cptr<T>(a) + b * mn;
+          check_finite("lu", src, mn, b);
+          to_cols(src, m, n, c.data());
+          // A singular matrix still has an LU factorization (U with a zero on its diagonal): numpy's,
+          // scipy's and MLX's lu return it, and so does Loom's.
+          const int info = getrf(m, n, c.data(), ipiv.data());
+          if (info < 0) fail("lu", b, msg("was not factored (LAPACK's getrf info ", info, ")"));
+          from_cols(c.data(), m, n, mptr<T>(outputs[0]) + b * mn);
+          for (int i = 0; i < k; ++i) piv[i] = uint32_t(ipiv[i] - 1);
+          for (int i = k - 1; i >= 0; --i) std::swap(rows[i], rows[piv[i]]);
+        }
+      });
     });
   }
   bool supports_complex() const override { return true; }
@@ -1114,17 +1136,19 @@ class Eig : public Primitive {
     const char* op = vectors_ ? "eig" : "eigvals";
     by_dtype(a.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      std::vector<T> c(nn);
-      std::vector<cfloat> v(vectors_ ? nn : 1);
-      for (size_t b = 0; b < batch; ++b) {
-        const T* src = cptr<T>(a) + b * nn;
-        check_finite(op, src, nn, b);
-        to_cols(src, n, n, c.data());
-        const int info = geev(vectors_ ? 'V' : 'N', n, c.data(), mptr<cfloat>(outputs[0]) + b * n, v.data());
-        if (info != 0) fail(op, b, msg("was not diagonalized: LAPACK's geev ", info > 0 ? "did not converge" : "failed",
-                                       " (info ", info, ")"));
-        if (vectors_) from_cols(v.data(), n, n, mptr<cfloat>(outputs[1]) + b * nn);
-      }
+      for_each_matrix(batch, int64_t(n) * n * n * 10, [&](size_t b0, size_t b1) {
+        std::vector<T> c(nn);
+        std::vector<cfloat> v(vectors_ ? nn : 1);
+        for (size_t b = b0; b < b1; ++b) {
+          const T* src = cptr<T>(a) + b * nn;
+          check_finite(op, src, nn, b);
+          to_cols(src, n, n, c.data());
+          const int info = geev(vectors_ ? 'V' : 'N', n, c.data(), mptr<cfloat>(outputs[0]) + b * n, v.data());
+          if (info != 0) fail(op, b, msg("was not diagonalized: LAPACK's geev ", info > 0 ? "did not converge" : "failed",
+                                         " (info ", info, ")"));
+          if (vectors_) from_cols(v.data(), n, n, mptr<cfloat>(outputs[1]) + b * nn);
+        }
+      });
     });
   }
   bool supports_complex() const override { return true; }
