@@ -1169,13 +1169,18 @@ const bool kEigLoads = loom::detail::register_primitive("Eig", [](loom::detail::
 
 // ---- log |det| by LU ----
 
-// a (..., n, n) -> sign (..., n) of det and log |det|: getrf's U diagonal and its row swaps. A
-// singular matrix gives sign 0 and -inf. d log|det| = tr(a^-1 da).
+// a (..., n, n) -> {sign, log |det|} (slogdet), or {det} (det_): getrf's U diagonal and its row
+// swaps. The determinant is the product itself (exp(log |det|) would lose log |det| ulps of it), in
+// double whatever the dtype. A singular matrix gives sign 0 and -inf, or 0. d log|det| = tr(a^-1 da),
+// d det = det tr(a^-1 da).
 class Slogdet : public Primitive {
  public:
-  Slogdet() = default;
-  void save(loom::detail::Writer&) const override {}
-  bool is_equivalent(const Primitive& other) const override { return loom::detail::same_primitive(this, other); }
+  explicit Slogdet(bool det) : det_(det) {}
+  void save(loom::detail::Writer& w) const override { w.put(det_); }
+  bool is_equivalent(const Primitive& other) const override {
+    auto* p = loom::detail::same_primitive(this, other);
+    return p && p->det_ == det_;
+  }
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override {
     array a = kernels::row_contiguous(inputs[0]);
     for (auto& o : outputs) o.alloc();
@@ -1188,6 +1193,7 @@ class Slogdet : public Primitive {
         std::vector<int> ipiv(std::max(1, n));
         for (size_t b = 0; b < batch; ++b) {
           T sign = 1, logabs = 0;
+          double prod = 1;
           if (n > 0) {
             const T* src = cptr<T>(a) + b * nn;
             check_finite("slogdet", src, nn, b);
@@ -1198,31 +1204,49 @@ class Slogdet : public Primitive {
               if (ipiv[i] != i + 1) sign = -sign;
               if (u < 0) sign = -sign;
               logabs += std::log(std::abs(u));  // log 0 = -inf: a singular matrix
+              prod *= double(u);
             }
             if (std::isinf(logabs) && logabs < 0) sign = 0;
           }
-          mptr<T>(outputs[0])[b] = sign;
-          mptr<T>(outputs[1])[b] = logabs;
+          if (det_) {
+            mptr<T>(outputs[0])[b] = static_cast<T>(prod * (n > 0 && piv_sign(ipiv.data(), n) < 0 ? -1 : 1));
+          } else {
+            mptr<T>(outputs[0])[b] = sign;
+            mptr<T>(outputs[1])[b] = logabs;
+          }
         }
       }
     });
   }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
-                         const std::vector<array>&) override {
-    return {multiply(expand_dims(cot[1], {-2, -1}), mT(inv(p[0])))};
+                         const std::vector<array>& outs) override {
+    const array c = det_ ? multiply(cot[0], outs[0]) : cot[1];
+    return {multiply(expand_dims(c, {-2, -1}), mT(inv(p[0])))};
   }
   std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t, const std::vector<int>&) override {
-    return {zeros(Shape(p[0].shape().begin(), p[0].shape().end() - 2), p[0].dtype()),
-            sum(multiply(mT(inv(p[0])), t[0]), std::vector<int>{-2, -1})};
+    const array trace = sum(multiply(mT(inv(p[0])), t[0]), std::vector<int>{-2, -1});
+    if (det_) return {multiply(trace, array(Shape(p[0].shape().begin(), p[0].shape().end() - 2), p[0].dtype(),
+                                            std::make_shared<Slogdet>(true), {p[0]}))};
+    return {zeros(Shape(p[0].shape().begin(), p[0].shape().end() - 2), p[0].dtype()), trace};
   }
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
                                                        const std::vector<array>& outs) override {
     return stack_vmap(in, axes, outs);
   }
   const char* name() const override { return "Slogdet"; }
+  void print(std::ostream& os) const override { os << (det_ ? "Slogdet(det)" : "Slogdet(slogdet)"); }
+
+ private:
+  // The sign of the row swaps getrf made (1-based ipiv: row i swapped with ipiv[i]).
+  static int piv_sign(const int* ipiv, int n) {
+    int s = 1;
+    for (int i = 0; i < n; ++i) s = ipiv[i] != i + 1 ? -s : s;
+    return s;
+  }
+  bool det_;
 };
-const bool kSlogdetLoads = loom::detail::register_primitive("Slogdet", [](loom::detail::Reader&) -> std::shared_ptr<Primitive> {
-  return std::make_shared<Slogdet>();
+const bool kSlogdetLoads = loom::detail::register_primitive("Slogdet", [](loom::detail::Reader& r) -> std::shared_ptr<Primitive> {
+  return std::make_shared<Slogdet>(r.get<bool>());
 });
 
 }  // namespace
@@ -1398,8 +1422,11 @@ std::pair<array, array> eig(const array& a, StreamOrDevice s) {
 // slogdet's LU path (ops/linalg_compose.cpp): a real square stack, checked there.
 std::pair<array, array> slogdet_lu(const array& a) {
   Shape batch(a.shape().begin(), a.shape().end() - 2);
-  auto out = array::make_arrays({batch, batch}, {a.dtype(), a.dtype()}, std::make_shared<Slogdet>(), {a});
+  auto out = array::make_arrays({batch, batch}, {a.dtype(), a.dtype()}, std::make_shared<Slogdet>(false), {a});
   return {out[0], out[1]};
+}
+array det_lu(const array& a) {
+  return array(Shape(a.shape().begin(), a.shape().end() - 2), a.dtype(), std::make_shared<Slogdet>(true), {a});
 }
 
 array eigvals(const array& a, StreamOrDevice s) {

@@ -11,6 +11,7 @@
 namespace loom::linalg {
 
 std::pair<array, array> slogdet_lu(const array& a);  // ops/lapack.cpp
+array det_lu(const array& a);
 
 using detail::msg;
 using detail::shape_str;
@@ -272,8 +273,7 @@ array det(const array& a_in, StreamOrDevice s) {
   OnStream on(s);
   const array a = check_det_input(a_in, "det");
   if (a.shape(-1) <= 3) return det_small(a);
-  auto [sg, logabs] = slogdet_lu(a);
-  return multiply(sg, exp(logabs));
+  return det_lu(a);
 }
 
 }  // namespace loom::linalg

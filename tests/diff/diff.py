@@ -1520,6 +1520,190 @@ def scale_einsum(ts, dts, p):
 Op("einsum", gen_einsum, ref_einsum, scale=scale_einsum)
 
 
+# linalg (ops/linalg.h): LAPACK on both sides. Inputs are well conditioned (a diagonal of n added, or
+# M M^T / n + I for the symmetric positive definite ones), so values and derivatives compare at the
+# usual tolerances. cholesky, eigvalsh and eigh read one triangle and differentiate by it: the
+# reference mirrors that triangle first, so torch's gradient lands on it alone, as Loom's does.
+LINALG_FLOATS = ["float32", "float64", "float32"]
+
+
+def _la_batch(g, big):
+    return [g.r.choice([1, 2, 3])] if g.r.random() < 0.4 else []
+
+
+def _la_square(g, big, spd=False, n=None):
+    dt = g.r.choice(LINALG_FLOATS)
+    n = n or g.r.choice([1, 2, 3, 4, 6] if not big else [32, 64])
+    shape = _la_batch(g, big) + [n, n]
+    inp = make_input(g, dt, shape, special=False, lo=-1, hi=1, view=False)
+    m = inp.values.reshape(shape)
+    if spd:
+        m = m @ np.swapaxes(m, -1, -2) / n + np.eye(n)
+    else:
+        m = m + n * np.eye(n)
+    inp.values = round_to(m.reshape(-1), dt)
+    return inp
+
+
+def _la_mirror(t, upper):
+    return (t.triu() + t.triu(1).mT) if upper else (t.tril() + t.tril(-1).mT)
+
+
+def gen_la_unary(kind):
+    def gen(g, big):
+        if kind == "tri_inv":
+            return [_la_square(g, big)], {"upper": g.r.random() < 0.5}
+        if kind in ("cholesky", "eigvalsh"):
+            p = {"upper": g.r.random() < 0.5}
+            return [_la_square(g, big, spd=True)], p
+        if kind in ("qr", "pinv"):
+            dt = g.r.choice(LINALG_FLOATS)
+            m, n = g.r.choice([1, 2, 3, 5]), g.r.choice([1, 2, 3, 5])
+            inp = make_input(g, dt, _la_batch(g, big) + [m, n], special=False, lo=-1, hi=1, view=False)
+            return [inp], {}
+        if kind == "norm":
+            dt = g.r.choice(LINALG_FLOATS)
+            shape = g.shape(min_rank=1, max_rank=3, allow_zero=False)
+            matrix = len(shape) >= 2 and g.r.random() < 0.5
+            # (A matrix norm's input is no view: a broadcast one is rank-deficient, where the smallest
+            # singular value is rounding noise around 0 and its derivative is not defined.)
+            inp = make_input(g, dt, shape, special=False, lo=-2, hi=2, view=not matrix)
+            if matrix:
+                ax = g.r.sample(range(len(shape)), 2)
+                ords = [1.0, -1.0, 2.0, -2.0, math.inf, -math.inf, "fro", "nuc"]
+            else:
+                ax = [g.r.randrange(len(shape))]
+                ords = [0.0, 1.0, 2.0, 3.0, 0.5, math.inf, -math.inf]
+            o = g.r.choice(ords)
+            return [inp], {"ord": o if isinstance(o, str) else ("inf" if o == math.inf else "-inf" if o == -math.inf else o),
+                           "axes": ax, "keepdims": g.r.random() < 0.3}
+        return [_la_square(g, big)], {}
+    return gen
+
+
+def _ord(o):
+    return math.inf if o == "inf" else -math.inf if o == "-inf" else o
+
+
+def ref_la_unary(kind):
+    def ref(ts, dts, p):
+        d = dts[0]
+        a = ts[0]
+        if kind == "inv":
+            return [(torch.linalg.inv(a), d)]
+        if kind == "tri_inv":
+            return [(torch.linalg.inv(a.triu() if p["upper"] else a.tril()), d)]
+        if kind == "det":
+            return [(torch.linalg.det(a), d)]
+        if kind == "slogdet":
+            sg, la = torch.linalg.slogdet(a)
+            return [(sg, d), (la, d)]
+        if kind == "cholesky":
+            u = p["upper"]
+            c = torch.linalg.cholesky(_la_mirror(a, u))
+            return [(c.mT if u else c, d)]
+        if kind == "eigvalsh":
+            return [(torch.linalg.eigvalsh(_la_mirror(a, p["upper"])), d)]
+        if kind == "qr":
+            q, r = torch.linalg.qr(a)
+            return [(q, d), (r, d)]
+        if kind == "pinv":
+            return [(torch.linalg.pinv(a), d)]
+        if kind == "norm":
+            o, ax = _ord(p["ord"]), p["axes"]
+            if len(ax) == 1:
+                return [(torch.linalg.vector_norm(a, o, dim=ax, keepdim=p["keepdims"]), d)]
+            return [(torch.linalg.matrix_norm(a, o, dim=ax, keepdim=p["keepdims"]), d)]
+        raise ValueError(kind)
+    return ref
+
+
+def scale_la(ref):
+    """Norm-wise magnitudes: every element of an output is compared at the scale of the output's
+    largest element over the matrix (LAPACK's errors are bounded norm-wise, not element by element:
+    a small entry of a factor carries the rounding of the large ones it was computed from)."""
+    def scale(ts, dts, p):
+        out = []
+        for t, _ in ref(ts, dts, p):
+            t = t.to(torch.float64).abs()
+            m = t.amax(dim=(-2, -1), keepdim=True) if t.dim() >= 2 else t.amax(dim=-1, keepdim=True) if t.dim() else t
+            out.append(m.expand(t.shape).clone())
+        return out
+    return scale
+
+
+for _k in ("inv", "tri_inv", "det", "slogdet", "cholesky", "eigvalsh", "qr", "pinv", "norm"):
+    # norm's kinks (|x| at 0, max / min ties, sqrt at 0) and qr's and pinv's gauge are the only
+    # derivative hazards; the inputs avoid them (no zeros drawn at these sizes, full rank).
+    _r = ref_la_unary(_k)
+    Op("linalg_" + _k, gen_la_unary(_k), _r, grad_rtol=64.0, scale=None if _k in ("det", "norm") else scale_la(_r))
+
+
+def gen_la_solve(tri):
+    def gen(g, big):
+        a = _la_square(g, big)
+        n = a.shape[-1]
+        bshape = [n] if g.r.random() < 0.3 else _la_batch(g, big) + [n, g.r.choice([1, 2, 3])]
+        b = make_input(g, a.dt, bshape, special=False, lo=-1, hi=1, view=False)
+        return [a, b], ({"upper": g.r.random() < 0.5} if tri else {})
+    return gen
+
+
+def ref_la_solve(tri):
+    def ref(ts, dts, p):
+        a, b = ts
+        vec = b.dim() == 1
+        bm = b.unsqueeze(-1) if vec else b
+        if not vec and bm.dim() == a.dim() - 1:
+            bm = bm.unsqueeze(0)  # a matrix b (MLX's rule: only a 1-d b is a vector; torch's differs)
+        if tri:
+            u = p["upper"]
+            x = torch.linalg.solve_triangular(a.triu() if u else a.tril(), bm, upper=u)
+        elif vec:  # b as the one-column matrix of every batch entry (torch 1.13's own vector path
+            # returns a wrongly shaped gradient when n = 1)
+            bb = b.expand(tuple(a.shape[:-2]) + (b.shape[0],)).unsqueeze(-1)
+            return [(torch.linalg.solve(a, bb).squeeze(-1), promote(dts[0], dts[1]))]
+        else:
+            x = torch.linalg.solve(a, bm)
+        return [(x.squeeze(-1) if vec else x, promote(dts[0], dts[1]))]
+    return ref
+
+
+Op("linalg_solve", gen_la_solve(False), ref_la_solve(False), grad_rtol=64.0, scale=scale_la(ref_la_solve(False)))
+Op("linalg_solve_triangular", gen_la_solve(True), ref_la_solve(True), grad_rtol=64.0,
+   scale=scale_la(ref_la_solve(True)))
+
+
+def gen_la_cross(g, big):
+    dt = g.r.choice(LINALG_FLOATS)
+    shape = g.shape(min_rank=1, max_rank=3, allow_zero=False)
+    ax = g.r.randrange(len(shape))
+    sa, sb = list(shape), list(shape)
+    sa[ax], sb[ax] = g.r.choice([2, 3]), g.r.choice([2, 3])
+    return [make_input(g, dt, sa, special=False), make_input(g, dt, sb, special=False)], {"axis": ax - len(shape)}
+
+
+def ref_la_cross(ts, dts, p):
+    a, b = ts
+    ax = p["axis"]
+    pad = lambda t: torch.cat([t, torch.zeros_like(t.narrow(ax, 0, 1))], ax) if t.shape[ax] == 2 else t
+    return [(torch.linalg.cross(pad(a), pad(b), dim=ax), promote(dts[0], dts[1]))]
+
+
+def scale_la_cross(ts, dts, p):
+    a, b = ts
+    ax = p["axis"]
+    pad = lambda t: torch.cat([t, torch.zeros_like(t.narrow(ax, 0, 1))], ax) if t.shape[ax] == 2 else t
+    a, b = pad(a).abs(), pad(b).abs()
+    # |a_i b_j| + |a_j b_i| per component: the terms each difference cancels.
+    i = lambda t, k: t.narrow(ax, k, 1)
+    return torch.cat([i(a, 1) * i(b, 2) + i(a, 2) * i(b, 1), i(a, 2) * i(b, 0) + i(a, 0) * i(b, 2),
+                      i(a, 0) * i(b, 1) + i(a, 1) * i(b, 0)], ax)
+
+
+Op("linalg_cross", gen_la_cross, ref_la_cross, scale=scale_la_cross)
+
+
 # Indexing and sorting.
 def gen_take(g, big):
     dt = pick_dtype(g)
@@ -4428,7 +4612,12 @@ def check_reference(case, res):
             if op.name in ("partition", "argpartition"):
                 msg = check_partition(case, ts[0], dts[0], got, d)
             else:
-                flat = lambda m: None if m is None or k else m.reshape(-1) if m.size == t.numel() else m  # noqa: E731
+                def flat(m):  # a scale of output 0, or a list of one per output
+                    if isinstance(m, list):
+                        m = m[k]
+                    elif m is None or k:
+                        return None
+                    return m.reshape(-1) if m.size == t.numel() else m
                 msg = compare(got, to_np(t, d), d, op.rtol, flat(scale), bound=flat(bound),
                               nan_may_be_inf=op.name in ("matmul", "conv_general") and deviation("blas_zero_times_inf"))
             if msg:
@@ -4499,6 +4688,8 @@ def amplification(op, ts, dts, params):
     xmax = max([float(x.max()) for x in xs if x.numel()] + [0.0])
     if vs is None or not xmax:
         return 0.0
+    if isinstance(vs, list):  # one per output
+        vs = np.concatenate([v.reshape(-1) for v in vs])
     vs = vs[np.isfinite(vs)]
     return float(vs.max()) / xmax if vs.size else 0.0
 
@@ -4546,6 +4737,8 @@ def magnitudes(fn, ts, dts, params):
     try:
         with torch.no_grad():
             m = fn([t.detach() for t in ts], dts, params)
+        if isinstance(m, (list, tuple)):  # one per output
+            return [x.detach().to(torch.float64).numpy() for x in m]
         return None if m is None else m.detach().to(torch.float64).numpy()
     except Exception:
         return None

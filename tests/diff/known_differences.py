@@ -118,19 +118,11 @@ def deviation(key):
 # Registry primitives the generator does not exercise (yet), each with the reason. The short run fails
 # if a primitive of tests/registry.h is neither made by some case (loom_diff --primitives) nor here.
 NOT_COVERED = {
-    "SVD": "singular vectors are defined up to sign, so values cannot be compared one for one; "
-           "tests/ops/svd_test.cpp checks numpy's singular values and the factors' identities",
-    # linalg's factorizations: LAPACK computes both sides; tests/ops/linalg_lapack_test.cpp checks
-    # numpy's values, the factorizations' identities and every derivative by finite differences.
-    "Inverse": "LAPACK on both sides: checked against numpy and by finite differences in tests/ops/linalg_lapack_test.cpp",
-    "Solve": "LAPACK's getrf/getrs on both sides: checked against numpy in tests/ops/linalg_lapack_test.cpp",
-    "SolveTriangular": "LAPACK's trtrs: checked against solve of the triangle in tests/ops/linalg_lapack_test.cpp",
-    "Cholesky": "LAPACK's potrf: checked against numpy in tests/ops/linalg_lapack_test.cpp",
-    "Eigh": "eigenvectors are defined up to sign; eigenvalues checked against numpy in tests/ops/linalg_lapack_test.cpp",
-    "Eig": "eigenvalues come in LAPACK's order and vectors up to a complex phase; checked by A V = V diag(w)",
-    "QRF": "LAPACK's geqrf on both sides: checked against numpy in tests/ops/linalg_lapack_test.cpp",
+    # linalg's factorizations the generator does not draw (the others are linalg_* ops).
+    "Eig(values)": "eigenvalues come in LAPACK's order; checked against numpy and by A V = V diag(w) in "
+                   "tests/ops/linalg_lapack_test.cpp",
+    "Eig(vectors)": "eigenvectors are defined up to a complex phase; checked by A V = V diag(w)",
     "LUF": "LAPACK's getrf: checked by take_along_axis(L, rows) U == a in tests/ops/linalg_lapack_test.cpp",
-    "Slogdet": "LAPACK's getrf: checked against numpy's det and slogdet in tests/ops/linalg_lapack_test.cpp",
     "RandomBits": "random samples: the Threefry stream (MLX's layout) has no PyTorch counterpart to compare values "
                   "with; tests/random checks it against MLX's known values",
     "RandomUniform": "random samples (see RandomBits)",

@@ -162,6 +162,36 @@ const std::map<std::string, Op>& ops() {
     BINARY(matmul) BINARY(outer) BINARY(inner)
 #undef BINARY
     t["einsum"] = one([](const Args& x, const json& p) { return einsum(p["subscripts"].get<std::string>(), x); });
+    // linalg (ops/linalg.h); ord is a number, "inf" / "-inf", or "fro" / "nuc".
+    t["linalg_inv"] = one([](const Args& x, const json&) { return linalg::inv(x[0]); });
+    t["linalg_tri_inv"] = one([](const Args& x, const json& p) { return linalg::tri_inv(x[0], p["upper"].get<bool>()); });
+    t["linalg_det"] = one([](const Args& x, const json&) { return linalg::det(x[0]); });
+    t["linalg_slogdet"] = [](const Args& x, const json&) {
+      auto [s, l] = linalg::slogdet(x[0]);
+      return std::vector<array>{s, l};
+    };
+    t["linalg_cholesky"] = one([](const Args& x, const json& p) { return linalg::cholesky(x[0], p["upper"].get<bool>()); });
+    t["linalg_eigvalsh"] = one([](const Args& x, const json& p) {
+      return linalg::eigvalsh(x[0], p["upper"].get<bool>() ? "U" : "L");
+    });
+    t["linalg_qr"] = [](const Args& x, const json&) {
+      auto [q, r] = linalg::qr(x[0]);
+      return std::vector<array>{q, r};
+    };
+    t["linalg_pinv"] = one([](const Args& x, const json&) { return linalg::pinv(x[0]); });
+    t["linalg_norm"] = one([](const Args& x, const json& p) {
+      const std::vector<int> axes = ints(p["axes"]);
+      const bool k = p["keepdims"].get<bool>();
+      const json& o = p["ord"];
+      if (o.is_string() && (o == "fro" || o == "nuc")) return linalg::norm(x[0], o.get<std::string>(), axes, k);
+      const double ord = o.is_string() ? (o == "inf" ? INFINITY : -INFINITY) : o.get<double>();
+      return linalg::norm(x[0], ord, axes, k);
+    });
+    t["linalg_solve"] = one([](const Args& x, const json&) { return linalg::solve(x[0], x[1]); });
+    t["linalg_solve_triangular"] = one([](const Args& x, const json& p) {
+      return linalg::solve_triangular(x[0], x[1], p["upper"].get<bool>());
+    });
+    t["linalg_cross"] = one([](const Args& x, const json& p) { return linalg::cross(x[0], x[1], p["axis"].get<int>()); });
     t["where"] = one([](const Args& x, const json&) { return where(x[0], x[1], x[2]); });
     t["clip"] = one([](const Args& x, const json& p) {
       const bool lo = p.value("lo", true), hi = p.value("hi", true);
