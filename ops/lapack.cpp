@@ -305,6 +305,21 @@ void set_identity(T* p, int n) {
   for (int i = 0; i < n; ++i) p[size_t(i) * n + i] = T(1);
 }
 
+// ---- shapeless compile: shapes of a square stack's results ----
+
+const Shape& square_shape(const Shape& a, const char* who) {
+  if (a.size() < 2 || a[a.size() - 1] != a[a.size() - 2]) {
+    throw std::invalid_argument(msg("[compile] ", who, " needs square matrices; got shape ", shape_str(a)));
+  }
+  return a;
+}
+// {values} or {values, vectors} of an eigendecomposition.
+std::vector<Shape> eigen_shapes(const Shape& a, bool vectors, const char* who) {
+  Shape w(square_shape(a, who).begin(), a.end() - 1);
+  if (!vectors) return {w};
+  return {w, a};
+}
+
 // ---- matrix algebra on arrays, for the derivatives ----
 
 bool is_cplx(const array& a) { return a.dtype() == complex64; }
@@ -520,7 +535,7 @@ class Inverse : public UnaryPrimitive {
     auto* p = loom::detail::same_primitive(this, other);
     return p && p->tri_ == tri_ && p->upper_ == upper_;
   }
-  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return {square_shape(in.at(0))}; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return {square_shape(in.at(0), name())}; }
 
   void eval_cpu(const std::vector<array>& in, array& out) override {
     array a = kernels::row_contiguous(in[0]);
@@ -590,12 +605,6 @@ class Inverse : public UnaryPrimitive {
 
  private:
   array mask(const array& x) const { return tri_ ? (upper_ ? triu(x) : tril(x)) : x; }
-  static Shape square_shape(const Shape& s) {
-    if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2]) {
-      throw std::invalid_argument(msg("[compile] Inverse needs square matrices; got shape ", shape_str(s)));
-    }
-    return s;
-  }
   bool tri_, upper_;
 };
 const bool kInverseLoads =
@@ -716,7 +725,7 @@ class Cholesky : public UnaryPrimitive {
     auto* p = loom::detail::same_primitive(this, other);
     return p && p->upper_ == upper_;
   }
-  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return {in.at(0)}; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return {square_shape(in.at(0), name())}; }
 
   void eval_cpu(const std::vector<array>& in, array& out) override {
     array a = kernels::row_contiguous(in[0]);
@@ -800,13 +809,7 @@ class Eigh : public Primitive {
     return p && p->upper_ == upper_ && p->vectors_ == vectors_;
   }
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
-    const Shape& a = in.at(0);
-    if (a.size() < 2 || a.back() != a[a.size() - 2]) {
-      throw std::invalid_argument(msg("[compile] Eigh needs square matrices; got shape ", shape_str(a)));
-    }
-    Shape w(a.begin(), a.end() - 1);
-    if (!vectors_) return {w};
-    return {w, a};
+    return eigen_shapes(in.at(0), vectors_, name());
   }
 
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override {
@@ -1044,50 +1047,25 @@ const bool kLUFLoads = loom::detail::register_primitive("LUF", [](loom::detail::
 
 // ---- Eig (general square matrices) ----
 
-int geev(char jobvr, int n, float* a, cfloat* w, cfloat* v) {
-  std::vector<float> wr(n), wi(n), vr(jobvr == 'V' ? size_t(n) * n : 1);
-  const char jobvl = 'N';
-  int info = 0, ld = std::max(1, n), one = 1, lwork = -1;
-  float q = 0;
-  LAPACK_sgeev(&jobvl, &jobvr, &n, a, &ld, wr.data(), wi.data(), nullptr, &one, vr.data(), &ld, &q, &lwork, &info);
+// geev for a real matrix: eigenvalues wr + i wi, and the right eigenvectors, complex. `call` is
+// LAPACK's sgeev or dgeev (their real and imaginary parts in separate arrays).
+template <typename R, typename Call>
+int geev_real(char jobvr, int n, R* a, cfloat* w, cfloat* v, Call call) {
+  std::vector<R> wr(n), wi(n), vr(jobvr == 'V' ? size_t(n) * n : 1);
+  int info = 0, lwork = -1;
+  R q = 0;
+  call(jobvr, n, a, wr.data(), wi.data(), vr.data(), &q, lwork, &info);
   lwork = lwork_of(q);
-  std::vector<float> work(static_cast<size_t>(lwork));
-  LAPACK_sgeev(&jobvl, &jobvr, &n, a, &ld, wr.data(), wi.data(), nullptr, &one, vr.data(), &ld, work.data(), &lwork,
-               &info);
+  std::vector<R> work(static_cast<size_t>(lwork));
+  call(jobvr, n, a, wr.data(), wi.data(), vr.data(), work.data(), lwork, &info);
   if (info != 0) return info;
-  for (int j = 0; j < n; ++j) w[j] = cfloat(wr[j], wi[j]);
+  for (int j = 0; j < n; ++j) w[j] = cfloat(float(wr[j]), float(wi[j]));
   // A complex pair (wi[j] > 0, then its conjugate) keeps its vector's real and imaginary parts in
   // columns j and j + 1.
   for (int j = 0; jobvr == 'V' && j < n; ++j) {
     if (wi[j] != 0 && j + 1 < n) {
       for (int i = 0; i < n; ++i) {
-        const float re = vr[size_t(j) * n + i], im = vr[size_t(j + 1) * n + i];
-        v[size_t(j) * n + i] = cfloat(re, im);
-        v[size_t(j + 1) * n + i] = cfloat(re, -im);
-      }
-      ++j;
-    } else {
-      for (int i = 0; i < n; ++i) v[size_t(j) * n + i] = cfloat(vr[size_t(j) * n + i], 0);
-    }
-  }
-  return 0;
-}
-int geev(char jobvr, int n, double* a, cfloat* w, cfloat* v) {
-  std::vector<double> wr(n), wi(n), vr(jobvr == 'V' ? size_t(n) * n : 1);
-  const char jobvl = 'N';
-  int info = 0, ld = std::max(1, n), one = 1, lwork = -1;
-  double q = 0;
-  LAPACK_dgeev(&jobvl, &jobvr, &n, a, &ld, wr.data(), wi.data(), nullptr, &one, vr.data(), &ld, &q, &lwork, &info);
-  lwork = lwork_of(q);
-  std::vector<double> work(static_cast<size_t>(lwork));
-  LAPACK_dgeev(&jobvl, &jobvr, &n, a, &ld, wr.data(), wi.data(), nullptr, &one, vr.data(), &ld, work.data(), &lwork,
-               &info);
-  if (info != 0) return info;
-  for (int j = 0; j < n; ++j) w[j] = cfloat(float(wr[j]), float(wi[j]));
-  for (int j = 0; jobvr == 'V' && j < n; ++j) {
-    if (wi[j] != 0 && j + 1 < n) {
-      for (int i = 0; i < n; ++i) {
-        const double re = vr[size_t(j) * n + i], im = vr[size_t(j + 1) * n + i];
+        const R re = vr[size_t(j) * n + i], im = vr[size_t(j + 1) * n + i];
         v[size_t(j) * n + i] = cfloat(float(re), float(im));
         v[size_t(j + 1) * n + i] = cfloat(float(re), float(-im));
       }
@@ -1097,6 +1075,20 @@ int geev(char jobvr, int n, double* a, cfloat* w, cfloat* v) {
     }
   }
   return 0;
+}
+int geev(char jobvr, int n, float* a, cfloat* w, cfloat* v) {
+  return geev_real(jobvr, n, a, w, v, [](char jv, int n_, float* a_, float* wr, float* wi, float* vr, float* work, int lwork, int* info) {
+    const char jobvl = 'N';
+    int ld = std::max(1, n_), one = 1;
+    LAPACK_sgeev(&jobvl, &jv, &n_, a_, &ld, wr, wi, nullptr, &one, vr, &ld, work, &lwork, info);
+  });
+}
+int geev(char jobvr, int n, double* a, cfloat* w, cfloat* v) {
+  return geev_real(jobvr, n, a, w, v, [](char jv, int n_, double* a_, double* wr, double* wi, double* vr, double* work, int lwork, int* info) {
+    const char jobvl = 'N';
+    int ld = std::max(1, n_), one = 1;
+    LAPACK_dgeev(&jobvl, &jv, &n_, a_, &ld, wr, wi, nullptr, &one, vr, &ld, work, &lwork, info);
+  });
 }
 int geev(char jobvr, int n, cfloat* a, cfloat* w, cfloat* v) {
   const char jobvl = 'N';
@@ -1119,13 +1111,7 @@ class Eig : public Primitive {
     return p && p->vectors_ == vectors_;
   }
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
-    const Shape& a = in.at(0);
-    if (a.size() < 2 || a.back() != a[a.size() - 2]) {
-      throw std::invalid_argument(msg("[compile] Eig needs square matrices; got shape ", shape_str(a)));
-    }
-    Shape w(a.begin(), a.end() - 1);
-    if (!vectors_) return {w};
-    return {w, a};
+    return eigen_shapes(in.at(0), vectors_, name());
   }
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override {
     array a = kernels::row_contiguous(inputs[0]);
