@@ -17,6 +17,7 @@
 #include "loom/ops/conv.h"
 #include "loom/ops/hadamard.h"
 #include "loom/ops/linalg.h"
+#include "loom/ops/fft.h"
 #include "loom/ops/view.h"
 #include "loom/ops/quantized.h"
 #include "loom/ops/autocast.h"

@@ -39,6 +39,20 @@ inline bool quick() {
   return q && *q && std::strcmp(q, "0") != 0;
 }
 
+/// `--numpy` (also time numpy on the same workloads) and `--python PATH` (default python3).
+struct NumpyArgs {
+  bool numpy = false;
+  std::string python = "python3";
+};
+inline NumpyArgs numpy_args(int argc, char** argv) {
+  NumpyArgs a;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--numpy") == 0) a.numpy = true;
+    if (std::strcmp(argv[i], "--python") == 0 && i + 1 < argc) a.python = argv[i + 1];
+  }
+  return a;
+}
+
 /// Runs `cmd` (a script timing numpy on the same workloads, one JSON line per workload with "bench"
 /// and "median_ms"), echoes its lines, and prints for each workload and thread count of `loom_ms`
 /// (Loom's medians by {workload, threads}) a "vs_numpy" line with both medians and their ratio:

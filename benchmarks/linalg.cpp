@@ -62,12 +62,7 @@ std::vector<array> run(const std::string& op, const array& a, const array& b) {
 
 int main(int argc, char** argv) {
   const bool quick = bench::quick();
-  std::string python = "python3";
-  bool numpy = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--numpy") == 0) numpy = true;
-    if (std::strcmp(argv[i], "--python") == 0 && i + 1 < argc) python = argv[i + 1];
-  }
+  const bench::NumpyArgs args = bench::numpy_args(argc, argv);
   std::map<std::pair<std::string, int>, double> loom_ms;
   const std::vector<int> threads_list = bench::thread_counts(argc, argv);
   for (int threads : threads_list) {
@@ -94,11 +89,11 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
-  if (!numpy) return 0;
+  if (!args.numpy) return 0;
   int status = 0;
   for (int threads : threads_list) {
     const std::string cmd = "OPENBLAS_NUM_THREADS=" + std::to_string(threads) + " OMP_NUM_THREADS=" +
-                            std::to_string(threads) + " " + python + " " LOOM_SOURCE_DIR "/benchmarks/linalg_numpy.py --threads " +
+                            std::to_string(threads) + " " + args.python + " " LOOM_SOURCE_DIR "/benchmarks/linalg_numpy.py --threads " +
                             std::to_string(threads) + (quick ? " --quick" : "");
     status |= bench::compare_with_numpy(cmd, loom_ms, true, "bench_linalg");
   }

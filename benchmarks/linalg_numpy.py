@@ -5,11 +5,11 @@ Run by `bench_linalg --numpy` with OPENBLAS_NUM_THREADS set (or alone: `OPENBLAS
 /usr/bin/python3 benchmarks/linalg_numpy.py --threads 1 [--quick]`). The inputs are float32, as Loom's;
 numpy computes float32 linalg in float32 with the LAPACK it is linked to.
 """
-import json
 import sys
-import time
 
 import numpy as np
+
+from numpy_timing import report
 
 # name, op, shape: the same list as benchmarks/linalg.cpp's kCases.
 CASES = [
@@ -38,16 +38,7 @@ def main():
               "cholesky": lambda: np.linalg.cholesky(a), "qr": lambda: np.linalg.qr(a),
               "svd": lambda: np.linalg.svd(a), "eigh": lambda: np.linalg.eigh(a),
               "det": lambda: np.linalg.det(a)}[op]
-        fn()
-        reps = 3 if quick else 11
-        ms = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            fn()
-            ms.append((time.perf_counter() - t0) * 1e3)
-        ms.sort()
-        print(json.dumps({"bench": name, "impl": "numpy", "numpy": np.__version__, "threads": threads,
-                          "median_ms": round(ms[len(ms) // 2], 4), "n": reps}), flush=True)
+        report(name, fn, 3 if quick else 11, threads)
 
 
 if __name__ == "__main__":

@@ -251,6 +251,11 @@ inline std::vector<Entry> registry() {
       // ---- hadamard_transform and view (ops/hadamard.cpp, ops/view.cpp) ----
       checked("Hadamard", {{"tests/ops/hadamard_test.cpp", "Hadamard.GradientsMatchFiniteDifferences", "hadamard_transform"}}),
       none("View", "reinterprets bits as another dtype: no derivative (vjp and jvp throw, as MLX's View has none)"),
+      // ---- fft (ops/fft.cpp): one primitive, four kinds ----
+      checked("FFT(fft)", {{"tests/ops/fft_test.cpp", "FFT.GradientsMatchFiniteDifferences", "fft::fft("}}),
+      checked("FFT(ifft)", {{"tests/ops/fft_test.cpp", "FFT.GradientsMatchFiniteDifferences", "fft::ifft("}}),
+      checked("FFT(rfft)", {{"tests/ops/fft_test.cpp", "FFT.GradientsMatchFiniteDifferences", "fft::rfft("}}),
+      checked("FFT(irfft)", {{"tests/ops/fft_test.cpp", "FFT.GradientsMatchFiniteDifferences", "fft::irfft("}}),
       // ---- quantization (ops/quantized.cpp) ----
       none("Quantize", "rounded integer codes and the ranges they came from: constants to autograd (as the codes are)"),
       checked("Dequantize", {{kQuant, "Dequantize.GradientsMatchFiniteDifferences", "dequantize"}}),

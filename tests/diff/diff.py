@@ -3458,7 +3458,9 @@ COMPLEX_FRACTION = COMPLEX_FRACTION_DEFAULT = 0.03
 
 
 def complex_case(case):
-    return case["op"] in COPS and (any(i.dt == CDT for i in case["_inputs"]) or case["op"] in ("real", "imag", "conjugate")
+    # fft's cases are all of this family, rfft's with a real input among them.
+    return case["op"] in COPS and (any(i.dt == CDT for i in case["_inputs"])
+                                   or case["op"] in ("real", "imag", "conjugate", "fft")
                                    or case.get("params", {}).get("dtype") == CDT)
 
 
@@ -4194,8 +4196,93 @@ for _n in CLINEAR:
 COp("chain", cgen_chain, cref_chain, scale=cscale_chain)
 
 
+# fft (ops/fft.h): every kind, over one axis, two or any, with lengths n (cropping or zero padding),
+# norms, views; lengths that take each radix, the generic odd radix and Bluestein. The reference is
+# torch.fft in complex128 (float64 for rfft) on the inputs Loom transforms (complex64 / float32), so
+# the error is Loom's float32 arithmetic alone. Its scale: every output is bounded by the same
+# transform of |x| at frequency 0 (sum |x| times the norm, for irfft the Hermitian sum), per line.
+FFT_KINDS = ["fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn", "irfftn"]
+FFT_LENGTHS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 25, 31, 37]
+FFT_LONG = [64, 97, 100, 128, 360, 1000, 1021]
+
+
+def fft_axes(p, ndim):
+    """The transformed axes of a case (non-negative), in order."""
+    kind = p["kind"]
+    if "axes" in p:
+        axes = p["axes"]
+    elif kind[-1] == "2":
+        axes = [-2, -1]
+    elif kind[-1] == "n":
+        axes = list(range(ndim))
+    else:
+        axes = [-1]
+    return [a % ndim for a in axes]
+
+
+def cgen_fft(g, big):
+    kind = g.r.choice(FFT_KINDS)
+    rank = g.r.choice([1, 1, 2, 2, 3]) if kind[-1] not in "2n" else g.r.choice([2, 2, 3])
+    shape = [g.r.choice(FFT_LENGTHS) for _ in range(rank)]
+    if g.r.random() < 0.15:  # one long axis, the others short
+        shape = [g.r.choice([1, 2, 3]) for _ in range(rank)]
+        shape[g.r.randrange(rank)] = g.r.choice(FFT_LONG)
+    p = {"kind": kind}
+    if kind[-1] == "2" or (kind[-1] == "n" and g.r.random() < 0.7) or (kind[-1] not in "2n" and g.r.random() < 0.5):
+        k = 1 if kind[-1] not in "2n" else 2 if kind[-1] == "2" else g.r.randint(1, rank)
+        axes = g.r.sample(range(rank), k)
+        p["axes"] = [a - rank if g.r.random() < 0.5 else a for a in axes]
+    axes = fft_axes(p, rank)
+    real_out = kind.startswith("irfft")
+    if g.r.random() < 0.4:  # lengths: crop, pad, or (irfft) any output length
+        p["n"] = [max(1, shape[a] + g.r.choice([-2, -1, 1, 2, 3, shape[a]])) for a in axes]
+    elif real_out and shape[axes[-1]] < 2:
+        shape[axes[-1]] = 2  # irfft's default length 2 (m - 1) must be positive
+    if g.r.random() < 0.6:
+        p["norm"] = g.r.choice(["backward", "ortho", "forward"])
+    if kind.startswith("rfft"):
+        x = make_input(g, g.r.choice(["float32", "float32", "float64", "float16"]), shape, special=False)
+    else:
+        x = cinput(g, shape, inf_nan=False, special=g.r.random() < 0.3)
+    return [x], p
+
+
+def fft_torch(x, p, ndim):
+    kind, norm = p["kind"], p.get("norm", "backward")
+    axes = fft_axes(p, ndim)
+    fn = getattr(torch.fft, kind)
+    if kind[-1] not in "2n":
+        return fn(x, n=p["n"][0] if "n" in p else None, dim=axes[0], norm=norm)
+    return fn(x, s=p.get("n"), dim=axes, norm=norm)
+
+
+def cref_fft(ts, dts, p):
+    x, d = ts[0], dts[0]
+    # Loom transforms complex64 (rfft: float32) values, whatever the input's dtype.
+    x = cast(x, d, "float32").to(torch.float64) if p["kind"].startswith("rfft") else ccast(x, d)
+    y = fft_torch(x, p, x.dim())
+    return [(y, "float32" if p["kind"].startswith("irfft") else CDT)]
+
+
+def cscale_fft(ts, dts, p):
+    x, d = ts[0], dts[0]
+    a = (cast(x, d, "float32").to(torch.float64) if d != CDT else x).abs()
+    if not p["kind"].startswith("rfft"):
+        a = torch.complex(a, torch.zeros_like(a))
+    y = fft_torch(a, p, a.dim()).abs()
+    return finite_or_zero(torch.amax(y, dim=fft_axes(p, a.dim()), keepdim=True).expand(y.shape))
+
+
+COp("fft", cgen_fft, cref_fft, scale=cscale_fft)
+
+
+# fft covers twelve functions and four primitives: drawn as often as a dozen complex ops together.
+CWEIGHTS = {"fft": 12}
+
+
 def make_complex_case(g, cid, op_name=None):
-    name = op_name or g.r.choice(sorted(COPS))
+    names = sorted(COPS)
+    name = op_name or g.r.choices(names, [CWEIGHTS.get(n, 1) for n in names])[0]
     op = COPS[name]
     inputs, params = op.gen(g, False)
     case = {"id": cid, "op": name, "_inputs": inputs, "params": params}
@@ -4893,6 +4980,8 @@ def summarize(res):
 
 # ---- cases ----
 def make_case(g, cid, op_name=None):
+    if op_name is not None and op_name not in OPS:  # an op of the complex family alone (fft)
+        return make_complex_case(g, cid, op_name)
     names = sorted(OPS)
     weights = [WEIGHTS.get(n, 1) for n in names]
     name = op_name or g.r.choices(names, weights)[0]

@@ -202,6 +202,48 @@ const std::map<std::string, Op>& ops() {
     t["hadamard_transform"] = one([](const Args& x, const json& p) {
       return p.contains("scale") ? hadamard_transform(x[0], p["scale"].get<float>()) : hadamard_transform(x[0]);
     });
+    // fft (ops/fft.h): params kind (fft, ifft, rfft, irfft, and their 2 / n forms), n (lengths), axes,
+    // norm; each absent one takes the op's default.
+    t["fft"] = one([](const Args& x, const json& p) {
+      const std::string kind = p["kind"].get<std::string>(), nm = p.value("norm", std::string("backward"));
+      const fft::FFTNorm norm = nm == "ortho" ? fft::FFTNorm::Ortho : nm == "forward" ? fft::FFTNorm::Forward
+                                                                                 : fft::FFTNorm::Backward;
+      const bool has_n = p.contains("n"), has_axes = p.contains("axes");
+      const std::vector<int> axes = has_axes ? ints(p["axes"]) : std::vector<int>{};
+      const Shape n = has_n ? shape_from(p["n"]) : Shape{};
+      const char last = kind.back();
+      if (last != '2' && last != 'n') {  // one axis
+        const int axis = has_axes ? axes[0] : -1;
+        if (kind == "fft") return has_n ? fft::fft(x[0], n[0], axis, norm) : fft::fft(x[0], axis, norm);
+        if (kind == "ifft") return has_n ? fft::ifft(x[0], n[0], axis, norm) : fft::ifft(x[0], axis, norm);
+        if (kind == "rfft") return has_n ? fft::rfft(x[0], n[0], axis, norm) : fft::rfft(x[0], axis, norm);
+        return has_n ? fft::irfft(x[0], n[0], axis, norm) : fft::irfft(x[0], axis, norm);
+      }
+      // Two or n axes: with lengths (without axes: as many last axes as lengths), with axes (fft2's
+      // default: the last two), or over all.
+      std::vector<int> ax = has_axes ? axes : std::vector<int>{-2, -1};
+      if (has_n && !has_axes) {
+        ax.clear();
+        for (int k = -static_cast<int>(n.size()); k < 0; ++k) ax.push_back(k);
+      }
+      if (kind == "fftn") {
+        return has_n ? fft::fftn(x[0], n, ax, norm) : has_axes ? fft::fftn(x[0], ax, norm) : fft::fftn(x[0], norm);
+      }
+      if (kind == "ifftn") {
+        return has_n ? fft::ifftn(x[0], n, ax, norm) : has_axes ? fft::ifftn(x[0], ax, norm) : fft::ifftn(x[0], norm);
+      }
+      if (kind == "rfftn") {
+        return has_n ? fft::rfftn(x[0], n, ax, norm) : has_axes ? fft::rfftn(x[0], ax, norm) : fft::rfftn(x[0], norm);
+      }
+      if (kind == "irfftn") {
+        return has_n ? fft::irfftn(x[0], n, ax, norm) : has_axes ? fft::irfftn(x[0], ax, norm) : fft::irfftn(x[0], norm);
+      }
+      if (kind == "fft2") return has_n ? fft::fft2(x[0], n, ax, norm) : fft::fft2(x[0], ax, norm);
+      if (kind == "ifft2") return has_n ? fft::ifft2(x[0], n, ax, norm) : fft::ifft2(x[0], ax, norm);
+      if (kind == "rfft2") return has_n ? fft::rfft2(x[0], n, ax, norm) : fft::rfft2(x[0], ax, norm);
+      if (kind == "irfft2") return has_n ? fft::irfft2(x[0], n, ax, norm) : fft::irfft2(x[0], ax, norm);
+      throw std::runtime_error("loom_diff: unknown fft kind " + kind);
+    });
     t["view"] = one([](const Args& x, const json& p) { return view(x[0], dtype_from(p["dtype"])); });
     t["full"] = one([](const Args& x, const json& p) { return full(shape_from(p["shape"]), x[0]); });
     t["arange"] = one([](const Args&, const json& p) {
