@@ -54,7 +54,9 @@ void gather_block(const array& a, size_t lo, size_t len, char* dst) {
     if (s == 1) {
       std::memcpy(out, src, run * isz);
     } else {
-      for (size_t i = 0; i < run; ++i) std::memcpy(out + i * isz, src + static_cast<int64_t>(i) * s * isz, isz);
+      // (Signed: a negative stride times the unsigned item size would wrap.)
+      const int64_t step = s * static_cast<int64_t>(isz);
+      for (size_t i = 0; i < run; ++i) std::memcpy(out + i * isz, src + static_cast<int64_t>(i) * step, isz);
     }
     done += run;
     w.advance(static_cast<int64_t>(run));

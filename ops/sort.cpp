@@ -407,7 +407,8 @@ class SearchSorted : public UnaryPrimitive {
       kernels::for_each_row<3>(shape, st, [&](const std::array<int64_t, 3>& o, int cnt, const std::array<int64_t, 3>& s) {
         for (int j = 0; j < cnt; ++j) {
           const C v = static_cast<C>(v0[o[0] + j * s[0]]);
-          const T* sp = s0 + o[2] + j * s[2];
+          // (An empty sequence has no data to point into: every value goes at 0.)
+          const T* sp = n > 0 ? s0 + o[2] + j * s[2] : nullptr;
           int64_t lo = 0, hi = n;  // the answer is in [lo, hi]
           while (lo < hi) {
             const int64_t mid = lo + (hi - lo) / 2;
