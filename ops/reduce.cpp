@@ -248,16 +248,6 @@ class Reduce : public UnaryPrimitive {
       default:
         break;
     }
-    // A floating sum or product rounds in an order that follows the input's layout (which runs are
-    // contiguous, which strides come first). The same values must give the same bits whatever their
-    // layout, which fusion, donation and compile choose (a transposed or broadcast-strided
-    // intermediate, or a row-major one): such an input is summed as its row-major copy would be.
-    if ((type_ == ReduceType::sum || type_ == ReduceType::prod) && is_inexact(x.dtype()) && !x.flags().row_contiguous &&
-        x.size() > 1) {
-      const array rm = kernels::row_contiguous(x);
-      LOOM_DISPATCH_ALL(rm.dtype(), T, run<T>(rm, out));
-      return;
-    }
     LOOM_DISPATCH_ALL(x.dtype(), T, run<T>(x, out));
   }
   // The sum, prod, max and min kernels for storage type T (a template, so that `if constexpr` drops
