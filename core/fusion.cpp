@@ -158,9 +158,7 @@ struct FusedGroup {
   std::vector<std::pair<const array*, int>> constants;  // scalar leaves and their slots
   std::vector<const array*> direct_leaves;             // leaves read in place, once each
   int slots = 0;
-  // The layout it was made for: each distinct leaf and how it is read.
-  std::vector<const array*> leaves;
-  std::vector<uint8_t> kinds;
+  std::vector<uint8_t> kinds;  // by distinct leaf: how it is read (the plan holds while these do)
 };
 
 namespace {
@@ -211,8 +209,8 @@ const array* shared_layout(const std::vector<const array*>& leaves, const array&
 // in place, and the root takes it when the run allocates.)
 bool still_fits(const FusedGroup& g, const array* like, size_t n) {
   if ((g.like == nullptr) != (like == nullptr) || g.n != n) return false;
-  for (size_t i = 0; i < g.leaves.size(); ++i) {
-    if (leaf_kind(*g.leaves[i], n, like != nullptr) != g.kinds[i]) return false;
+  for (size_t i = 0; i < g.distinct.size(); ++i) {
+    if (leaf_kind(*g.distinct[i], n, like != nullptr) != g.kinds[i]) return false;
   }
   return true;
 }
@@ -228,20 +226,16 @@ void make_group(FusedGroup& g, const std::vector<array>& tape, const std::vector
   g.like = like;
   g.first.assign(m + 1, 0);
   g.out_slot.assign(m, -1);
+  for (const array* leaf : g.distinct) {
+    g.kinds.push_back(leaf_kind(*leaf, n, like != nullptr));
+    if (g.kinds.back() == kDirect) g.direct_leaves.push_back(leaf);
+  }
   std::vector<int> free_slots, release;
   auto take = [&] {
     if (free_slots.empty()) return g.slots++;
     int s = free_slots.back();
     free_slots.pop_back();
     return s;
-  };
-  auto add_leaf = [&](const array& in, LeafKind kind) {
-    for (size_t i = 0; i < g.leaves.size(); ++i) {
-      if (g.leaves[i]->id() == in.id()) return false;
-    }
-    g.leaves.push_back(&in);
-    g.kinds.push_back(kind);
-    return true;
   };
   for (int k = 0; k < m; ++k) {
     release.clear();
@@ -257,17 +251,14 @@ void make_group(FusedGroup& g, const std::vector<array>& tape, const std::vector
       } else {
         src.leaf = &in;
         const LeafKind kind = leaf_kind(in, n, like != nullptr);
-        const bool first_read = add_leaf(in, kind);
-        if (kind == kDirect) {
-          if (first_read) g.direct_leaves.push_back(&in);
-        } else if (kind == kScalar) {
+        if (kind == kScalar) {
           // A slot of its own for the whole run, filled once per thread; one per leaf however many
           // members read it (a scalar added at every step of a chain).
           size_t c = 0;
           while (c < g.constants.size() && g.constants[c].first->id() != in.id()) ++c;
           if (c == g.constants.size()) g.constants.push_back({&in, -1});
           src.slot = -2 - static_cast<int>(c);
-        } else {
+        } else if (kind == kGathered) {  // (kDirect: read in place, slot -1)
           src.slot = take();
           src.gather = true;
           release.push_back(src.slot);
