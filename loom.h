@@ -10,6 +10,7 @@
 #include "loom/core/isa.h"
 #include "loom/core/profile.h"
 #include "loom/core/threads.h"
+#include "loom/kernels/backend.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/graph.h"
 #include "loom/ops/random.h"

@@ -1,4 +1,6 @@
-// matmul_1024, matmul_2048, eltwise_chain_4m and op_overhead as docs/benchmarks.md defines them,
+// matmul_512, matmul_1024, matmul_2048 (float32) and matmul_bf16_512, matmul_bf16_2048 (bfloat16
+// operands and result, float32 accumulation: the GEMM seam's half path), eltwise_chain_4m and
+// op_overhead as docs/benchmarks.md defines them,
 // unary_4m: one float32 math op (exp, log, tanh, sigmoid, erf, nn::gelu, nn::gelu_approx) over
 // 4M floats in [-4, 4) ([0.01, 8) for log); and fused_rows: forward + backward of rms_norm and
 // softmax, fused and written op by op; quantized_matmul_4bit: x (8, 4096) against a 4-bit (group 64)
@@ -18,11 +20,11 @@ int main(int argc, char** argv) {
   const bool quick = bench::quick();
   for (int threads : bench::thread_counts(argc, argv)) {
     set_num_threads(threads);
-    for (int n : {1024, 2048}) {
-      array a = ones({n, n}) * 0.5f, b = ones({n, n}) * 0.25f;
+    for (auto [n, dt] : {std::pair{512, float32}, {1024, float32}, {2048, float32}, {512, bfloat16}, {2048, bfloat16}}) {
+      array a = astype(ones({n, n}) * 0.5f, dt), b = astype(ones({n, n}) * 0.25f, dt);
       eval(a, b);
       matmul(a, b).eval();  // warm-up
-      int reps = quick ? 10 : (n == 1024 ? 30 : 10);  // the peer times at least 0.1 s (QUICK) or 1 s
+      int reps = quick ? 10 : (n <= 1024 ? 30 : 10);  // the peer times at least 0.1 s (QUICK) or 1 s
       std::vector<double> ms;
       for (int r = 0; r < reps; ++r) {
         double t0 = bench::now_ms();
@@ -31,8 +33,10 @@ int main(int argc, char** argv) {
         ms.push_back(bench::now_ms() - t0);
       }
       double t = bench::median(ms);
-      std::printf("{\"bench\":\"matmul_%d\",\"impl\":\"loom\",\"threads\":%d,\"median_ms\":%.3f,\"gflops\":%.2f,\"n\":%d}\n",
-                  n, threads, t, 2.0 * n * n * n / (t * 1e-3) / 1e9, reps);
+      std::printf("{\"bench\":\"matmul_%s%d\",\"impl\":\"loom\",\"threads\":%d,\"median_ms\":%.3f,\"gflops\":%.2f,"
+                  "\"n\":%d,\"gemm\":\"%s\"}\n",
+                  dt == bfloat16 ? "bf16_" : "", n, threads, t, 2.0 * n * n * n / (t * 1e-3) / 1e9, reps,
+                  to_string(gemm_backend(dt)));
       std::fflush(stdout);
     }
     {

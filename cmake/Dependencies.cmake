@@ -48,6 +48,21 @@ add_library(loom_openblas INTERFACE)
 target_include_directories(loom_openblas INTERFACE ${LOOM_OPENBLASP_INCLUDE} ${LOOM_LAPACK_INCLUDE})
 target_link_libraries(loom_openblas INTERFACE ${LOOM_OPENBLASP_LIB})
 
+# oneDNN (libdnnl-dev): the GEMM seam's backend for bfloat16 and float16 products on the CPU's bf16 /
+# fp16 / AMX instructions (kernels/gemm_dnnl.cpp). Found by path: Debian's CMake package of it also
+# looks for OpenCL, which Loom does not use.
+find_path(LOOM_DNNL_INCLUDE oneapi/dnnl/dnnl.hpp)
+find_library(LOOM_DNNL_LIB NAMES dnnl)
+if(LOOM_DNNL_INCLUDE AND LOOM_DNNL_LIB)
+  set(_dnnl_found ON)
+else()
+  set(_dnnl_found OFF)
+endif()
+loom_require(_dnnl_found "oneDNN" "libdnnl-dev")
+add_library(loom_dnnl INTERFACE)
+target_include_directories(loom_dnnl INTERFACE ${LOOM_DNNL_INCLUDE})
+target_link_libraries(loom_dnnl INTERFACE ${LOOM_DNNL_LIB} ${CMAKE_DL_LIBS})
+
 if(LOOM_BUILD_TESTS)
   find_package(GTest QUIET)
   loom_require(GTest_FOUND "GoogleTest" "libgtest-dev")

@@ -8,26 +8,29 @@
 #   2. An internal header is included only where its scope allows: core's internal headers and
 #      ops/utils.h (the toolkit for writing kernels and checking arguments) and ops/batching.h (for
 #      writing batching rules) from any library folder;
-#      ops' other internal headers (ops/kernels/, the elementwise op structs, the indexing helpers)
-#      from ops/ and fast/, which implement kernels; every other internal header from its own folder.
+#      the kernel toolkit's internal headers (kernels/: the elementwise, row and softmax drivers, the
+#      SIMD math, the GEMM seam) and ops' other internal headers (the elementwise op structs, the
+#      indexing helpers) from kernels/, ops/ and fast/, which implement kernels; every other internal
+#      header from its own folder.
 #   3. No public header includes an internal one (the installed package would not compile), and
 #      examples/ include only public headers (they are what a user writes).
 cmake_minimum_required(VERSION 3.25)
 
 set(LAYER_core core)
-set(LAYER_ops core ops)
+set(LAYER_kernels core kernels)
+set(LAYER_ops core kernels ops)
 set(LAYER_io core ops io)
 set(LAYER_autograd core ops autograd)
-set(LAYER_fast core ops autograd fast)
-set(LAYER_distributed core ops distributed)
+set(LAYER_fast core kernels ops autograd fast)
+set(LAYER_distributed core kernels ops distributed)
 set(LAYER_data core ops io distributed data)
-set(LAYER_nn core ops io autograd fast distributed data nn)
-set(LAYER_optim core ops io autograd fast distributed data nn optim)
-set(FOLDERS core ops io autograd fast distributed data nn optim)
+set(LAYER_nn core kernels ops io autograd fast distributed data nn)
+set(LAYER_optim core kernels ops io autograd fast distributed data nn optim)
+set(FOLDERS core kernels ops io autograd fast distributed data nn optim)
 
 set(TOOLKIT_PREFIXES "core/" "ops/utils.h" "ops/batching.h")
 set(KERNEL_PREFIXES "ops/")
-set(KERNEL_USERS ops fast)
+set(KERNEL_USERS kernels ops fast)
 
 function(scope_allows header folder out)
   foreach(p ${TOOLKIT_PREFIXES})
@@ -38,7 +41,7 @@ function(scope_allows header folder out)
     endif()
   endforeach()
   string(REGEX REPLACE "/.*" "" home "${header}")
-  if(home STREQUAL "ops" AND folder IN_LIST KERNEL_USERS)
+  if((home STREQUAL "ops" OR home STREQUAL "kernels") AND folder IN_LIST KERNEL_USERS)
     set(${out} TRUE PARENT_SCOPE)
     return()
   endif()

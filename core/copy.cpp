@@ -92,8 +92,8 @@ void copy_strided(const array& src, void* dst, Dtype dst_dtype, const Strides& d
             return;
           }
         } else if constexpr (half_and_float32<In, Out>()) {
-          // Contiguous rows in a loop the compiler vectorizes: the half-precision matmul converts its
-          // operands and result this way (Matmul::half_matmul). Only these pairs, for compile time.
+          // Contiguous rows in a loop the compiler vectorizes: the autocast policy's casts of float32
+          // weights and activations go this way. Only these pairs, for compile time.
           if (s[0] == 1 && s[1] == 1) {
             LOOM_IVDEP
             for (int i = 0; i < n; ++i) yp[i] = cast_value<Out>(xp[i]);

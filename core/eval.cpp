@@ -270,7 +270,7 @@ class Probe {
     profile::detail::Span s;
     s.end_ns = profile::detail::now_ns();
     s.begin_ns = live_->begin;
-    s.name = live_->kind;
+    s.name = live_->kind;  // with the backend a kernel noted (profile::detail::note_backend)
     s.category = category_;
     s.bytes_read = read;
     s.bytes_written = written;

@@ -47,7 +47,7 @@ Registry& registry() {
 }
 
 thread_local std::string thread_label;  // name_thread's, for the log made at the first record
-thread_local const std::string* node_running = nullptr;
+thread_local std::string* node_running = nullptr;
 
 // Spans that enclose others or repeat a node's time elsewhere: in the trace, not in the summary.
 bool structural(const char* category) {
@@ -189,7 +189,12 @@ int64_t now_ns() {
 void name_thread(const std::string& name) { thread_label = name; }
 
 const std::string* running_node() { return node_running; }
-void set_running_node(const std::string* kind) { node_running = kind; }
+void set_running_node(std::string* kind) { node_running = kind; }
+
+void note_backend(const char* backend) {
+  // Once per node: a node whose kernel makes several products (a batched matmul) names them once.
+  if (node_running && node_running->find(" [") == std::string::npos) *node_running += std::string(" [") + backend + "]";
+}
 
 void record(Span&& span) {
   ThreadLog& l = my_log();

@@ -81,7 +81,12 @@ void name_thread(const std::string& name);
 /// The kind of node the calling thread is running while recording (null outside one): the thread
 /// pool names its workers' part of the node after it. Eval sets it around each node it records.
 const std::string* running_node();
-void set_running_node(const std::string* kind);
+void set_running_node(std::string* kind);
+/// A kernel names the library that runs it ("dnnl bfloat16") before it hands work to the pool: the
+/// node being recorded on this thread, and the workers' parts of it, are then named "Matmul [dnnl
+/// bfloat16]", apart from nodes of the same kind that ran elsewhere. Only the first note of a node
+/// counts. Outside a recorded node, nothing happens.
+void note_backend(const char* backend);
 
 /// A finished span on the calling thread.
 struct Span {

@@ -8,6 +8,7 @@
 #include "loom/distributed/detail/comm_thread.h"
 #include "loom/distributed/detail/group_impl.h"
 #include "loom/distributed/distributed.h"
+#include "loom/kernels/backend.h"
 #include "loom/ops/utils.h"
 
 #ifndef LOOM_VERSION_STRING
@@ -38,6 +39,7 @@ std::string config() {
   return msg("Loom ", LOOM_VERSION_STRING, "\n",                                            //
              "kernels: ", kernel_isa(), " (the CPU has ", cpu_vector_unit(), ")\n",           //
              "BLAS: ", detail::blas_description(), "\n",                                     //
+             "GEMM: ", gemm_config(), "\n",                                                  //
              "threads: ", get_num_threads(), " per process, ", procs, " process", procs > 1 ? "es" : "",
              " on this machine, ", loom::detail::cores_available(), " cores\n",  //
              "MPI: ", mpi, "; rank ", world.rank(), " of ", world.size(),

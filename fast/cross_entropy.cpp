@@ -12,8 +12,8 @@
 #include "loom/ops/autocast.h"
 #include "loom/ops/batching.h"
 #include "loom/ops/indexing.h"
-#include "loom/ops/kernels/elementwise.h"
-#include "loom/ops/kernels/fast_math.h"
+#include "loom/kernels/elementwise.h"
+#include "loom/kernels/fast_math.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 

@@ -5,8 +5,8 @@
 #include "loom/core/serialize.h"
 #include "loom/fast/custom.h"
 #include "loom/fast/fast.h"
-#include "loom/ops/kernels/elementwise.h"
-#include "loom/ops/kernels/fast_math.h"
+#include "loom/kernels/elementwise.h"
+#include "loom/kernels/fast_math.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 

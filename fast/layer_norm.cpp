@@ -6,8 +6,8 @@
 #include "loom/fast/custom.h"
 #include "loom/fast/fast.h"
 #include "loom/ops/autocast.h"
-#include "loom/ops/kernels/fast_math.h"
-#include "loom/ops/kernels/rows.h"
+#include "loom/kernels/fast_math.h"
+#include "loom/kernels/rows.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 

@@ -4,7 +4,7 @@
 #include "loom/core/serialize.h"
 #include "loom/fast/custom.h"
 #include "loom/fast/fast.h"
-#include "loom/ops/kernels/softmax.h"
+#include "loom/kernels/softmax.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 

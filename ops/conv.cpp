@@ -12,8 +12,8 @@
 #include "loom/core/serialize.h"
 #include "loom/ops/batching.h"
 #include "loom/ops/autocast.h"
-#include "loom/ops/kernels/elementwise.h"
-#include "loom/ops/kernels/gemm.h"
+#include "loom/kernels/elementwise.h"
+#include "loom/kernels/gemm.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <limits>
 
-#include "loom/ops/kernels/elementwise.h"
-#include "loom/ops/kernels/simd_math.h"
+#include "loom/kernels/elementwise.h"
+#include "loom/kernels/simd_math.h"
 #include "loom/ops/utils.h"
 
 namespace loom {

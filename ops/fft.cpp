@@ -20,7 +20,7 @@
 #include "loom/core/primitive.h"
 #include "loom/core/serialize.h"
 #include "loom/ops/batching.h"
-#include "loom/ops/kernels/fft.h"
+#include "loom/kernels/fft.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 

@@ -36,7 +36,7 @@
 
 #include "loom/core/loops.h"
 #include "loom/core/parallel.h"
-#include "loom/ops/kernels/fft.h"
+#include "loom/kernels/fft.h"
 
 namespace loom::kernels::fft {
 

@@ -13,7 +13,7 @@
 #include "loom/core/primitive.h"
 #include "loom/core/serialize.h"
 #include "loom/ops/batching.h"
-#include "loom/ops/kernels/rows.h"
+#include "loom/kernels/rows.h"
 #include "loom/ops/ops.h"
 
 namespace loom {

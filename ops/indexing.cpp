@@ -9,7 +9,7 @@
 #include "loom/core/serialize.h"
 #include "loom/ops/batching.h"
 #include "loom/ops/indexing_utils.h"
-#include "loom/ops/kernels/elementwise.h"
+#include "loom/kernels/elementwise.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 

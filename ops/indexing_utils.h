@@ -7,7 +7,7 @@
 
 #include "loom/core/array.h"
 #include "loom/core/primitive.h"
-#include "loom/ops/kernels/elementwise.h"
+#include "loom/kernels/elementwise.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 

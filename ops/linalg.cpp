@@ -1,10 +1,10 @@
 #include "loom/core/serialize.h"
 #include "loom/core/primitive.h"
 #include "loom/ops/batching.h"
-#include "loom/ops/kernels/elementwise.h"
+#include "loom/kernels/elementwise.h"
 #include "loom/ops/autocast.h"
 #include "loom/ops/indexing.h"
-#include "loom/ops/kernels/gemm.h"
+#include "loom/kernels/gemm.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 
@@ -33,44 +33,43 @@ MatLayout mat_layout(const array& a) {
   return {};
 }
 
-// out = alpha a b (+ beta c when `c` is given, already broadcast to out's shape). c is copied into
-// out first (or out takes c's buffer when nothing else holds it) and the GEMM accumulates onto it:
-// no zeroing of out by BLAS and no separate pass to add c.
-template <typename T>
-void matmul_impl(const array& a_in, const array& b_in, const array* c_in, array& out, T alpha, T beta) {
+// out = alpha a b (+ beta c when `c` is given, already broadcast to out's shape), in out's dtype:
+// float32, float64, complex64, or bfloat16 / float16, which the GEMM seam reads as they are (oneDNN's
+// half kernels where the CPU has them). c is copied into out first (or out takes c's buffer when
+// nothing else holds it) and the GEMM accumulates onto it: no zeroing of out and no separate pass to
+// add c.
+void matmul_impl(const array& a_in, const array& b_in, const array* c_in, array& out, double alpha, double beta) {
   out.alloc();  // c's own buffer when nothing else reads it (Matmul::donors)
   if (out.size() == 0) return;
-  T* c = kernels::ptr<T>(out);
+  char* c = static_cast<char*>(out.raw_data());
   if (c_in) kernels::copy_into(*c_in, out);
-  if (!c_in) beta = T(0);
-  int nd = static_cast<int>(out.ndim());
-  int M = out.shape()[nd - 2], N = out.shape()[nd - 1], K = a_in.shape()[nd - 1];
-  if (K == 0) {
-    for (size_t i = 0; i < out.size(); ++i) c[i] = beta == T(0) ? T(0) : beta * c[i];
-    return;
-  }
+  if (!c_in) beta = 0;
+  const int nd = static_cast<int>(out.ndim());
+  const int64_t M = out.shape()[nd - 2], N = out.shape()[nd - 1], K = a_in.shape()[nd - 1];
   MatLayout la = mat_layout(a_in), lb = mat_layout(b_in);
   array a = la.ok ? a_in : kernels::row_contiguous(a_in);
   array b = lb.ok ? b_in : kernels::row_contiguous(b_in);
   if (!la.ok) la = mat_layout(a);
   if (!lb.ok) lb = mat_layout(b);
-  const T* ap = kernels::ptr<T>(a);
-  const T* bp = kernels::ptr<T>(b);
-  size_t batch = out.size() / (size_t(M) * N);
+  const char* ap = static_cast<const char*>(a.raw_data());
+  const char* bp = static_cast<const char*>(b.raw_data());
+  const size_t item = out.itemsize(), batch = out.size() / size_t(M * N);
+  const Dtype d = out.dtype();
 
   // A batched, row-major `a` against one shared `b`: a single GEMM with batch*M rows.
   bool b_shared = true;
   for (int i = 0; i < nd - 2; ++i) b_shared &= b.strides()[i] == 0 || b.shape()[i] == 1;
-  bool a_stacked = !la.trans && (batch == 1 || a.flags().row_contiguous);
+  const bool a_stacked = !la.trans && (batch == 1 || a.flags().row_contiguous);
   if (batch == 1 || (b_shared && a_stacked)) {
-    gemm<T>(la.trans, lb.trans, int(batch * M), N, K, alpha, ap, la.ld, bp, lb.ld, beta, c, N);
+    gemm(kernels::Gemm{d, d, la.trans, lb.trans, int64_t(batch) * M, N, K, ap, la.ld, bp, lb.ld, c, N, alpha, beta});
     return;
   }
   // One GEMM per batch position: the batch axes (a's and b's broadcast to out's) walked row-major.
   const std::array<Strides, 2> bst{a.strides(), b.strides()};
   kernels::Walker<2> w(out.shape(), bst, 0, std::max(nd - 2, 0));
   for (size_t i = 0; i < batch; ++i, w.next()) {
-    gemm<T>(la.trans, lb.trans, M, N, K, alpha, ap + w.off[0], la.ld, bp + w.off[1], lb.ld, beta, c + i * size_t(M) * N, N);
+    gemm(kernels::Gemm{d, d, la.trans, lb.trans, M, N, K, ap + w.off[0] * int64_t(item), la.ld,
+                       bp + w.off[1] * int64_t(item), lb.ld, c + i * size_t(M * N) * item, N, alpha, beta});
   }
 }
 
@@ -107,16 +106,7 @@ class Matmul : public UnaryPrimitive {
     return 2.0 * k * double(out[0].size()) * (out[0].dtype() == complex64 ? 4 : 1);
   }
   void eval_cpu(const std::vector<array>& in, array& out) override {
-    const array* c = in.size() > 2 ? &in[2] : nullptr;
-    if (out.dtype() == float64) {
-      matmul_impl<double>(in[0], in[1], c, out, alpha_, beta_);
-    } else if (out.dtype() == complex64) {
-      matmul_impl<complex64_t>(in[0], in[1], c, out, alpha_, beta_);
-    } else if (out.dtype() == float32) {
-      matmul_impl<float>(in[0], in[1], c, out, alpha_, beta_);
-    } else {
-      half_matmul(in, out);
-    }
+    matmul_impl(in[0], in[1], in.size() > 2 ? &in[2] : nullptr, out, alpha_, beta_);
   }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
                          const std::vector<array>&) override {
@@ -173,19 +163,6 @@ class Matmul : public UnaryPrimitive {
 
  private:
   static array scaled(const array& x, float s) { return s == 1.0f ? x : multiply(x, array(s, x.dtype())); }
-  // float16 / bfloat16: float32's GEMM (OpenBLAS has no half-precision one) on operands converted
-  // here, in the kernel. As astype nodes around a float32 product (as before) the conversions were a
-  // fifth of a bfloat16 training step, and the graph kept float32 copies of every operand for the
-  // backward pass.
-  void half_matmul(const std::vector<array>& in, array& out) const {
-    const array a = kernels::row_contiguous(in[0], float32), b = kernels::row_contiguous(in[1], float32);
-    std::optional<array> c;
-    if (in.size() > 2) c = kernels::row_contiguous(in[2], float32);  // read before out may reuse its buffer
-    array product(allocator::malloc(out.size() * sizeof(float)), out.shape(), float32);
-    matmul_impl<float>(a, b, c ? &*c : nullptr, product, alpha_, beta_);
-    out.alloc();
-    kernels::copy_strided(product, out.raw_data(), out.dtype(), out.strides());
-  }
   float alpha_, beta_;
 };
 const bool kMatmulLoads = detail::register_primitive("Matmul", [](detail::Reader& r) -> std::shared_ptr<Primitive> {
@@ -222,8 +199,8 @@ struct MatmulOperands {
   Dtype dtype;
 };
 
-// The Matmul node of `inputs` (a, b[, c]) with result `dtype` (the half types compute in float32
-// inside the kernel: Matmul::half_matmul).
+// The Matmul node of `inputs` (a, b[, c]) with result `dtype` (half types accumulate in float32
+// inside the GEMM seam: kernels/gemm.h).
 array matmul_node(const Shape& out, Dtype dtype, float alpha, float beta, std::vector<array> inputs) {
   return array(out, dtype, std::make_shared<Matmul>(alpha, beta), std::move(inputs));
 }

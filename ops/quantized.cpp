@@ -27,7 +27,7 @@
 #include "loom/core/threads.h"
 #include "loom/ops/batching.h"
 #include "loom/ops/indexing.h"
-#include "loom/ops/kernels/gemm.h"
+#include "loom/kernels/gemm.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 

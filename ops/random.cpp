@@ -13,7 +13,7 @@
 #include "loom/core/serialize.h"
 #include "loom/ops/batching.h"
 #include "loom/ops/elementwise.h"
-#include "loom/ops/kernels/elementwise.h"
+#include "loom/kernels/elementwise.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 

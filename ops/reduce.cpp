@@ -6,7 +6,7 @@
 #include "loom/ops/batching.h"
 #include "loom/ops/autocast.h"
 #include "loom/ops/indexing.h"
-#include "loom/ops/kernels/elementwise.h"
+#include "loom/kernels/elementwise.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 

@@ -9,7 +9,7 @@
 #include "loom/ops/batching.h"
 #include "loom/ops/graph.h"
 #include "loom/ops/indexing.h"
-#include "loom/ops/kernels/elementwise.h"
+#include "loom/kernels/elementwise.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 

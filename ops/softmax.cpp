@@ -3,7 +3,7 @@
 #include "loom/core/serialize.h"
 #include "loom/core/primitive.h"
 #include "loom/ops/batching.h"
-#include "loom/ops/kernels/softmax.h"
+#include "loom/kernels/softmax.h"
 #include "loom/ops/ops.h"
 
 namespace loom {

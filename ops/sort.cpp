@@ -11,7 +11,7 @@
 #include "loom/ops/batching.h"
 #include "loom/ops/indexing.h"
 #include "loom/ops/indexing_utils.h"
-#include "loom/ops/kernels/elementwise.h"
+#include "loom/kernels/elementwise.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/utils.h"
 

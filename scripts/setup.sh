@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(
   g++ clang cmake make pkg-config ccache
-  libopenblas-pthread-dev liblapacke-dev libopenmpi-dev openmpi-bin
+  libopenblas-pthread-dev liblapacke-dev libdnnl-dev libopenmpi-dev openmpi-bin
   libgtest-dev libbenchmark-dev nlohmann-json3-dev zlib1g-dev libcli11-dev
   dataset-fashion-mnist fortunes fortunes-min gnuplot-nox
   python3-numpy python3-torch

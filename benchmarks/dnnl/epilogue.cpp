@@ -34,7 +34,7 @@
 #include <cblas.h>
 #include <loom/loom.h>
 #include <loom/core/parallel.h>
-#include <loom/ops/kernels/simd_math.h>
+#include <loom/kernels/simd_math.h>
 #include <omp.h>
 
 #include <algorithm>

@@ -22,6 +22,9 @@ const profile::OpStats* find_kind(const std::vector<profile::OpStats>& s, const 
 // (It points into the vector: a temporary would be gone by the time the pointer is read.)
 const profile::OpStats* find_kind(std::vector<profile::OpStats>&& s, const std::string& name) = delete;
 
+// A float32 product's kind: the node's name with the GEMM backend that ran it (kernels/backend.h).
+std::string matmul_kind() { return std::string("Matmul [") + to_string(gemm_backend(float32)) + " float32]"; }
+
 json read_json(const std::string& path) {
   std::ifstream f(path);
   EXPECT_TRUE(f.good()) << path;
@@ -44,7 +47,7 @@ TEST(Profile, NodesCarryBytesFlopsAndAllocations) {
     eval(matmul(a, b));
   }
   const auto stats = profile::key_averages();
-  const profile::OpStats* mm = find_kind(stats, "Matmul");
+  const profile::OpStats* mm = find_kind(stats, matmul_kind());
   ASSERT_NE(mm, nullptr);
   EXPECT_EQ(mm->category, "op");
   EXPECT_EQ(mm->calls, 1);
@@ -208,19 +211,19 @@ TEST(Profile, PoolWorkersHaveTracksNamedAfterTheirNode) {
   }
   ASSERT_FALSE(parts.empty()) << "no worker joined any of 20 products";
   for (const json& p : parts) {
-    EXPECT_EQ(p["name"], "Matmul");
+    EXPECT_EQ(p["name"], matmul_kind());
     EXPECT_EQ(thread_names[p["tid"]].rfind("pool worker ", 0), 0u) << thread_names[p["tid"]];
     const double t0 = p["ts"], t1 = t0 + p["dur"].get<double>();
     bool inside = false;
     for (const json& n : nodes) {
       const double n0 = n["ts"], n1 = n0 + n["dur"].get<double>();
-      inside = inside || (n["name"] == "Matmul" && n["tid"] != p["tid"] && t0 >= n0 - 1e-3 && t1 <= n1 + 1e-3);
+      inside = inside || (n["name"] == matmul_kind() && n["tid"] != p["tid"] && t0 >= n0 - 1e-3 && t1 <= n1 + 1e-3);
     }
     EXPECT_TRUE(inside) << p.dump();
   }
   // The summary counts the node once: workers' parts are inside its time already.
   const auto kinds = profile::key_averages();  // (find_kind points into it)
-  const profile::OpStats* mm = find_kind(kinds, "Matmul");
+  const profile::OpStats* mm = find_kind(kinds, matmul_kind());
   ASSERT_NE(mm, nullptr);
   EXPECT_EQ(mm->calls, 20);
   std::remove(path.c_str());

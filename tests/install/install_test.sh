@@ -8,10 +8,10 @@ build="$1"; src="$2"; work="$3"; levels="${4:-}"
 rm -rf "$work" && mkdir -p "$work"
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
 # Only the public API is installed: no kernel toolkit or layer-private header.
-for internal in core/loops.h core/copy.h core/fusion.h ops/utils.h ops/kernels io/detail.h distributed/detail; do
+for internal in core/loops.h core/copy.h core/fusion.h ops/utils.h kernels/gemm.h kernels/elementwise.h io/detail.h distributed/detail; do
   [ ! -e "$work/prefix/include/loom/$internal" ] || { echo "internal header $internal was installed"; exit 1; }
 done
-[ -e "$work/prefix/include/loom/loom.h" ] && [ -e "$work/prefix/include/loom/fast/fast.h" ] ||
+[ -e "$work/prefix/include/loom/loom.h" ] && [ -e "$work/prefix/include/loom/fast/fast.h" ] && [ -e "$work/prefix/include/loom/kernels/backend.h" ] ||
   { echo "public headers are missing from the install"; exit 1; }
 cmake -S "$src" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CXX_FLAGS="${LOOM_SANITIZE_FLAGS:-}" >/dev/null

@@ -9,7 +9,7 @@
 #include <limits>
 #include <string>
 
-#include <loom/ops/kernels/simd_math.h>
+#include <loom/kernels/simd_math.h>
 
 #include "../test_utils.h"
 

@@ -8,7 +8,7 @@
 
 #include "loom/core/array.h"
 #include "loom/core/threads.h"
-#include "loom/ops/kernels/elementwise.h"
+#include "loom/kernels/elementwise.h"
 #include "loom/core/loops.h"
 
 namespace loom::kernels {

@@ -13,7 +13,7 @@
 #include <immintrin.h>
 #endif
 
-#include "loom/ops/kernels/simd_math.h"
+#include "loom/kernels/simd_math.h"
 
 namespace loom::detail {
 

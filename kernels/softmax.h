@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "loom/ops/kernels/fast_math.h"
-#include "loom/ops/kernels/rows.h"
+#include "loom/kernels/fast_math.h"
+#include "loom/kernels/rows.h"
 
 namespace loom::kernels {
 

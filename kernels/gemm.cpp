@@ -1,0 +1,275 @@
+// The GEMM seam's dispatch (kernels/gemm.h): picks a backend per dtype at run time, splits a product
+// across Loom's pool, and converts half operands around OpenBLAS where oneDNN has no kernel for them.
+#include "loom/kernels/gemm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "loom/core/allocator.h"
+#include "loom/core/loops.h"
+#include "loom/core/parallel.h"
+#include "loom/core/profile.h"
+#include "loom/core/threads.h"
+#include "loom/kernels/gemm_backends.h"
+
+namespace loom {
+
+const char* to_string(GemmBackend b) { return b == GemmBackend::dnnl ? "dnnl" : "openblas"; }
+
+namespace kernels {
+
+namespace {
+
+
+// What LOOM_GEMM asks for: nothing (the CPU decides), or one backend for every dtype it can take.
+enum class Forced { none, openblas, dnnl };
+
+Forced env_forced() {
+  const char* v = std::getenv("LOOM_GEMM");
+  if (!v || !*v) return Forced::none;
+  const std::string s(v);
+  if (s == "openblas") return Forced::openblas;
+  if (s == "dnnl" || s == "onednn") return Forced::dnnl;
+  throw std::invalid_argument(kmsg("[gemm] LOOM_GEMM=", s, ": expected openblas or dnnl (or unset, to let the CPU decide)"));
+}
+
+// -1: not forced by a test; otherwise the Forced value force_gemm_backend set.
+std::atomic<int> test_forced{-1};
+
+Forced forced() {
+  const int t = test_forced.load(std::memory_order_relaxed);
+  if (t >= 0) return Forced(t);
+  static const Forced f = env_forced();
+  return f;
+}
+
+// How a product of `in` runs: its backend, and whether half operands go through float32 first.
+struct Route {
+  GemmBackend backend = GemmBackend::openblas;
+  bool via_float32 = false;  // half inputs converted to float32 (the float32 backend then runs it)
+};
+
+Route route(Dtype in, Dtype out) {
+  const Forced f = forced();
+  if (in == float64 || in == complex64) return {GemmBackend::openblas, false};
+  if (in == float32) {
+    return {f == Forced::dnnl && backends::dnnl_supports(float32, float32) ? GemmBackend::dnnl : GemmBackend::openblas,
+            false};
+  }
+  // bfloat16 / float16: oneDNN's kernels where it has them for this CPU, else float32's backend.
+  if (f != Forced::openblas && backends::dnnl_supports(in, out)) return {GemmBackend::dnnl, false};
+  return {route(float32, float32).backend, true};
+}
+
+void check(const Gemm& g) {
+  const bool ok = (g.in == g.out && (g.in == float32 || g.in == float64 || g.in == complex64 || g.in == bfloat16 ||
+                                     g.in == float16)) ||
+                  ((g.in == bfloat16 || g.in == float16) && g.out == float32);
+  if (!ok) throw std::invalid_argument(kmsg("[gemm] no product of ", g.in, " operands into ", g.out));
+}
+
+// The profiler's name for products that ran on a route ("Matmul [dnnl bfloat16]").
+const char* tag(const Route& r, Dtype in) {
+  const bool dnnl = r.backend == GemmBackend::dnnl;
+  if (r.via_float32) {
+    if (in == bfloat16) return dnnl ? "bfloat16 as float32 on dnnl" : "bfloat16 as float32 on openblas";
+    return dnnl ? "float16 as float32 on dnnl" : "float16 as float32 on openblas";
+  }
+  if (dnnl) return in == bfloat16 ? "dnnl bfloat16" : in == float16 ? "dnnl float16" : "dnnl float32";
+  return in == float64 ? "openblas float64" : in == complex64 ? "openblas complex64" : "openblas float32";
+}
+
+// One share of a product on the calling thread.
+void run_share(const Gemm& g, GemmBackend b) {
+  if (b == GemmBackend::dnnl) {
+    backends::dnnl_gemm(g);
+  } else {
+    backends::openblas_gemm(g);
+  }
+}
+
+// Splits `g` into shares of C's rows (or columns, when it has more of those) over Loom's pool.
+void run_split(const Gemm& g, GemmBackend b) {
+  const int64_t split = std::max(g.M, g.N);
+  const int nt = loom::detail::in_parallel() || g.M * g.N * g.K < kGemmSplitMacs ? 1 : get_num_threads();
+  // Two parts per thread, of at least 32 rows or columns: each part packs the other operand again.
+  const int64_t parts = std::min<int64_t>(int64_t(nt) * 2, split / 32);
+  if (nt <= 1 || parts <= 1) {
+    run_share(g, b);
+    return;
+  }
+  const size_t ia = size_of(g.in), ic = size_of(g.out);
+  loom::detail::run_parts(size_t(split), parts, nt, [&](size_t b0, size_t e0) {
+    const int64_t lo = int64_t(b0), hi = int64_t(e0);
+    Gemm s = g;
+    if (g.M >= g.N) {  // rows [lo, hi) of C and of op(A)
+      s.M = hi - lo;
+      s.A = static_cast<const char*>(g.A) + size_t(g.ta ? lo : lo * g.lda) * ia;
+      s.C = static_cast<char*>(g.C) + size_t(lo * g.ldc) * ic;
+    } else {  // columns [lo, hi) of C and of op(B)
+      s.N = hi - lo;
+      s.B = static_cast<const char*>(g.B) + size_t(g.tb ? lo * g.ldb : lo) * ia;
+      s.C = static_cast<char*>(g.C) + size_t(lo) * ic;
+    }
+    run_share(s, b);
+  });
+}
+
+template <typename H>
+float half_to_float(H h) {
+  return static_cast<float>(h);
+}
+
+// dst (rows x cols, dense) = src (rows x cols, row stride ld) as float32, over Loom's threads.
+template <typename H>
+void widen(const H* src, int64_t rows, int64_t cols, int64_t ld, float* dst) {
+  parallel_for(size_t(rows), [&](size_t b, size_t e) {
+    for (size_t r = b; r < e; ++r) {
+      const H* s = src + int64_t(r) * ld;
+      float* d = dst + int64_t(r) * cols;
+      for (int64_t c = 0; c < cols; ++c) d[c] = half_to_float(s[c]);
+    }
+  }, std::max<size_t>(1, kParallelThreshold / size_t(std::max<int64_t>(cols, 1))));
+}
+
+// dst (rows x cols, row stride ld) = src (dense float32), rounded to nearest even.
+template <typename H>
+void narrow(const float* src, int64_t rows, int64_t cols, H* dst, int64_t ld) {
+  parallel_for(size_t(rows), [&](size_t b, size_t e) {
+    for (size_t r = b; r < e; ++r) {
+      const float* s = src + int64_t(r) * cols;
+      H* d = dst + int64_t(r) * ld;
+      for (int64_t c = 0; c < cols; ++c) d[c] = H(s[c]);
+    }
+  }, std::max<size_t>(1, kParallelThreshold / size_t(std::max<int64_t>(cols, 1))));
+}
+
+struct FloatBuffer {
+  explicit FloatBuffer(size_t n) : buf(allocator::malloc(n * sizeof(float))) {}
+  float* get() { return static_cast<float*>(buf.raw_ptr()); }
+  allocator::Buffer buf;
+  FloatBuffer(const FloatBuffer&) = delete;
+  FloatBuffer& operator=(const FloatBuffer&) = delete;
+  ~FloatBuffer() { allocator::free(buf); }
+};
+
+// A half product on float32's backend: A and B widened as stored (their transposes kept), C computed
+// in float32 (from a widened C when beta != 0) and rounded once into a half C.
+template <typename H>
+void via_float32(const Gemm& g, GemmBackend b) {
+  const int64_t ar = g.ta ? g.K : g.M, ac = g.ta ? g.M : g.K, br = g.tb ? g.N : g.K, bc = g.tb ? g.K : g.N;
+  FloatBuffer a(size_t(ar * ac)), bb(size_t(br * bc));
+  widen(static_cast<const H*>(g.A), ar, ac, g.lda, a.get());
+  widen(static_cast<const H*>(g.B), br, bc, g.ldb, bb.get());
+  Gemm f = g;
+  f.in = f.out = float32;
+  f.A = a.get(), f.lda = std::max<int64_t>(ac, 1);
+  f.B = bb.get(), f.ldb = std::max<int64_t>(bc, 1);
+  if (g.out == float32) {
+    run_split(f, b);
+    return;
+  }
+  FloatBuffer c(size_t(g.M * g.N));
+  if (g.beta != 0.0) widen(static_cast<const H*>(g.C), g.M, g.N, g.ldc, c.get());
+  f.C = c.get(), f.ldc = std::max<int64_t>(g.N, 1);
+  run_split(f, b);
+  narrow(c.get(), g.M, g.N, static_cast<H*>(g.C), g.ldc);
+}
+
+// C = beta C when there is no inner dimension (beta == 0 writes zeros).
+template <typename T>
+void scale_rows(void* C, int64_t M, int64_t N, int64_t ldc, double beta) {
+  for (int64_t r = 0; r < M; ++r) {
+    T* c = static_cast<T*>(C) + r * ldc;
+    for (int64_t j = 0; j < N; ++j) {
+      if constexpr (std::is_same_v<T, complex64_t>) {
+        c[j] = beta == 0.0 ? T(0.0f) : c[j] * T(float(beta));
+      } else {
+        c[j] = beta == 0.0 ? T(0.0f) : T(static_cast<float>(c[j]) * float(beta));
+      }
+    }
+  }
+}
+
+void empty_inner(const Gemm& g) {
+  if (g.out == float64) {
+    for (int64_t r = 0; r < g.M; ++r) {
+      double* c = static_cast<double*>(g.C) + r * g.ldc;
+      for (int64_t j = 0; j < g.N; ++j) c[j] = g.beta == 0.0 ? 0.0 : c[j] * g.beta;
+    }
+  } else if (g.out == complex64) {
+    scale_rows<complex64_t>(g.C, g.M, g.N, g.ldc, g.beta);
+  } else if (g.out == bfloat16) {
+    scale_rows<bfloat16_t>(g.C, g.M, g.N, g.ldc, g.beta);
+  } else if (g.out == float16) {
+    scale_rows<float16_t>(g.C, g.M, g.N, g.ldc, g.beta);
+  } else {
+    scale_rows<float>(g.C, g.M, g.N, g.ldc, g.beta);
+  }
+}
+
+}  // namespace
+
+void gemm(const Gemm& g) {
+  check(g);
+  if (g.M <= 0 || g.N <= 0) return;
+  if (g.K <= 0) {
+    empty_inner(g);
+    return;
+  }
+  const Route r = route(g.in, g.out);
+  if (profile::detail::recording() && !loom::detail::in_parallel()) {
+    profile::detail::note_backend(tag(r, g.in));
+  }
+  if (!r.via_float32) {
+    run_split(g, r.backend);
+  } else if (g.in == bfloat16) {
+    via_float32<bfloat16_t>(g, r.backend);
+  } else {
+    via_float32<float16_t>(g, r.backend);
+  }
+}
+
+namespace detail {
+void force_gemm_backend(GemmBackend b) {
+  test_forced.store(int(b == GemmBackend::dnnl ? Forced::dnnl : Forced::openblas), std::memory_order_relaxed);
+}
+void reset_gemm_backend() { test_forced.store(-1, std::memory_order_relaxed); }
+bool dnnl_takes(Dtype in, Dtype out) { return backends::dnnl_supports(in, out); }
+DnnlCacheStats dnnl_cache_stats() { return backends::dnnl_stats(); }
+}  // namespace detail
+
+}  // namespace kernels
+
+GemmBackend gemm_backend(Dtype dtype) {
+  if (!is_inexact(dtype)) {
+    throw std::invalid_argument(kernels::kmsg("[gemm_backend] products are of floating dtypes, got ", dtype));
+  }
+  return kernels::route(dtype, dtype).backend;
+}
+
+std::string gemm_config() {
+  std::string s;
+  for (Dtype d : {float32, bfloat16, float16, float64, complex64}) {
+    const kernels::Route r = kernels::route(d, d);
+    const Dtype run = r.via_float32 ? float32 : d;
+    const std::string how = r.backend == GemmBackend::dnnl ? kernels::backends::dnnl_impl(run, run)
+                                                           : kernels::backends::openblas_core() + " kernels";
+    s += kernels::kmsg(s.empty() ? "" : "; ", d, ": ", r.via_float32 ? "as float32 on " : "", to_string(r.backend),
+                           " (", how);
+    if (r.via_float32) {
+      s += kernels::forced() == kernels::Forced::openblas ? ", LOOM_GEMM=openblas"
+                                                           : kernels::kmsg(", oneDNN has no ", d, " kernel for this CPU");
+    }
+    s += ")";
+  }
+  return s;
+}
+
+}  // namespace loom

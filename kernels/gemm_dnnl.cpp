@@ -1,0 +1,253 @@
+// The oneDNN backend of the GEMM seam (kernels/gemm.h): bfloat16 and float16 products on the CPU's
+// bf16 / fp16 / AMX instructions (float32 accumulation), and float32 ones when LOOM_GEMM=dnnl.
+//
+// Creating a oneDNN primitive costs 0.1-0.2 ms (1 ms the first in a process: benchmarks/README.md),
+// far more than a small product, so primitives are kept, per dtypes, shape, layout and scalars, in
+// a bounded LRU cache. Each is made and run single-threaded: Loom splits a product into shares on
+// its own pool (kernels/gemm.cpp), as it does OpenBLAS's, because oneDNN's OpenMP team splits
+// statically and spins at its barriers (1.3-2x slower at 2 threads on a shared machine).
+#include <dlfcn.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstring>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "loom/kernels/gemm_backends.h"
+
+namespace loom::kernels::backends {
+
+namespace {
+
+using dnnl::memory;
+
+memory::data_type dnnl_type(Dtype d) {
+  if (d == bfloat16) return memory::data_type::bf16;
+  if (d == float16) return memory::data_type::f16;
+  return memory::data_type::f32;
+}
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+dnnl::stream& stream() {
+  thread_local dnnl::stream s(engine());
+  return s;
+}
+
+// Debian's oneDNN threads with OpenMP and sizes its team by omp_get_max_threads() on the calling
+// thread, when a primitive is made (its blocking) and when it runs. A share of a product runs on one
+// of Loom's threads, so for that call the thread's OpenMP width is 1, then what it was (a user's
+// own OpenMP code on the same thread keeps its setting). The functions come from the libgomp that
+// libdnnl loaded; resolved at run time so that Loom itself does not link an OpenMP runtime.
+class OneOmpThread {
+ public:
+  OneOmpThread() {
+    static const Fns fns = resolve();
+    fns_ = &fns;
+    if (fns_->set) {
+      saved_ = fns_->get();
+      if (saved_ != 1) fns_->set(1);
+    }
+  }
+  ~OneOmpThread() {
+    if (fns_->set && saved_ != 1) fns_->set(saved_);
+  }
+  OneOmpThread(const OneOmpThread&) = delete;
+  OneOmpThread& operator=(const OneOmpThread&) = delete;
+
+ private:
+  struct Fns {
+    int (*get)() = nullptr;
+    void (*set)(int) = nullptr;
+  };
+  static Fns resolve() {
+    (void)engine();  // the engine exists: libdnnl and its OpenMP runtime are loaded
+    Fns f;
+    for (const char* lib : {"libgomp.so.1", "libomp.so.5", "libiomp5.so"}) {
+      void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);
+      if (!h) continue;
+      f.get = reinterpret_cast<int (*)()>(dlsym(h, "omp_get_max_threads"));
+      f.set = reinterpret_cast<void (*)(int)>(dlsym(h, "omp_set_num_threads"));
+      if (f.get && f.set) return f;
+      f = Fns{};
+    }
+    return f;
+  }
+  const Fns* fns_ = nullptr;
+  int saved_ = 1;
+};
+
+struct Key {
+  uint8_t in, out;
+  bool ta, tb;
+  int64_t M, N, K, lda, ldb, ldc;
+  uint64_t alpha, beta;  // bits of the doubles
+  bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof(Key)) == 0; }
+};
+static_assert(sizeof(Key) == 72, "Key has no padding: operator== compares its bytes");
+
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    uint64_t h = 1469598103934665603ull;
+    auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+    mix(uint64_t(k.in) | uint64_t(k.out) << 8 | uint64_t(k.ta) << 16 | uint64_t(k.tb) << 17);
+    for (int64_t v : {k.M, k.N, k.K, k.lda, k.ldb, k.ldc}) mix(uint64_t(v));
+    mix(k.alpha);
+    mix(k.beta);
+    return size_t(h);
+  }
+};
+
+uint64_t bits(double v) {
+  uint64_t u;
+  std::memcpy(&u, &v, sizeof u);
+  return u;
+}
+
+Key key_of(const Gemm& g) {
+  Key k;
+  std::memset(&k, 0, sizeof k);
+  k.in = uint8_t(g.in.val), k.out = uint8_t(g.out.val), k.ta = g.ta, k.tb = g.tb;
+  k.M = g.M, k.N = g.N, k.K = g.K, k.lda = g.lda, k.ldb = g.ldb, k.ldc = g.ldc;
+  k.alpha = bits(g.alpha), k.beta = bits(g.beta);
+  return k;
+}
+
+struct Entry {
+  memory::desc a, b, c;
+  dnnl::matmul prim;
+};
+
+// Made on the calling thread, with one OpenMP thread in force (OneOmpThread).
+std::shared_ptr<Entry> make_entry(const Gemm& g) {
+  auto e = std::make_shared<Entry>();
+  const memory::data_type ti = dnnl_type(g.in), to = dnnl_type(g.out);
+  e->a = memory::desc({g.M, g.K}, ti, g.ta ? memory::dims{1, g.lda} : memory::dims{g.lda, 1});
+  e->b = memory::desc({g.K, g.N}, ti, g.tb ? memory::dims{1, g.ldb} : memory::dims{g.ldb, 1});
+  e->c = memory::desc({g.M, g.N}, to, memory::dims{g.ldc, 1});
+  dnnl::primitive_attr attr;
+  if (g.alpha != 1.0) attr.set_output_scales(0, {float(g.alpha)});
+  if (g.beta != 0.0) {
+    dnnl::post_ops po;
+    po.append_sum(float(g.beta));  // C = alpha A B + beta C: the sum post-op reads C before writing
+    attr.set_post_ops(po);
+  }
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e->a, e->b, e->c), attr, engine());
+  e->prim = dnnl::matmul(pd);
+  return e;
+}
+
+// Least recently used primitives go first once the cache holds kCapacity (oneDNN's own default).
+class Cache {
+ public:
+  static constexpr size_t kCapacity = 1024;
+  std::shared_ptr<Entry> get(const Gemm& g) {
+    const Key k = key_of(g);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = index_.find(k);
+      if (it != index_.end()) {
+        lru_.splice(lru_.begin(), lru_, it->second);
+        return it->second->second;
+      }
+    }
+    std::shared_ptr<Entry> e = make_entry(g);  // outside the lock: other shapes go on meanwhile
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = index_.find(k);
+    if (it != index_.end()) return it->second->second;  // another thread made it first
+    ++created_;
+    lru_.emplace_front(k, e);
+    index_.emplace(k, lru_.begin());
+    if (lru_.size() > kCapacity) {
+      index_.erase(lru_.back().first);
+      lru_.pop_back();
+    }
+    return e;
+  }
+  detail::DnnlCacheStats stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {lru_.size(), created_};
+  }
+
+ private:
+  std::mutex mu_;
+  std::list<std::pair<Key, std::shared_ptr<Entry>>> lru_;
+  std::unordered_map<Key, decltype(lru_)::iterator, KeyHash> index_;
+  size_t created_ = 0;
+};
+
+Cache& cache() {
+  static Cache* c = new Cache;  // never destroyed: products may run while the process exits
+  return *c;
+}
+
+std::string pair_str(Dtype in, Dtype out) { return kmsg(in, in == out ? "" : " -> ", in == out ? "" : kmsg(out)); }
+
+Gemm probe(Dtype in, Dtype out, int64_t n) {
+  Gemm g;
+  g.in = in, g.out = out, g.M = g.N = g.K = n, g.lda = g.ldb = g.ldc = n;
+  return g;
+}
+
+}  // namespace
+
+void dnnl_gemm(const Gemm& g) {
+  OneOmpThread one;
+  try {
+    std::shared_ptr<Entry> e = cache().get(g);
+    memory a(e->a, engine(), const_cast<void*>(g.A)), b(e->b, engine(), const_cast<void*>(g.B)),
+        c(e->c, engine(), g.C);
+    e->prim.execute(stream(), {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+    stream().wait();
+  } catch (const dnnl::error& err) {
+    throw std::runtime_error(kmsg("[gemm] oneDNN refused a ", pair_str(g.in, g.out), " product of (", g.M,
+                                               ", ", g.K, ") by (", g.K, ", ", g.N, "): ", err.what()));
+  }
+}
+
+bool dnnl_supports(Dtype in, Dtype out) {
+  static std::mutex mu;
+  static std::unordered_map<int, bool> known;
+  const int id = int(in.val) << 8 | int(out.val);
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known.find(id);
+  if (it != known.end()) return it->second;
+  bool ok = false;
+  const bool pair = (in == float32 && out == float32) ||
+                    ((in == bfloat16 || in == float16) && (out == in || out == float32));
+  if (pair) {
+    OneOmpThread one;
+    try {
+      make_entry(probe(in, out, 64));
+      ok = true;
+    } catch (const dnnl::error&) {
+      ok = false;  // no kernel for this pair on this CPU ("could not create a primitive descriptor")
+    }
+  }
+  known[id] = ok;
+  return ok;
+}
+
+std::string dnnl_impl(Dtype in, Dtype out) {
+  OneOmpThread one;
+  try {
+    const Gemm g = probe(in, out, 256);
+    memory::desc a({g.M, g.K}, dnnl_type(in), memory::dims{g.K, 1}), b({g.K, g.N}, dnnl_type(in), memory::dims{g.N, 1}),
+        c({g.M, g.N}, dnnl_type(out), memory::dims{g.N, 1});
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), engine());
+    return pd.impl_info_str();
+  } catch (const dnnl::error&) {
+    return "none";
+  }
+}
+
+detail::DnnlCacheStats dnnl_stats() { return cache().stats(); }
+
+}  // namespace loom::kernels::backends
