@@ -1,6 +1,7 @@
 #include "loom/core/threads.h"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -79,14 +80,23 @@ int env_threads() {
 
 // More threads on this machine than cores: once per process, where the count is set.
 void check_oversubscription(int threads) {
-  static bool said = false;
-  const int procs = local_processes(), cores = detail::cores_available();
-  if (said || procs * threads <= cores) return;
-  said = true;
-  note(std::to_string(procs) + " process" + (procs > 1 ? "es" : "") + " on this machine x " +
-       std::to_string(threads) + " threads = " + std::to_string(procs * threads) + " threads on " +
-       std::to_string(cores) + " cores: they take turns on the cores and steps run slower. Use " + std::to_string(std::max(1, cores / procs)) +
-       " (cores / processes): set_num_threads or OMP_NUM_THREADS.");
+  static bool said_machine = false, said_mask = false;
+  const int procs = local_processes(), cores = detail::machine_cores(), mine = detail::cores_available();
+  if (!said_machine && procs * threads > cores) {
+    said_machine = true;
+    note(std::to_string(procs) + " process" + (procs > 1 ? "es" : "") + " on this machine x " +
+         std::to_string(threads) + " threads = " + std::to_string(procs * threads) + " threads on " +
+         std::to_string(cores) + " cores: they take turns on the cores and steps run slower. Use " +
+         std::to_string(std::max(1, cores / procs)) + " (cores / processes): set_num_threads or OMP_NUM_THREADS.");
+  } else if (!said_mask && threads > mine) {
+    // The machine has the cores, but this process may run on fewer (taskset, mpirun --bind-to core).
+    said_mask = true;
+    note(std::to_string(threads) + " threads in a process whose CPU affinity allows " + std::to_string(mine) +
+         " core" + (mine > 1 ? "s" : "") + " (of the machine's " + std::to_string(cores) +
+         "): they take turns on " + (mine > 1 ? "them" : "it") + ". Bind each process to as many cores as it has " +
+         "threads (mpirun --bind-to none, or --map-by slot:PE=" + std::to_string(threads) + "), or use " +
+         std::to_string(mine) + " thread" + (mine > 1 ? "s" : "") + ".");
+  }
 }
 
 // OPENBLAS_CORETYPE naming kernels for a narrower vector unit than the CPU has.
@@ -106,8 +116,9 @@ int& thread_count() {
   static int n = [] {
     // Without OMP_NUM_THREADS, processes launched together on one machine share its cores.
     int t = env_threads();
-    if (t == 0) t = std::max(1, detail::cores_available() / local_processes());
-    // OpenBLAS runs single-threaded: Loom splits a product across its own pool (ops/kernels/gemm.h),
+    // The machine's cores shared by its processes, and no more than this process may run on.
+    if (t == 0) t = std::max(1, std::min(detail::cores_available(), detail::machine_cores() / local_processes()));
+    // OpenBLAS runs single-threaded: Loom splits a product across its own pool (kernels/gemm.h),
     // and OpenBLAS's OpenMP threads would spin at barriers beside it.
     openblas_set_num_threads(1);
     check_blas_core();
@@ -133,6 +144,10 @@ int cores_available() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
   return std::max(1u, std::thread::hardware_concurrency());
+}
+int machine_cores() {
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? int(n) : std::max(1u, std::thread::hardware_concurrency());
 }
 int processes_on_this_machine() { return local_processes(); }
 std::string blas_description() {

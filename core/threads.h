@@ -18,6 +18,9 @@ int get_num_threads();
 namespace detail {
 /// The cores this process may run on (its CPU affinity mask).
 int cores_available();
+/// The machine's online cores, whatever this process's affinity (an MPI launcher that binds each
+/// rank to one core leaves every rank one core of a machine that has more).
+int machine_cores();
 /// The processes an MPI launcher started on this machine (1 without one).
 int processes_on_this_machine();
 /// "OpenBLAS 0.3.21 ... (kernels: SkylakeX)": the BLAS Loom calls and the kernels it picked.

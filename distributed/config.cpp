@@ -41,7 +41,11 @@ std::string config() {
              "BLAS: ", detail::blas_description(), "\n",                                     //
              "GEMM: ", gemm_config(), "\n",                                                  //
              "threads: ", get_num_threads(), " per process, ", procs, " process", procs > 1 ? "es" : "",
-             " on this machine, ", loom::detail::cores_available(), " cores\n",  //
+             " on this machine, ", loom::detail::machine_cores(), " cores",
+             loom::detail::cores_available() < loom::detail::machine_cores()
+                 ? msg(" (this process may run on ", loom::detail::cores_available(), ")")
+                 : std::string(),
+             "\n",  //
              "MPI: ", mpi, "; rank ", world.rank(), " of ", world.size(),
              world.size() > 1 ? msg(", collectives ", distributed::detail::comm_thread_for_collectives()
                                                           ? "beside compute (communication thread)"

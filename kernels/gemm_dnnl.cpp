@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "loom/core/allocator.h"
 #include "loom/kernels/gemm_backends.h"
 
 namespace loom::kernels::backends {
@@ -121,9 +122,29 @@ Key key_of(const Gemm& g) {
 }
 
 struct Entry {
-  memory::desc a, b, c;
+  memory::desc a, b, c, scratch;
   dnnl::matmul prim;
 };
+
+// The scratchpad of every primitive a thread runs (packed panels of B, partial sums): the user's,
+// one per thread, grown as needed and kept. With the library's scratchpad (and Debian's build's
+// concurrent execution) each call allocated and freed its own, megabytes for a large product: page
+// faults on every call, at 2 threads half the rate of one thread.
+void* thread_scratch(size_t bytes) {
+  struct Scratch {
+    allocator::Buffer buf;
+    ~Scratch() {
+      if (buf.ptr) allocator::free(buf);
+    }
+  };
+  thread_local Scratch s;
+  if (bytes > s.buf.size) {
+    if (s.buf.ptr) allocator::free(s.buf);
+    s.buf = allocator::Buffer{};
+    s.buf = allocator::malloc(bytes);
+  }
+  return s.buf.ptr;
+}
 
 // Made on the calling thread, with one OpenMP thread in force (OneOmpThread).
 std::shared_ptr<Entry> make_entry(const Gemm& g) {
@@ -133,6 +154,7 @@ std::shared_ptr<Entry> make_entry(const Gemm& g) {
   e->b = memory::desc({g.K, g.N}, ti, g.tb ? memory::dims{1, g.ldb} : memory::dims{g.ldb, 1});
   e->c = memory::desc({g.M, g.N}, to, memory::dims{g.ldc, 1});
   dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (g.alpha != 1.0) attr.set_output_scales(0, {float(g.alpha)});
   if (g.beta != 0.0) {
     dnnl::post_ops po;
@@ -140,6 +162,7 @@ std::shared_ptr<Entry> make_entry(const Gemm& g) {
     attr.set_post_ops(po);
   }
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e->a, e->b, e->c), attr, engine());
+  e->scratch = pd.scratchpad_desc();
   e->prim = dnnl::matmul(pd);
   return e;
 }
@@ -204,7 +227,11 @@ void dnnl_gemm(const Gemm& g) {
     std::shared_ptr<Entry> e = cache().get(g);
     memory a(e->a, engine(), const_cast<void*>(g.A)), b(e->b, engine(), const_cast<void*>(g.B)),
         c(e->c, engine(), g.C);
-    e->prim.execute(stream(), {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
+    if (const size_t bytes = e->scratch.get_size()) {
+      args.emplace(DNNL_ARG_SCRATCHPAD, memory(e->scratch, engine(), thread_scratch(bytes)));
+    }
+    e->prim.execute(stream(), args);
     stream().wait();
   } catch (const dnnl::error& err) {
     throw std::runtime_error(kmsg("[gemm] oneDNN refused a ", pair_str(g.in, g.out), " product of (", g.M,

@@ -11,5 +11,5 @@ build="${LOOM_DIFF_BUILD:-$root/build-diff}"
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DLOOM_ISA_VARIANTS=OFF >/dev/null
 fi
-nice -n 10 cmake --build "$build" -j"$(nproc)" --target loom_diff >/dev/null
+nice -n 10 cmake --build "$build" -j"$(getconf _NPROCESSORS_ONLN)" --target loom_diff >/dev/null
 exec /usr/bin/python3 "$root/tests/diff/diff.py" --runner "$build/tests/loom_diff" --cases "$cases" --seed "$seed" "$@"

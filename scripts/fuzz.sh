@@ -31,7 +31,7 @@ if ! grep -q "^LOOM_FUZZ:BOOL=ON" "$build/CMakeCache.txt" 2>/dev/null; then
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DLOOM_FUZZ=ON -DLOOM_ISA_VARIANTS=OFF -DLOOM_WITH_MPI=OFF \
     -DLOOM_BUILD_TESTS=OFF -DLOOM_BUILD_BENCHMARKS=OFF -DLOOM_BUILD_EXAMPLES=OFF "${launcher[@]}" >/dev/null
 fi
-cmake --build "$build" -j "$(nproc)" --target fuzz_all
+cmake --build "$build" -j "$(getconf _NPROCESSORS_ONLN)" --target fuzz_all
 work="$build/fuzz"
 mkdir -p "$work/artifacts"
 "$build/tests/fuzz/fuzz_seeds" "$work/seeds"

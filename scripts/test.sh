@@ -67,7 +67,8 @@ fi
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=$type -DLOOM_SANITIZE=$sanitize -DLOOM_WITH_MPI=$with_mpi \
   -DLOOM_WERROR="${LOOM_WERROR:-OFF}" \
   -DLOOM_NATIVE=$native -DLOOM_ISA_VARIANTS=$variants "${extra[@]}" "${launcher[@]}" >/dev/null
-cmake --build "$build" -j "$(nproc)"
+# Every online core: nproc would honour OMP_NUM_THREADS, which MPI users often export as 1.
+cmake --build "$build" -j "$(getconf _NPROCESSORS_ONLN)"
 # Kernels use up to 2 threads; the tests themselves run one at a time.
 labels=()
 [ -n "${LOOM_TEST_LABELS:-}" ] && labels=(-L "$LOOM_TEST_LABELS")
