@@ -82,9 +82,9 @@ void name_thread(const std::string& name);
 /// pool names its workers' part of the node after it. Eval sets it around each node it records.
 const std::string* running_node();
 void set_running_node(std::string* kind);
-/// A kernel names the library that runs it ("dnnl bfloat16") before it hands work to the pool: the
+/// A kernel names the library that runs it ("dnnl bf16") before it hands work to the pool: the
 /// node being recorded on this thread, and the workers' parts of it, are then named "Matmul [dnnl
-/// bfloat16]", apart from nodes of the same kind that ran elsewhere. Only the first note of a node
+/// bf16]", apart from nodes of the same kind that ran elsewhere. Only the first note of a node
 /// counts. Outside a recorded node, nothing happens.
 void note_backend(const char* backend);
 

@@ -74,23 +74,34 @@ void check(const Gemm& g) {
   if (!ok) throw std::invalid_argument(kmsg("[gemm] no product of ", g.in, " operands into ", g.out));
 }
 
-// The profiler's name for products that ran on a route ("Matmul [dnnl bfloat16]").
+// The profiler's name for products that ran on a route ("Matmul [dnnl bf16]"): short, since the
+// table has a column for it.
 const char* tag(const Route& r, Dtype in) {
   const bool dnnl = r.backend == GemmBackend::dnnl;
   if (r.via_float32) {
-    if (in == bfloat16) return dnnl ? "bfloat16 as float32 on dnnl" : "bfloat16 as float32 on openblas";
-    return dnnl ? "float16 as float32 on dnnl" : "float16 as float32 on openblas";
+    if (in == bfloat16) return dnnl ? "dnnl f32 from bf16" : "openblas f32 from bf16";
+    return dnnl ? "dnnl f32 from f16" : "openblas f32 from f16";
   }
-  if (dnnl) return in == bfloat16 ? "dnnl bfloat16" : in == float16 ? "dnnl float16" : "dnnl float32";
-  return in == float64 ? "openblas float64" : in == complex64 ? "openblas complex64" : "openblas float32";
+  if (dnnl) return in == bfloat16 ? "dnnl bf16" : in == float16 ? "dnnl f16" : "dnnl f32";
+  return in == float64 ? "openblas f64" : in == complex64 ? "openblas c64" : "openblas f32";
 }
 
-// One share of a product on the calling thread.
+template <typename H>
+void via_float32(const Gemm& g, GemmBackend b);
+
+// One share of a product on the calling thread. A layout oneDNN declines runs on OpenBLAS (half
+// operands widened first: inside a share, via_float32 runs on this thread alone).
 void run_share(const Gemm& g, GemmBackend b) {
-  if (b == GemmBackend::dnnl) {
-    backends::dnnl_gemm(g);
-  } else {
+  if (b != GemmBackend::dnnl) {
     backends::openblas_gemm(g);
+  } else if (!backends::dnnl_gemm(g)) {
+    if (g.in == float32) {
+      backends::openblas_gemm(g);
+    } else if (g.in == bfloat16) {
+      via_float32<bfloat16_t>(g, GemmBackend::openblas);
+    } else {
+      via_float32<float16_t>(g, GemmBackend::openblas);
+    }
   }
 }
 

@@ -28,8 +28,9 @@ std::string openblas_core();
 
 // oneDNN (kernels/gemm_dnnl.cpp): in float32 with out float32, or in bfloat16 / float16 with out
 // the same or float32, where dnnl_supports says so. Primitives are made single-threaded and kept
-// per shape, layout, dtypes and scalars.
-void dnnl_gemm(const Gemm& g);
+// per shape, layout, dtypes and scalars. False, having done nothing, where oneDNN declines this
+// layout of a supported pair (remembered: it is not asked again).
+bool dnnl_gemm(const Gemm& g);
 // Whether oneDNN makes a primitive for this pair on this CPU (probed once per pair).
 bool dnnl_supports(Dtype in, Dtype out);
 // The implementation oneDNN picks for a 256^3 product of the pair ("brg:avx512_core_amx_bf16").

@@ -88,11 +88,12 @@ class OneOmpThread {
 struct Key {
   uint8_t in, out;
   bool ta, tb;
+  uint8_t zero[4];  // the bytes before M's alignment, named so that copies keep them (zero)
   int64_t M, N, K, lda, ldb, ldc;
   uint64_t alpha, beta;  // bits of the doubles
   bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof(Key)) == 0; }
 };
-static_assert(sizeof(Key) == 72, "Key has no padding: operator== compares its bytes");
+static_assert(sizeof(Key) == 72, "Key has no padding bytes: operator== compares its bytes");
 
 struct KeyHash {
   size_t operator()(const Key& k) const {
@@ -124,6 +125,7 @@ Key key_of(const Gemm& g) {
 struct Entry {
   memory::desc a, b, c, scratch;
   dnnl::matmul prim;
+  bool refused = false;  // oneDNN has no implementation for this layout: the caller computes it
 };
 
 // The scratchpad of every primitive a thread runs (packed panels of B, partial sums): the user's,
@@ -146,7 +148,8 @@ void* thread_scratch(size_t bytes) {
   return s.buf.ptr;
 }
 
-// Made on the calling thread, with one OpenMP thread in force (OneOmpThread).
+// Made on the calling thread, with one OpenMP thread in force (OneOmpThread). Throws dnnl::error
+// where oneDNN has no implementation.
 std::shared_ptr<Entry> make_entry(const Gemm& g) {
   auto e = std::make_shared<Entry>();
   const memory::data_type ti = dnnl_type(g.in), to = dnnl_type(g.out);
@@ -167,6 +170,18 @@ std::shared_ptr<Entry> make_entry(const Gemm& g) {
   return e;
 }
 
+// An entry, or a refused one where oneDNN declines this layout (the probe in dnnl_supports used a
+// dense one; strides it declines must not stop the product).
+std::shared_ptr<Entry> make_entry_or_refusal(const Gemm& g) {
+  try {
+    return make_entry(g);
+  } catch (const dnnl::error&) {
+    auto e = std::make_shared<Entry>();
+    e->refused = true;
+    return e;
+  }
+}
+
 // Least recently used primitives go first once the cache holds kCapacity (oneDNN's own default).
 class Cache {
  public:
@@ -181,7 +196,7 @@ class Cache {
         return it->second->second;
       }
     }
-    std::shared_ptr<Entry> e = make_entry(g);  // outside the lock: other shapes go on meanwhile
+    std::shared_ptr<Entry> e = make_entry_or_refusal(g);  // outside the lock: other shapes go on meanwhile
     std::lock_guard<std::mutex> lock(mu_);
     auto it = index_.find(k);
     if (it != index_.end()) return it->second->second;  // another thread made it first
@@ -221,10 +236,11 @@ Gemm probe(Dtype in, Dtype out, int64_t n) {
 
 }  // namespace
 
-void dnnl_gemm(const Gemm& g) {
+bool dnnl_gemm(const Gemm& g) {
   OneOmpThread one;
   try {
     std::shared_ptr<Entry> e = cache().get(g);
+    if (e->refused) return false;
     memory a(e->a, engine(), const_cast<void*>(g.A)), b(e->b, engine(), const_cast<void*>(g.B)),
         c(e->c, engine(), g.C);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
@@ -233,9 +249,10 @@ void dnnl_gemm(const Gemm& g) {
     }
     e->prim.execute(stream(), args);
     stream().wait();
+    return true;
   } catch (const dnnl::error& err) {
-    throw std::runtime_error(kmsg("[gemm] oneDNN refused a ", pair_str(g.in, g.out), " product of (", g.M,
-                                               ", ", g.K, ") by (", g.K, ", ", g.N, "): ", err.what()));
+    throw std::runtime_error(kmsg("[gemm] oneDNN failed on a ", pair_str(g.in, g.out), " product of (", g.M, ", ", g.K,
+                                  ") by (", g.K, ", ", g.N, "): ", err.what()));
   }
 }
 
@@ -262,6 +279,20 @@ bool dnnl_supports(Dtype in, Dtype out) {
   return ok;
 }
 
+// The widest instruction set oneDNN uses on this CPU (ONEDNN_MAX_CPU_ISA may lower it).
+const char* isa_name() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx512_core_amx: return "AMX";
+    case dnnl::cpu_isa::avx512_core_bf16: return "AVX512-BF16";
+    case dnnl::cpu_isa::avx512_core_vnni: return "AVX-512 VNNI";
+    case dnnl::cpu_isa::avx512_core: return "AVX-512";
+    case dnnl::cpu_isa::avx2_vnni: return "AVX2 VNNI";
+    case dnnl::cpu_isa::avx2: return "AVX2";
+    case dnnl::cpu_isa::avx: return "AVX";
+    default: return "SSE4.1";
+  }
+}
+
 std::string dnnl_impl(Dtype in, Dtype out) {
   OneOmpThread one;
   try {
@@ -269,9 +300,9 @@ std::string dnnl_impl(Dtype in, Dtype out) {
     memory::desc a({g.M, g.K}, dnnl_type(in), memory::dims{g.K, 1}), b({g.K, g.N}, dnnl_type(in), memory::dims{g.N, 1}),
         c({g.M, g.N}, dnnl_type(out), memory::dims{g.N, 1});
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), engine());
-    return pd.impl_info_str();
+    return std::string(pd.impl_info_str()) + ", oneDNN's ISA " + isa_name();
   } catch (const dnnl::error&) {
-    return "none";
+    return std::string("none, oneDNN's ISA ") + isa_name();
   }
 }
 

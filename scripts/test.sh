@@ -12,7 +12,7 @@
 #   LOOM_WERROR=ON                  warnings in the library's code are errors (CI sets it)
 #   LOOM_TEST_LABELS='a|b'          run only the tests with these CTest labels (areas: core, ops, ...,
 #                                     distributed, examples, install)
-# A Release build with MPI also runs the op, autograd, fast, conv and nn tests a second time with
+# A Release build with MPI also runs the op, autograd, fast, conv, nn and optim tests a second time with
 # LOOM_GEMM=dnnl: every product on oneDNN's backend, whatever this CPU would choose.
 # A default x86-64 build has three copies of the library (baseline, x86-64-v3, x86-64-v4; see
 # README.md): the suite runs once on the copy the loader picks for this CPU, then once more on each
@@ -75,9 +75,10 @@ labels=()
 cd "$build" && ctest --output-on-failure --timeout 600 "${labels[@]}"
 if [ "$sanitize" != "ON" ] && [ -z "${LOOM_TEST_LABELS:-}" ] && [ "$with_mpi" = "ON" ]; then
   # The GEMM seam's oneDNN backend on any CPU: every float32 (and half) product of the op, autograd,
-  # fused-op and nn tests through oneDNN (kernels/gemm.h), its primitive cache and its threading.
-  echo "== the op, autograd, fast, conv and nn tests with every product on oneDNN (LOOM_GEMM=dnnl)"
-  LOOM_GEMM=dnnl ctest --output-on-failure --timeout 600 -L '^(kernels|ops|autograd|fast|conv|nn)$'
+  # fused-op, nn and optim tests (bfloat16 training against float32 among them) through oneDNN
+  # (kernels/gemm.h), its primitive cache and its threading.
+  echo "== the op, autograd, fast, conv, nn and optim tests with every product on oneDNN (LOOM_GEMM=dnnl)"
+  LOOM_GEMM=dnnl ctest --output-on-failure --timeout 600 -L '^(kernels|ops|autograd|fast|conv|nn|optim)$'
 fi
 if [ -d "$build/glibc-hwcaps" ]; then
   # The lower copies, as a CPU without AVX-512 (x86-64-v3) and without AVX2 (the baseline) loads them.

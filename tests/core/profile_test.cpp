@@ -23,7 +23,7 @@ const profile::OpStats* find_kind(const std::vector<profile::OpStats>& s, const 
 const profile::OpStats* find_kind(std::vector<profile::OpStats>&& s, const std::string& name) = delete;
 
 // A float32 product's kind: the node's name with the GEMM backend that ran it (kernels/backend.h).
-std::string matmul_kind() { return std::string("Matmul [") + to_string(gemm_backend(float32)) + " float32]"; }
+std::string matmul_kind() { return std::string("Matmul [") + to_string(gemm_backend(float32)) + " f32]"; }
 
 json read_json(const std::string& path) {
   std::ifstream f(path);

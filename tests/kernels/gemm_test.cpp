@@ -289,7 +289,7 @@ TEST_F(GemmSeam, ProfilerNamesTheBackend) {
     profile::start();
     eval(matmul(x, x));
     profile::stop();
-    const std::string want = std::string("Matmul [") + to_string(b) + " float32]";
+    const std::string want = std::string("Matmul [") + to_string(b) + " f32]";
     bool found = false;
     for (const auto& s : profile::key_averages()) found |= s.name == want;
     EXPECT_TRUE(found) << "no \"" << want << "\" in\n" << profile::table();
