@@ -41,6 +41,8 @@ Forced env_forced() {
 
 // -1: not forced by a test; otherwise the Forced value force_gemm_backend set.
 std::atomic<int> test_forced{-1};
+// -1: gemm_reads_half answers for the CPU; 0 or 1: a test's answer.
+std::atomic<int> test_reads_half{-1};
 
 Forced forced() {
   const int t = test_forced.load(std::memory_order_relaxed);
@@ -247,7 +249,14 @@ void gemm(const Gemm& g) {
   }
 }
 
+bool gemm_reads_half(Dtype d) {
+  const int t = test_reads_half.load(std::memory_order_relaxed);
+  if (t >= 0) return t == 1;
+  return !route(d, d).via_float32;
+}
+
 namespace detail {
+void force_gemm_reads_half(int on) { test_reads_half.store(on < 0 ? -1 : on ? 1 : 0, std::memory_order_relaxed); }
 void force_gemm_backend(GemmBackend b) {
   test_forced.store(int(b == GemmBackend::dnnl ? Forced::dnnl : Forced::openblas), std::memory_order_relaxed);
 }

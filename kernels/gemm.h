@@ -40,24 +40,42 @@ struct Gemm {
 /// Throws std::invalid_argument for a dtype pair the seam does not take.
 void gemm(const Gemm& g);
 
-/// The typed form for products whose operands and result share one dtype.
+/// The dtype of a seam operand of C++ type T.
 template <typename T>
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
-          int64_t ldb, T beta, T* C, int64_t ldc) {
-  constexpr Dtype d = std::is_same_v<T, float>    ? float32
-                      : std::is_same_v<T, double> ? float64
-                      : std::is_same_v<T, bfloat16_t> ? bfloat16
-                      : std::is_same_v<T, float16_t>  ? float16
-                                                      : complex64;
-  auto real = [](T v) -> double {
-    if constexpr (std::is_same_v<T, complex64_t>) {
+constexpr Dtype gemm_dtype() {
+  if constexpr (std::is_same_v<T, float>) {
+    return float32;
+  } else if constexpr (std::is_same_v<T, double>) {
+    return float64;
+  } else if constexpr (std::is_same_v<T, bfloat16_t>) {
+    return bfloat16;
+  } else if constexpr (std::is_same_v<T, float16_t>) {
+    return float16;
+  } else {
+    static_assert(std::is_same_v<T, complex64_t>, "the seam's dtypes: float32, float64, bfloat16, float16, complex64");
+    return complex64;
+  }
+}
+
+/// The typed form: operands of In, the result of Out (In itself, or float for half In); real
+/// scalars of any arithmetic type (or complex64_t, whose real part is taken).
+template <typename In, typename Out = In, typename S>
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, S alpha, const In* A, int64_t lda, const In* B,
+          int64_t ldb, S beta, Out* C, int64_t ldc) {
+  auto real = [](S v) -> double {
+    if constexpr (std::is_same_v<S, complex64_t>) {
       return v.real();
     } else {
       return static_cast<double>(v);
     }
   };
-  gemm(Gemm{d, d, ta, tb, M, N, K, A, lda, B, ldb, C, ldc, real(alpha), real(beta)});
+  gemm(Gemm{gemm_dtype<In>(), gemm_dtype<Out>(), ta, tb, M, N, K, A, lda, B, ldb, C, ldc, real(alpha), real(beta)});
 }
+
+/// Whether the seam runs products of half dtype `d` on half kernels (oneDNN's, where the CPU has
+/// them), so that a caller keeps its operands half; false where it would widen them to float32 for
+/// each call (a caller then converts once, up front).
+bool gemm_reads_half(Dtype d);
 
 /// GEMMs of at least this many multiply-adds are split across Loom's threads (about 5 us of work).
 constexpr int64_t kGemmSplitMacs = int64_t(1) << 20;
@@ -67,6 +85,9 @@ namespace detail {
 /// the CPU's choice with reset_gemm_backend(). Not to be called while products run.
 void force_gemm_backend(GemmBackend b);
 void reset_gemm_backend();
+/// Tests: gemm_reads_half answers `on` from now on (-1: the CPU's answer again), so that the callers'
+/// half paths run on any CPU (the seam then widens inside each call).
+void force_gemm_reads_half(int on);
 /// Whether oneDNN creates a primitive for products of `in` into `out` on this CPU (bfloat16 and
 /// float16 need AVX-512 in oneDNN 2.x: an AVX2 CPU has none).
 bool dnnl_takes(Dtype in, Dtype out);

@@ -1,5 +1,5 @@
 // Convolutions: the op functions and the one primitive behind them (forward, input gradient and
-// weight gradient of a channels-last N-d convolution), computed with im2col / col2im and BLAS GEMM.
+// weight gradient of a channels-last N-d convolution), computed with im2col / col2im and the GEMM seam (kernels/gemm.h).
 #include "loom/ops/conv.h"
 
 #include <algorithm>
@@ -356,86 +356,90 @@ void col2im(const T* col, T* dx, const ConvGeom& g, int64_t n0, int64_t n1) {
   col2im_gather(col, dx, g, n0, n1);
 }
 
-template <typename T>
-void conv_forward(const T* x, const T* w, T* y, const ConvGeom& g) {
+// The three roles on row-contiguous buffers: operands of In (float, double, or a half type the GEMM
+// seam reads as it is), results of Out / Acc. The half roles keep their operands half (half the
+// bytes through im2col) and accumulate in float: the input gradient's col2im sums and the weight
+// gradient's sums over image chunks are float, rounded once by the caller.
+template <typename In, typename Out>
+void conv_forward(const In* x, const In* w, Out* y, const ConvGeom& g) {
   const int64_t kc = g.kc(), rl = g.row();
   const int64_t total = g.N * g.out_sp * g.Cout;
   if (total == 0) return;
   if (kc == 0) {
-    std::fill_n(y, total, T(0));
+    std::fill_n(y, total, Out(0.0f));
     return;
   }
   if (g.pointwise()) {
     for (int64_t gi = 0; gi < g.G; ++gi) {
-      gemm<T>(false, true, g.N * g.out_sp, g.Cog, kc, T(1), x + gi * kc, rl, w + gi * g.Cog * kc, kc, T(0),
-              y + gi * g.Cog, g.Cout);
+      gemm<In, Out>(false, true, g.N * g.out_sp, g.Cog, kc, 1.0, x + gi * kc, rl, w + gi * g.Cog * kc, kc, 0.0,
+                    y + gi * g.Cog, g.Cout);
     }
     return;
   }
   const int64_t nb = images_per_chunk(g);
-  Scratch<T> col(static_cast<size_t>(nb * g.out_sp * rl));
+  Scratch<In> col(static_cast<size_t>(nb * g.out_sp * rl));
   for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
     int64_t n1 = std::min(g.N, n0 + nb);
     im2col(x, col.get(), g, n0, n1);
     for (int64_t gi = 0; gi < g.G; ++gi) {
-      gemm<T>(false, true, (n1 - n0) * g.out_sp, g.Cog, kc, T(1), col.get() + gi * kc, rl, w + gi * g.Cog * kc, kc,
-              T(0), y + n0 * g.out_sp * g.Cout + gi * g.Cog, g.Cout);
+      gemm<In, Out>(false, true, (n1 - n0) * g.out_sp, g.Cog, kc, 1.0, col.get() + gi * kc, rl, w + gi * g.Cog * kc,
+                    kc, 0.0, y + n0 * g.out_sp * g.Cout + gi * g.Cog, g.Cout);
     }
   }
 }
 
-template <typename T>
-void conv_input_grad(const T* dy, const T* w, T* dx, const ConvGeom& g) {
+template <typename In, typename Acc>
+void conv_input_grad(const In* dy, const In* w, Acc* dx, const ConvGeom& g) {
   const int64_t kc = g.kc(), rl = g.row();
   const int64_t total = g.N * g.in_sp * g.Cin;
   if (total == 0) return;
   if (kc == 0 || g.Cog == 0 || g.out_sp == 0) {
-    std::fill_n(dx, total, T(0));
+    std::fill_n(dx, total, Acc(0));
     return;
   }
   if (g.pointwise()) {
     for (int64_t gi = 0; gi < g.G; ++gi) {
-      gemm<T>(false, false, g.N * g.in_sp, kc, g.Cog, T(1), dy + gi * g.Cog, g.Cout, w + gi * g.Cog * kc, kc, T(0),
-              dx + gi * kc, rl);
+      gemm<In, Acc>(false, false, g.N * g.in_sp, kc, g.Cog, 1.0, dy + gi * g.Cog, g.Cout, w + gi * g.Cog * kc, kc, 0.0,
+                    dx + gi * kc, rl);
     }
     return;
   }
   const int64_t nb = images_per_chunk(g);
-  Scratch<T> col(static_cast<size_t>(nb * g.out_sp * rl));
+  Scratch<Acc> col(static_cast<size_t>(nb * g.out_sp * rl));
   for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
     int64_t n1 = std::min(g.N, n0 + nb);
     for (int64_t gi = 0; gi < g.G; ++gi) {
-      gemm<T>(false, false, (n1 - n0) * g.out_sp, kc, g.Cog, T(1), dy + n0 * g.out_sp * g.Cout + gi * g.Cog, g.Cout,
-              w + gi * g.Cog * kc, kc, T(0), col.get() + gi * kc, rl);
+      gemm<In, Acc>(false, false, (n1 - n0) * g.out_sp, kc, g.Cog, 1.0, dy + n0 * g.out_sp * g.Cout + gi * g.Cog,
+                    g.Cout, w + gi * g.Cog * kc, kc, 0.0, col.get() + gi * kc, rl);
     }
     col2im(col.get(), dx, g, n0, n1);
   }
 }
 
-template <typename T>
-void conv_weight_grad(const T* x, const T* dy, T* dw, const ConvGeom& g) {
+template <typename In, typename Acc>
+void conv_weight_grad(const In* x, const In* dy, Acc* dw, const ConvGeom& g) {
   const int64_t kc = g.kc(), rl = g.row();
   const int64_t total = g.Cout * kc;
   if (total == 0) return;
   if (g.N * g.out_sp == 0) {
-    std::fill_n(dw, total, T(0));
+    std::fill_n(dw, total, Acc(0));
     return;
   }
   if (g.pointwise()) {
     for (int64_t gi = 0; gi < g.G; ++gi) {
-      gemm<T>(true, false, g.Cog, kc, g.N * g.out_sp, T(1), dy + gi * g.Cog, g.Cout, x + gi * kc, rl, T(0),
-              dw + gi * g.Cog * kc, kc);
+      gemm<In, Acc>(true, false, g.Cog, kc, g.N * g.out_sp, 1.0, dy + gi * g.Cog, g.Cout, x + gi * kc, rl, 0.0,
+                    dw + gi * g.Cog * kc, kc);
     }
     return;
   }
   const int64_t nb = images_per_chunk(g);
-  Scratch<T> col(static_cast<size_t>(nb * g.out_sp * rl));
+  Scratch<In> col(static_cast<size_t>(nb * g.out_sp * rl));
   for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
     int64_t n1 = std::min(g.N, n0 + nb);
     im2col(x, col.get(), g, n0, n1);
     for (int64_t gi = 0; gi < g.G; ++gi) {
-      gemm<T>(true, false, g.Cog, kc, (n1 - n0) * g.out_sp, T(1), dy + n0 * g.out_sp * g.Cout + gi * g.Cog, g.Cout,
-              col.get() + gi * kc, rl, T(n0 == 0 ? 0 : 1), dw + gi * g.Cog * kc, kc);
+      gemm<In, Acc>(true, false, g.Cog, kc, (n1 - n0) * g.out_sp, 1.0, dy + n0 * g.out_sp * g.Cout + gi * g.Cog,
+                    g.Cout, col.get() + gi * kc, rl, n0 == 0 ? 0.0 : 1.0, dw + gi * g.Cog * kc, kc);
     }
   }
 }
@@ -534,43 +538,59 @@ class Convolution : public UnaryPrimitive {
   }
 
   void eval_cpu(const std::vector<array>& in, array& out) override {
-    const Dtype ct = out.dtype() == float64 ? float64 : float32;
+    const Dtype d = out.dtype();
+    // Half operands stay half where the GEMM seam reads them as they are (oneDNN's half kernels);
+    // elsewhere they are converted once, here, and the roles compute in float32 (float64 in float64).
+    // A half forward writes its half result directly; half gradients accumulate in float32.
+    const bool half = (d == bfloat16 || d == float16) && kernels::gemm_reads_half(d);
+    const Dtype ct = half ? d : d == float64 ? float64 : float32;
+    const Dtype rt = half && role_ == ConvRole::forward ? d : ct == float64 ? float64 : float32;
     array a = kernels::row_contiguous(in[0], ct), b = kernels::row_contiguous(in[1], ct);
-    const bool direct = out.dtype() == ct;
+    const bool direct = out.dtype() == rt;
     std::optional<array> tmp;
     if (direct) out.alloc();
-    else tmp = array(allocator::malloc(out.size() * ct.size), out.shape(), ct);
+    else tmp = array(allocator::malloc(out.size() * rt.size), out.shape(), rt);
     array& res = direct ? out : *tmp;
     const Shape& xs = role_ == ConvRole::input_grad ? out.shape() : a.shape();
     const Shape& ws = role_ == ConvRole::weight_grad ? out.shape() : b.shape();
     const Shape& ys = role_ == ConvRole::forward ? out.shape() : (role_ == ConvRole::input_grad ? a.shape() : b.shape());
     ConvGeom g(xs, ws, ys, p_);
-    auto run = [&](auto tag) {
-      using T = decltype(tag);
+    auto run = [&](auto in_tag, auto res_tag) {
+      using T = decltype(in_tag);
+      using R = decltype(res_tag);
       const T* ap = kernels::ptr<T>(a);
       const T* bp = kernels::ptr<T>(b);
-      T* o = kernels::ptr<T>(res);
+      R* o = kernels::ptr<R>(res);
       std::optional<array> wflip;
       if (p_.flip && role_ != ConvRole::weight_grad) {
         wflip = array(allocator::malloc(b.nbytes()), b.shape(), ct);
         flip_taps<T>(bp, kernels::ptr<T>(*wflip), g.Cout, g.kt, g.Cg);
         bp = kernels::ptr<T>(*wflip);
       }
-      switch (role_) {
-        case ConvRole::forward:
-          conv_forward<T>(ap, bp, o, g);
-          break;
-        case ConvRole::input_grad:
-          conv_input_grad<T>(ap, bp, o, g);
-          break;
-        case ConvRole::weight_grad:
-          conv_weight_grad<T>(ap, bp, o, g);
-          if (p_.flip) flip_taps<T>(o, o, g.Cout, g.kt, g.Cg);
-          break;
+      // Only the (operand, result) pairs above are instantiated: a half forward, float gradients.
+      constexpr bool kSame = std::is_same_v<T, R>, kWide = std::is_same_v<R, float> || std::is_same_v<R, double>;
+      if constexpr (kSame) {
+        if (role_ == ConvRole::forward) conv_forward<T, R>(ap, bp, o, g);
+      }
+      if constexpr (kWide) {
+        if (role_ == ConvRole::input_grad) conv_input_grad<T, R>(ap, bp, o, g);
+        if (role_ == ConvRole::weight_grad) {
+          conv_weight_grad<T, R>(ap, bp, o, g);
+          if (p_.flip) flip_taps<R>(o, o, g.Cout, g.kt, g.Cg);
+        }
       }
     };
-    if (ct == float64) run(double{});
-    else run(float{});
+    if (ct == float64) {
+      run(double{}, double{});
+    } else if (ct == float32) {
+      run(float{}, float{});
+    } else if (ct == bfloat16) {
+      if (rt == bfloat16) run(bfloat16_t{}, bfloat16_t{});
+      else run(bfloat16_t{}, float{});
+    } else {
+      if (rt == float16) run(float16_t{}, float16_t{});
+      else run(float16_t{}, float{});
+    }
     if (!direct) {
       out.alloc();
       kernels::copy_strided(res, out.raw_data(), out.dtype(), out.strides());

@@ -232,8 +232,9 @@ TEST_F(GemmSeam, EmptyProducts) {
     EXPECT_EQ(float(H[0]), 0.0f);
     EXPECT_EQ(float(H[1]), 0.0f);
     // M = 0 or N = 0: nothing is read or written.
-    kernels::gemm<float>(false, false, 0, 2, 3, 1.0f, nullptr, 3, nullptr, 2, 0.0f, nullptr, 2);
-    kernels::gemm<float>(false, false, 2, 0, 3, 1.0f, nullptr, 3, nullptr, 1, 0.0f, nullptr, 1);
+    float* none = nullptr;
+    kernels::gemm<float>(false, false, 0, 2, 3, 1.0f, none, 3, none, 2, 0.0f, none, 2);
+    kernels::gemm<float>(false, false, 2, 0, 3, 1.0f, none, 3, none, 1, 0.0f, none, 1);
   }
 }
 
