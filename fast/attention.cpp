@@ -34,10 +34,15 @@ namespace {
 
 constexpr int kRowBlock = 32;  // query rows per block: the scores block is kRowBlock x S
 
-// A mask entry at or below this (or -inf) counts as masked: its weight is exactly 0.
-template <typename T>
+// A mask entry at or below this (or -inf) counts as masked: its weight is exactly 0. Half of the
+// storage type's lowest value, which is what a boolean mask's masked entries hold.
+template <typename T, typename St = T>
 constexpr T masked_below() {
-  return std::numeric_limits<T>::lowest() / 2;
+  if constexpr (std::is_same_v<St, float16_t>) {
+    return T(-32752);
+  } else {
+    return std::numeric_limits<T>::lowest() / 2;
+  }
 }
 
 // The leading ("batch") axes of an attention operand: offsets of each batch's (rows, cols) matrix.
@@ -116,14 +121,16 @@ bool alloc_qkv_interleaved(const std::vector<array>& in, std::vector<array>& out
   return true;
 }
 
-// Everything one kernel call needs, with every operand's batch offsets.
-template <typename T>
+// Everything one kernel call needs, with every operand's batch offsets. Operands (and the mask) are
+// stored as St: T itself, or a half type that the GEMM seam reads as it is while the softmax and the
+// accumulations run in T (float).
+template <typename T, typename St = T>
 struct Problem {
   int L, S, E, Ev;
   size_t batches;
   std::vector<int64_t> oq, ok, ov, om;
   int64_t lq, lk, lv, lm_row = 0, lm_col = 0;  // row strides (and the mask's column stride)
-  const T *q, *k, *v, *m = nullptr;
+  const St *q, *k, *v, *m = nullptr;
   // Per distinct mask slice (by offset): each query row's extent, 1 + its last unmasked column, and
   // whether the slice adds anything within the extents (a causal mask is 0 there and is not added).
   struct MaskSlice {
@@ -138,7 +145,7 @@ struct Problem {
     oq = batch_offsets(qa), ok = batch_offsets(ka), ov = batch_offsets(va);
     batches = oq.size();
     lq = leading_dim(qa), lk = leading_dim(ka), lv = leading_dim(va);
-    q = kernels::ptr<T>(qa), k = kernels::ptr<T>(ka), v = kernels::ptr<T>(va);
+    q = kernels::ptr<St>(qa), k = kernels::ptr<St>(ka), v = kernels::ptr<St>(va);
     if (!mask) {
       slices[0].ext.assign(L, S);
       om.assign(batches, 0);
@@ -146,17 +153,17 @@ struct Problem {
     }
     om = batch_offsets(*mask);
     lm_row = mask->strides()[nd - 2], lm_col = mask->strides()[nd - 1];
-    m = kernels::ptr<T>(*mask);
+    m = kernels::ptr<St>(*mask);
     for (int64_t o : om) {
       if (slices.count(o)) continue;
       MaskSlice& slice = slices[o];
       slice.ext.assign(L, S);
       for (int r = 0; r < L; ++r) {
-        const T* row = m + o + r * lm_row;
+        const St* row = m + o + r * lm_row;
         int j = S;
-        while (j > 0 && !(row[(j - 1) * lm_col] > masked_below<T>())) --j;
+        while (j > 0 && !(T(row[(j - 1) * lm_col]) > masked_below<T, St>())) --j;
         slice.ext[r] = j == 0 ? S : j;  // a fully masked row keeps every column (the softmax of its mask)
-        for (int c = 0; c < slice.ext[r] && !slice.adds; ++c) slice.adds = row[c * lm_col] != T(0);
+        for (int c = 0; c < slice.ext[r] && !slice.adds; ++c) slice.adds = T(row[c * lm_col]) != T(0);
       }
     }
   }
@@ -174,16 +181,16 @@ struct Problem {
   // elementwise over whole key rows: no horizontal reductions and no row tails (rows under a causal
   // mask are 64 keys long on average, where those would cost as much as the vectors). Lanes past the
   // block's queries are 0. qt is batch b's q transposed (E x L).
-  void weights_block(size_t b, int r0, int r1, int n, T scale, const T* qt, T* Pt) const {
+  void weights_block(size_t b, int r0, int r1, int n, T scale, const St* qt, T* Pt) const {
     constexpr int R = kRowBlock;
     const MaskSlice& sl = slice(b);
-    gemm<T>(false, false, n, r1 - r0, E, scale, k + ok[b], lk, qt + r0, L, T(0), Pt, R);
+    gemm<St, T>(false, false, n, r1 - r0, E, scale, k + ok[b], lk, qt + r0, L, T(0), Pt, R);
     int ext[R];
     for (int i = 0; i < R; ++i) ext[i] = r0 + i < r1 ? std::min(sl.ext[r0 + i], n) : 0;
     if (sl.adds) {
       for (int i = 0; i < r1 - r0; ++i) {
-        const T* mr = m + om[b] + int64_t(r0 + i) * lm_row;
-        for (int j = 0; j < ext[i]; ++j) Pt[j * R + i] += mr[j * lm_col];
+        const St* mr = m + om[b] + int64_t(r0 + i) * lm_row;
+        for (int j = 0; j < ext[i]; ++j) Pt[j * R + i] += T(mr[j * lm_col]);
       }
     }
     T mx[R], sum[R];
@@ -286,22 +293,35 @@ void for_each_batch(size_t batches, size_t work_per_batch, Body body) {
       std::max<size_t>(1, kernels::kParallelThreshold / std::max<size_t>(work_per_batch, 1)));
 }
 
-template <typename T>
+// A block of weights (or of their gradients) as St for a product with St operands: itself when St
+// is T, else rounded into `buf`.
+template <typename T, typename St>
+const St* as_storage(const T* block, size_t n, std::vector<St>& buf) {
+  if constexpr (std::is_same_v<T, St>) {
+    return block;
+  } else {
+    for (size_t i = 0; i < n; ++i) buf[i] = St(block[i]);
+    return buf.data();
+  }
+}
+
+template <typename T, typename St = T>
 void forward_kernel(const array& qa, const array& ka, const array& va, const array* mask, array& out, T scale) {
-  Problem<T> p(qa, ka, va, mask);
+  Problem<T, St> p(qa, ka, va, mask);
   const std::vector<int64_t> oo = batch_offsets(out);
   const int64_t lo = leading_dim(out);
-  T* o = kernels::ptr<T>(out);
+  St* o = kernels::ptr<St>(out);
   for_each_batch(p.batches, size_t(p.L) * p.S * (p.E + p.Ev), [&](size_t b0, size_t b1) {
-    std::vector<T> Pt(size_t(kRowBlock) * p.S), qt(size_t(p.E) * p.L);
+    std::vector<T> Pt(size_t(kRowBlock) * p.S);
+    std::vector<St> qt(size_t(p.E) * p.L), Ps(std::is_same_v<T, St> ? 0 : Pt.size());
     for (size_t b = b0; b < b1; ++b) {
       transpose(p.q + p.oq[b], p.lq, p.L, p.E, qt.data());
       for (int r0 = 0; r0 < p.L; r0 += kRowBlock) {
         const int r1 = std::min(p.L, r0 + kRowBlock), n = p.width(b, r0, r1);
         p.weights_block(b, r0, r1, n, scale, qt.data(), Pt.data());
         // out[r0:r1] = P v[0:n]
-        gemm<T>(true, false, r1 - r0, p.Ev, n, T(1), Pt.data(), kRowBlock, p.v + p.ov[b], p.lv, T(0),
-                o + oo[b] + r0 * lo, lo);
+        gemm<St>(true, false, r1 - r0, p.Ev, n, T(1), as_storage(Pt.data(), size_t(n) * kRowBlock, Ps), kRowBlock,
+                 p.v + p.ov[b], p.lv, T(0), o + oo[b] + r0 * lo, lo);
       }
     }
   });
@@ -309,37 +329,52 @@ void forward_kernel(const array& qa, const array& ka, const array& va, const arr
 
 // dq, dk, dv of sum(dout * attention(q, k, v, mask)). With P the weights and dP = dout v^T:
 // dv = P^T dout, dS = P * (dP - rowsum(P * dP)), dq = scale dS k, dk = scale dS^T q. Each block
-// works on the transposes (keys by queries), as weights_block leaves them.
-template <typename T>
+// works on the transposes (keys by queries), as weights_block leaves them. With half storage, P and
+// dS are rounded to it for their products, and dk and dv, which add up over the blocks of queries,
+// accumulate in T and are rounded once per (batch, head).
+template <typename T, typename St = T>
 void backward_kernel(const array& qa, const array& ka, const array& va, const array* mask, const array& g,
                      std::vector<array>& outs, T scale) {
   constexpr int R = kRowBlock;
-  Problem<T> p(qa, ka, va, mask);
+  constexpr bool kHalf = !std::is_same_v<T, St>;
+  Problem<T, St> p(qa, ka, va, mask);
   const std::vector<int64_t> og = batch_offsets(g), odq = batch_offsets(outs[0]), odk = batch_offsets(outs[1]),
                              odv = batch_offsets(outs[2]);
   const int64_t lg = leading_dim(g), ldq = leading_dim(outs[0]), ldk = leading_dim(outs[1]),
                 ldv = leading_dim(outs[2]);
-  const T* gp = kernels::ptr<T>(g);
-  T *dq = kernels::ptr<T>(outs[0]), *dk = kernels::ptr<T>(outs[1]), *dv = kernels::ptr<T>(outs[2]);
+  const St* gp = kernels::ptr<St>(g);
+  St *dq = kernels::ptr<St>(outs[0]), *dk = kernels::ptr<St>(outs[1]), *dv = kernels::ptr<St>(outs[2]);
   for_each_batch(p.batches, size_t(p.L) * p.S * (2 * p.E + 2 * p.Ev), [&](size_t b0, size_t b1) {
-    std::vector<T> Pt(size_t(R) * p.S), dPt(size_t(R) * p.S), qt(size_t(p.E) * p.L), gt(size_t(p.Ev) * p.L);
+    std::vector<T> Pt(size_t(R) * p.S), dPt(size_t(R) * p.S);
+    std::vector<St> qt(size_t(p.E) * p.L), gt(size_t(p.Ev) * p.L), Ps(kHalf ? Pt.size() : 0), dPs(kHalf ? Pt.size() : 0);
+    // dk and dv of one (batch, head): the outputs themselves, or T accumulators with half storage.
+    std::vector<T> dkT(kHalf ? size_t(p.S) * p.E : 0), dvT(kHalf ? size_t(p.S) * p.Ev : 0);
     for (size_t b = b0; b < b1; ++b) {
-      const T* gb = gp + og[b];
+      const St* gb = gp + og[b];
       transpose(p.q + p.oq[b], p.lq, p.L, p.E, qt.data());
       transpose(gb, lg, p.L, p.Ev, gt.data());
-      T* dkb = dk + odk[b];
-      T* dvb = dv + odv[b];
-      for (int s = 0; s < p.S; ++s) {
-        std::fill(dkb + s * ldk, dkb + s * ldk + p.E, T(0));
-        std::fill(dvb + s * ldv, dvb + s * ldv + p.Ev, T(0));
+      T* dkb;
+      T* dvb;
+      int64_t lk_acc, lv_acc;
+      if constexpr (kHalf) {
+        dkb = dkT.data(), dvb = dvT.data(), lk_acc = p.E, lv_acc = p.Ev;
+        std::fill(dkT.begin(), dkT.end(), T(0));
+        std::fill(dvT.begin(), dvT.end(), T(0));
+      } else {
+        dkb = dk + odk[b], dvb = dv + odv[b], lk_acc = ldk, lv_acc = ldv;
+        for (int s = 0; s < p.S; ++s) {
+          std::fill(dkb + s * ldk, dkb + s * ldk + p.E, T(0));
+          std::fill(dvb + s * ldv, dvb + s * ldv + p.Ev, T(0));
+        }
       }
       for (int r0 = 0; r0 < p.L; r0 += R) {
         const int r1 = std::min(p.L, r0 + R), n = p.width(b, r0, r1), rows = r1 - r0;
         p.weights_block(b, r0, r1, n, scale, qt.data(), Pt.data());
         // dv[0:n] += P^T dout
-        gemm<T>(false, false, n, p.Ev, rows, T(1), Pt.data(), R, gb + r0 * lg, lg, T(1), dvb, ldv);
+        gemm<St, T>(false, false, n, p.Ev, rows, T(1), as_storage(Pt.data(), size_t(n) * R, Ps), R, gb + r0 * lg, lg,
+                    T(1), dvb, lv_acc);
         // dP^T = v[0:n] dout^T
-        gemm<T>(false, false, n, rows, p.Ev, T(1), p.v + p.ov[b], p.lv, gt.data() + r0, p.L, T(0), dPt.data(), R);
+        gemm<St, T>(false, false, n, rows, p.Ev, T(1), p.v + p.ov[b], p.lv, gt.data() + r0, p.L, T(0), dPt.data(), R);
         T dot[R] = {};
         for (int j = 0; j < n; ++j) {
           const T *pj = Pt.data() + j * R, *dj = dPt.data() + j * R;
@@ -351,9 +386,15 @@ void backward_kernel(const array& qa, const array& ka, const array& va, const ar
           for (int i = 0; i < R; ++i) dj[i] = pj[i] * (dj[i] - dot[i]) * scale;
         }
         // dq = dS k[0:n], dk[0:n] += dS^T q
-        gemm<T>(true, false, rows, p.E, n, T(1), dPt.data(), R, p.k + p.ok[b], p.lk, T(0), dq + odq[b] + r0 * ldq,
-                ldq);
-        gemm<T>(false, false, n, p.E, rows, T(1), dPt.data(), R, p.q + p.oq[b] + r0 * p.lq, p.lq, T(1), dkb, ldk);
+        const St* dS = as_storage(dPt.data(), size_t(n) * R, dPs);
+        gemm<St>(true, false, rows, p.E, n, T(1), dS, R, p.k + p.ok[b], p.lk, T(0), dq + odq[b] + r0 * ldq, ldq);
+        gemm<St, T>(false, false, n, p.E, rows, T(1), dS, R, p.q + p.oq[b] + r0 * p.lq, p.lq, T(1), dkb, lk_acc);
+      }
+      if constexpr (kHalf) {  // the accumulated dk and dv, rounded once
+        for (int s = 0; s < p.S; ++s) {
+          for (int e = 0; e < p.E; ++e) dk[odk[b] + s * ldk + e] = St(dkT[size_t(s) * p.E + e]);
+          for (int e = 0; e < p.Ev; ++e) dv[odv[b] + s * ldv + e] = St(dvT[size_t(s) * p.Ev + e]);
+        }
       }
     }
   });
@@ -397,10 +438,17 @@ class ScaledDotProductAttentionBackward : public CustomBackward {
       for (auto& o : outs) std::fill_n(static_cast<char*>(o.raw_data()), o.nbytes(), 0);
       return;
     }
-    dispatch_real(q.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      backward_kernel<T>(q, k, v, has_mask ? &in[3] : nullptr, g, outs, static_cast<T>(scale_));
-    });
+    const array* mask = has_mask ? &in[3] : nullptr;
+    if (q.dtype() == bfloat16) {
+      backward_kernel<float, bfloat16_t>(q, k, v, mask, g, outs, float(scale_));
+    } else if (q.dtype() == float16) {
+      backward_kernel<float, float16_t>(q, k, v, mask, g, outs, float(scale_));
+    } else {
+      dispatch_real(q.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        backward_kernel<T>(q, k, v, mask, g, outs, static_cast<T>(scale_));
+      });
+    }
   }
   const char* name() const override { return "ScaledDotProductAttentionBackward"; }
   // Scores again, then dV, dP, dQ and dK: five products of the forward's sizes.
@@ -435,10 +483,17 @@ class ScaledDotProductAttention : public Custom {
       std::fill_n(static_cast<char*>(out.raw_data()), out.nbytes(), 0);
       return;
     }
-    dispatch_real(q.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      forward_kernel<T>(q, k, v, in.size() == 4 ? &in[3] : nullptr, out, static_cast<T>(scale_));
-    });
+    const array* mask = in.size() == 4 ? &in[3] : nullptr;
+    if (q.dtype() == bfloat16) {
+      forward_kernel<float, bfloat16_t>(q, k, v, mask, out, float(scale_));
+    } else if (q.dtype() == float16) {
+      forward_kernel<float, float16_t>(q, k, v, mask, out, float(scale_));
+    } else {
+      dispatch_real(q.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        forward_kernel<T>(q, k, v, mask, out, static_cast<T>(scale_));
+      });
+    }
   }
   const char* name() const override { return "ScaledDotProductAttention"; }
   double flops(const std::vector<array>& in, const std::vector<array>&) const override {
@@ -494,7 +549,10 @@ array scaled_dot_product_attention(const array& queries_cast, const array& keys_
     throw std::invalid_argument(msg("[", op, "] needs floating-point queries, keys and values, got ", queries.dtype(),
                                     ", ", keys.dtype(), " and ", values.dtype()));
   }
-  const Dtype cd = d == float64 ? float64 : float32;  // half types compute in float32
+  // Half types stay half where the GEMM seam reads them as they are (the kernels' softmax and sums
+  // run in float32 either way); elsewhere they compute in float32, cast up here.
+  const bool half = (d == bfloat16 || d == float16) && kernels::gemm_reads_half(d);
+  const Dtype cd = half ? d : d == float64 ? float64 : float32;
   Shape scores = lead;
   scores.push_back(queries.shape(-2));
   scores.push_back(keys.shape(-2));
@@ -506,8 +564,13 @@ array scaled_dot_product_attention(const array& queries_cast, const array& keys_
     }
     array m = *mask;
     if (m.dtype() == bool_) {
-      m = where(m, array(0.0, cd), array(cd == float64 ? std::numeric_limits<double>::lowest()
-                                                         : double(std::numeric_limits<float>::lowest()), cd));
+      // Masked entries hold cd's lowest finite value (a fully masked row is then the reference's
+      // uniform softmax, not NaN).
+      const double lowest = cd == float64    ? std::numeric_limits<double>::lowest()
+                            : cd == float16  ? -65504.0
+                            : cd == bfloat16 ? -3.3895313892515355e38
+                                             : double(std::numeric_limits<float>::lowest());
+      m = where(m, array(0.0, cd), array(lowest, cd));
     } else if (!is_floating_point(m.dtype())) {
       throw std::invalid_argument(msg("[", op, "] the mask must be boolean or floating point, got ", m.dtype()));
     }

@@ -1,0 +1,80 @@
+// Half-precision attention on both of its paths: cast up to float32 (a CPU without oneDNN half
+// kernels), and kept half with float32 softmax and sums (an AVX512-BF16 / AMX CPU; forced here with
+// force_gemm_reads_half, the GEMM seam then widening inside each product). Forward and the three
+// gradients, with no mask, a boolean causal mask and an additive mask, against float64 values of
+// the rounded inputs.
+#include "loom/kernels/gemm.h"
+#include "../test_utils.h"
+
+namespace loom {
+namespace {
+
+struct HalfAttentionPaths : ::testing::Test {
+  void TearDown() override { kernels::detail::force_gemm_reads_half(-1); }
+};
+
+// Within `rel` of the largest magnitude of `want` (half results: P and dS are rounded to the half
+// type for their products, so errors scale with the values, not per entry).
+void expect_near_half(const array& got, const array& want, Dtype d, double rel, const std::string& what) {
+  ASSERT_EQ(got.dtype(), d) << what;
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  const std::vector<double> g = astype(got, float64).to_vector<double>(), w = array(want).to_vector<double>();
+  double scale = 0;
+  for (double x : w) scale = std::max(scale, std::abs(x));
+  int bad = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (!(std::abs(g[i] - w[i]) <= rel * scale + 1e-6) && bad++ < 5) {
+      ADD_FAILURE() << what << " at " << i << ": " << g[i] << ", want " << w[i] << " (scale " << scale << ")";
+    }
+  }
+}
+
+TEST_F(HalfAttentionPaths, ForwardAndGradients) {
+  const int B = 2, H = 3, L = 40, S = 40, E = 16;
+  for (Dtype d : {bfloat16, float16}) {
+    const array q = astype(testing::lcg_uniform({B, H, L, E}, -1, 1, 31), d);
+    const array k = astype(testing::lcg_uniform({B, H, S, E}, -1, 1, 32), d);
+    const array v = astype(testing::lcg_uniform({B, H, S, E}, -1, 1, 33), d);
+    const array cot = astype(testing::lcg_uniform({B, H, L, E}, -1, 1, 34), d);
+    const array causal = less_equal(reshape(arange(S, int32), {1, S}), reshape(arange(L, int32), {L, 1}));
+    const array additive = astype(testing::lcg_uniform({L, S}, -2, 0, 35), d);
+    const double scale = 1.0 / std::sqrt(double(E));
+    const double unit = d == bfloat16 ? 1.0 / 128 : 1.0 / 1024;  // two roundings of the half type
+    for (int m = 0; m < 3; ++m) {
+      const std::optional<array> mask = m == 0 ? std::nullopt : m == 1 ? std::optional<array>(causal) : additive;
+      auto f = [&](const std::vector<array>& x) {
+        std::optional<array> mm = mask;
+        if (mm && mm->dtype() != bool_) mm = astype(*mm, x[0].dtype());
+        return std::vector<array>{fast::scaled_dot_product_attention(x[0], x[1], x[2], scale, mm)};
+      };
+      auto [o64, g64] = vjp(f, {astype(q, float64), astype(k, float64), astype(v, float64)}, {astype(cot, float64)});
+      for (int native : {0, 1}) {
+        kernels::detail::force_gemm_reads_half(native);
+        const std::string what = std::string(native ? "half operands" : "float32 operands") + ", " +
+                                 (d == bfloat16 ? "bfloat16" : "float16") + ", mask " + std::to_string(m);
+        auto [o, g] = vjp(f, {q, k, v}, {cot});
+        expect_near_half(o[0], o64[0], d, unit, what + ": output");
+        expect_near_half(g[0], g64[0], d, 2 * unit, what + ": dq");
+        expect_near_half(g[1], g64[1], d, 2 * unit, what + ": dk");
+        expect_near_half(g[2], g64[2], d, 2 * unit, what + ": dv");
+      }
+    }
+  }
+}
+
+// The half path keeps half nodes: no float32 copies of q, k and v in the graph.
+TEST_F(HalfAttentionPaths, HalfNodesWhereTheSeamReadsHalf) {
+  const array q = astype(testing::lcg_uniform({1, 2, 8, 4}, -1, 1, 41), bfloat16);
+  kernels::detail::force_gemm_reads_half(1);
+  const array o = fast::scaled_dot_product_attention(q, q, q, 0.5);
+  EXPECT_EQ(o.dtype(), bfloat16);
+  EXPECT_STREQ(o.primitive().name(), "ScaledDotProductAttention");
+  for (const array& in : o.inputs()) EXPECT_EQ(in.dtype(), bfloat16);
+  kernels::detail::force_gemm_reads_half(0);
+  const array o32 = fast::scaled_dot_product_attention(q, q, q, 0.5);
+  EXPECT_EQ(o32.dtype(), bfloat16);  // cast back from the float32 node
+  EXPECT_STRNE(o32.primitive().name(), "ScaledDotProductAttention");
+}
+
+}  // namespace
+}  // namespace loom
