@@ -134,31 +134,15 @@ void run_split(const Gemm& g, GemmBackend b) {
   });
 }
 
-template <typename H>
-float half_to_float(H h) {
-  return static_cast<float>(h);
-}
-
-// dst (rows x cols, dense) = src (rows x cols, row stride ld) as float32, over Loom's threads.
-template <typename H>
-void widen(const H* src, int64_t rows, int64_t cols, int64_t ld, float* dst) {
+// dst (rows x cols, row stride ldd) = src (rows x cols, row stride lds) converted (a half type to
+// float32 exactly; float32 to a half type rounded to nearest even), over Loom's threads.
+template <typename From, typename To>
+void convert_rows(const From* src, int64_t lds, int64_t rows, int64_t cols, To* dst, int64_t ldd) {
   parallel_for(size_t(rows), [&](size_t b, size_t e) {
     for (size_t r = b; r < e; ++r) {
-      const H* s = src + int64_t(r) * ld;
-      float* d = dst + int64_t(r) * cols;
-      for (int64_t c = 0; c < cols; ++c) d[c] = half_to_float(s[c]);
-    }
-  }, std::max<size_t>(1, kParallelThreshold / size_t(std::max<int64_t>(cols, 1))));
-}
-
-// dst (rows x cols, row stride ld) = src (dense float32), rounded to nearest even.
-template <typename H>
-void narrow(const float* src, int64_t rows, int64_t cols, H* dst, int64_t ld) {
-  parallel_for(size_t(rows), [&](size_t b, size_t e) {
-    for (size_t r = b; r < e; ++r) {
-      const float* s = src + int64_t(r) * cols;
-      H* d = dst + int64_t(r) * ld;
-      for (int64_t c = 0; c < cols; ++c) d[c] = H(s[c]);
+      const From* s = src + int64_t(r) * lds;
+      To* d = dst + int64_t(r) * ldd;
+      for (int64_t c = 0; c < cols; ++c) d[c] = To(static_cast<float>(s[c]));
     }
   }, std::max<size_t>(1, kParallelThreshold / size_t(std::max<int64_t>(cols, 1))));
 }
@@ -178,8 +162,8 @@ template <typename H>
 void via_float32(const Gemm& g, GemmBackend b) {
   const int64_t ar = g.ta ? g.K : g.M, ac = g.ta ? g.M : g.K, br = g.tb ? g.N : g.K, bc = g.tb ? g.K : g.N;
   FloatBuffer a(size_t(ar * ac)), bb(size_t(br * bc));
-  widen(static_cast<const H*>(g.A), ar, ac, g.lda, a.get());
-  widen(static_cast<const H*>(g.B), br, bc, g.ldb, bb.get());
+  convert_rows(static_cast<const H*>(g.A), g.lda, ar, ac, a.get(), ac);
+  convert_rows(static_cast<const H*>(g.B), g.ldb, br, bc, bb.get(), bc);
   Gemm f = g;
   f.in = f.out = float32;
   f.A = a.get(), f.lda = std::max<int64_t>(ac, 1);
@@ -189,10 +173,10 @@ void via_float32(const Gemm& g, GemmBackend b) {
     return;
   }
   FloatBuffer c(size_t(g.M * g.N));
-  if (g.beta != 0.0) widen(static_cast<const H*>(g.C), g.M, g.N, g.ldc, c.get());
+  if (g.beta != 0.0) convert_rows(static_cast<const H*>(g.C), g.ldc, g.M, g.N, c.get(), g.N);
   f.C = c.get(), f.ldc = std::max<int64_t>(g.N, 1);
   run_split(f, b);
-  narrow(c.get(), g.M, g.N, static_cast<H*>(g.C), g.ldc);
+  convert_rows(c.get(), g.N, g.M, g.N, static_cast<H*>(g.C), g.ldc);
 }
 
 // C = beta C when there is no inner dimension (beta == 0 writes zeros).

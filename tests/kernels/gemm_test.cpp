@@ -125,20 +125,6 @@ void check_case(const Case& c, double rel, double out_round, const std::string& 
 // float32 accumulation over K terms: a few units of float32's epsilon per term, at most.
 double f32_bound(int64_t K) { return 4.0 * double(K + 2) * 6e-8; }
 
-TEST_F(GemmSeam, Float32OnEachBackend) {
-  for (GemmBackend b : {GemmBackend::openblas, GemmBackend::dnnl}) {
-    kernels::detail::force_gemm_backend(b);
-    EXPECT_EQ(gemm_backend(float32), b);
-    for (int threads : {1, 2}) {
-      set_num_threads(threads);
-      for (const Case& c : cases()) {
-        check_case<float, float>(c, f32_bound(c.K), 0, std::string(to_string(b)) + " float32, " +
-                                                           std::to_string(threads) + " threads");
-      }
-    }
-  }
-}
-
 TEST_F(GemmSeam, Float64AndComplexStayOnOpenBLAS) {
   for (GemmBackend b : {GemmBackend::openblas, GemmBackend::dnnl}) {
     kernels::detail::force_gemm_backend(b);
@@ -164,25 +150,21 @@ void check_half(const char* name) {
   }
 }
 
-TEST_F(GemmSeam, HalfAsFloat32OnOpenBLAS) {
-  kernels::detail::force_gemm_backend(GemmBackend::openblas);
-  EXPECT_EQ(gemm_backend(bfloat16), GemmBackend::openblas);
-  for (int threads : {1, 2}) {
-    set_num_threads(threads);
-    check_half<bfloat16_t>("bfloat16");
-    check_half<float16_t>("float16");
-  }
-}
-
-// With LOOM_GEMM=dnnl a half product runs on oneDNN's half kernels where it has them, and as float32
-// on oneDNN's float32 kernels where it does not (an AVX2 CPU): both are exercised on any CPU.
-TEST_F(GemmSeam, HalfOnOneDNN) {
-  kernels::detail::force_gemm_backend(GemmBackend::dnnl);
-  EXPECT_EQ(gemm_backend(bfloat16), GemmBackend::dnnl);
-  for (int threads : {1, 2}) {
-    set_num_threads(threads);
-    check_half<bfloat16_t>("bfloat16");
-    check_half<float16_t>("float16");
+// float32 and the half types on each backend, at 1 and 2 threads. On OpenBLAS a half product runs as
+// float32. With LOOM_GEMM=dnnl it runs on oneDNN's half kernels where it has them, and as float32 on
+// oneDNN's float32 kernels where it does not (an AVX2 CPU): both are exercised on any CPU.
+TEST_F(GemmSeam, EachDtypeOnEachBackend) {
+  for (GemmBackend b : {GemmBackend::openblas, GemmBackend::dnnl}) {
+    kernels::detail::force_gemm_backend(b);
+    EXPECT_EQ(gemm_backend(float32), b);
+    EXPECT_EQ(gemm_backend(bfloat16), b);
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      const std::string on = std::string(" on ") + to_string(b) + ", " + std::to_string(threads) + " threads";
+      for (const Case& c : cases()) check_case<float, float>(c, f32_bound(c.K), 0, "float32" + on);
+      check_half<bfloat16_t>(("bfloat16" + on).c_str());
+      check_half<float16_t>(("float16" + on).c_str());
+    }
   }
 }
 
