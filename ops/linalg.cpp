@@ -46,6 +46,12 @@ void matmul_impl(const array& a_in, const array& b_in, const array* c_in, array&
   if (!c_in) beta = 0;
   const int nd = static_cast<int>(out.ndim());
   const int64_t M = out.shape()[nd - 2], N = out.shape()[nd - 1], K = a_in.shape()[nd - 1];
+  const Dtype d = out.dtype();
+  if (K == 0) {  // out = beta c (or 0) as one matrix of rows: a and b have no data to offset into
+    gemm(kernels::Gemm{d, d, false, false, int64_t(out.size() / size_t(N)), N, 0, nullptr, 1, nullptr, 1, c, N, alpha,
+                       beta});
+    return;
+  }
   MatLayout la = mat_layout(a_in), lb = mat_layout(b_in);
   array a = la.ok ? a_in : kernels::row_contiguous(a_in);
   array b = lb.ok ? b_in : kernels::row_contiguous(b_in);
@@ -54,7 +60,6 @@ void matmul_impl(const array& a_in, const array& b_in, const array* c_in, array&
   const char* ap = static_cast<const char*>(a.raw_data());
   const char* bp = static_cast<const char*>(b.raw_data());
   const size_t item = out.itemsize(), batch = out.size() / size_t(M * N);
-  const Dtype d = out.dtype();
 
   // A batched, row-major `a` against one shared `b`: a single GEMM with batch*M rows.
   bool b_shared = true;
