@@ -5,9 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
-#include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -25,7 +22,6 @@ const char* to_string(GemmBackend b) { return b == GemmBackend::dnnl ? "dnnl" : 
 namespace kernels {
 
 namespace {
-
 
 // What LOOM_GEMM asks for: nothing (the CPU decides), or one backend for every dtype it can take.
 enum class Forced { none, openblas, dnnl };
@@ -179,16 +175,18 @@ void via_float32(const Gemm& g, GemmBackend b) {
   convert_rows(c.get(), g.N, g.M, g.N, static_cast<H*>(g.C), g.ldc);
 }
 
-// C = beta C when there is no inner dimension (beta == 0 writes zeros).
+// C = beta C when there is no inner dimension (beta == 0 writes zeros), in float64 for float64 and
+// float32 otherwise (complex64 by parts).
 template <typename T>
 void scale_rows(void* C, int64_t M, int64_t N, int64_t ldc, double beta) {
+  using W = std::conditional_t<std::is_same_v<T, double>, double, float>;
   for (int64_t r = 0; r < M; ++r) {
     T* c = static_cast<T*>(C) + r * ldc;
     for (int64_t j = 0; j < N; ++j) {
       if constexpr (std::is_same_v<T, complex64_t>) {
         c[j] = beta == 0.0 ? T(0.0f) : c[j] * T(float(beta));
       } else {
-        c[j] = beta == 0.0 ? T(0.0f) : T(static_cast<float>(c[j]) * float(beta));
+        c[j] = beta == 0.0 ? T(W(0)) : T(static_cast<W>(c[j]) * W(beta));
       }
     }
   }
@@ -196,10 +194,7 @@ void scale_rows(void* C, int64_t M, int64_t N, int64_t ldc, double beta) {
 
 void empty_inner(const Gemm& g) {
   if (g.out == float64) {
-    for (int64_t r = 0; r < g.M; ++r) {
-      double* c = static_cast<double*>(g.C) + r * g.ldc;
-      for (int64_t j = 0; j < g.N; ++j) c[j] = g.beta == 0.0 ? 0.0 : c[j] * g.beta;
-    }
+    scale_rows<double>(g.C, g.M, g.N, g.ldc, g.beta);
   } else if (g.out == complex64) {
     scale_rows<complex64_t>(g.C, g.M, g.N, g.ldc, g.beta);
   } else if (g.out == bfloat16) {

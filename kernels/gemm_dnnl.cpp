@@ -10,6 +10,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <atomic>
 #include <cstring>
 #include <list>
 #include <memory>
@@ -257,12 +258,15 @@ bool dnnl_gemm(const Gemm& g) {
 }
 
 bool dnnl_supports(Dtype in, Dtype out) {
+  // Asked on every product (the seam's route): one relaxed load once known, the probe (a primitive
+  // made, about 1 ms) once per pair under the lock. 0 unknown, 1 no, 2 yes.
+  constexpr int kDtypes = int(Dtype::Val::complex64) + 1;
+  static std::atomic<uint8_t> known[kDtypes][kDtypes];
+  std::atomic<uint8_t>& k = known[int(in.val)][int(out.val)];
+  if (const uint8_t v = k.load(std::memory_order_acquire)) return v == 2;
   static std::mutex mu;
-  static std::unordered_map<int, bool> known;
-  const int id = int(in.val) << 8 | int(out.val);
   std::lock_guard<std::mutex> lock(mu);
-  auto it = known.find(id);
-  if (it != known.end()) return it->second;
+  if (const uint8_t v = k.load(std::memory_order_acquire)) return v == 2;
   bool ok = false;
   const bool pair = (in == float32 && out == float32) ||
                     ((in == bfloat16 || in == float16) && (out == in || out == float32));
@@ -275,7 +279,7 @@ bool dnnl_supports(Dtype in, Dtype out) {
       ok = false;  // no kernel for this pair on this CPU ("could not create a primitive descriptor")
     }
   }
-  known[id] = ok;
+  k.store(ok ? 2 : 1, std::memory_order_release);
   return ok;
 }
 
