@@ -5,7 +5,8 @@
 // Batch 32 random windows of the fortune texts (first 90%), cross-entropy (mean), AdamW(3e-4,
 // weight decay 0.01). A step is: sample the batch, forward, loss, backward, update,
 // eval(loss, model.parameters()). 5 warm-up steps, then the median of 50 (QUICK: 10).
-//   bench_transformer [--threads T]...
+//   bench_transformer [--threads T]... [--only f32|bf16] [--profile]
+// --profile prints the profiler's table of each configuration's timed steps to stderr.
 #include <loom/loom.h>
 #include <sys/resource.h>
 
@@ -77,7 +78,8 @@ double peak_mb() {
 }
 
 // One configuration's median step; `compute`: the mixed-precision policy's dtype (none: float32).
-double run(const data::TextDataset& text, int warmup, int timed, int64_t* nparams, std::optional<Dtype> compute) {
+double run(const data::TextDataset& text, int warmup, int timed, int64_t* nparams, std::optional<Dtype> compute,
+           bool profiled) {
   random::seed(0);
   LM model;
   int64_t n = 0;
@@ -91,6 +93,7 @@ double run(const data::TextDataset& text, int warmup, int timed, int64_t* nparam
   std::uniform_int_distribution<int64_t> start(0, ntrain - 1);
   std::vector<double> ms;
   for (int s = 0; s < warmup + timed; ++s) {
+    if (profiled && s == warmup) profile::start();
     double t0 = bench::now_ms();
     std::vector<int64_t> idx(B);
     for (auto& i : idx) i = start(rng);
@@ -103,6 +106,10 @@ double run(const data::TextDataset& text, int warmup, int timed, int64_t* nparam
       std::fprintf(stderr, "transformer_step%s: first loss %.4f\n", compute ? "_bf16" : "", loss.item<float>());
     }
   }
+  if (profiled) {
+    profile::stop();
+    std::fprintf(stderr, "%s", profile::table(40).c_str());
+  }
   return bench::median(ms);
 }
 
@@ -111,13 +118,20 @@ double run(const data::TextDataset& text, int warmup, int timed, int64_t* nparam
 int main(int argc, char** argv) {
   const int warmup = 5, timed = bench::quick() ? 10 : 50;
   data::TextDataset text(data::fortune_files(), T, 1);
+  bool profiled = false;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--profile") == 0) profiled = true;
+    if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[i + 1];
+  }
   for (int threads : bench::thread_counts(argc, argv)) {
     set_num_threads(threads);
     // float32, then the same step under bfloat16 mixed precision (docs/mixed-precision.md), in one run
     // so that their ratio is taken on one machine state. peak_mb is the process's peak so far.
     for (std::optional<Dtype> compute : {std::optional<Dtype>(), std::optional<Dtype>(bfloat16)}) {
+      if (!only.empty() && only != (compute ? "bf16" : "f32")) continue;
       int64_t nparams = 0;
-      double t = run(text, warmup, timed, &nparams, compute);
+      double t = run(text, warmup, timed, &nparams, compute, profiled);
       std::printf("{\"bench\":\"%s\",\"impl\":\"loom\",\"threads\":%d,\"batch\":%d,\"context\":%d,"
                   "\"median_ms\":%.2f,\"tokens_per_s\":%.0f,\"params\":%lld,\"peak_mb\":%.1f,\"n\":%d}\n",
                   compute ? "transformer_step_bf16" : "transformer_step", threads, B, T, t, B * T / (t * 1e-3),

@@ -183,32 +183,50 @@ std::shared_ptr<Entry> make_entry_or_refusal(const Gemm& g) {
   }
 }
 
-// Least recently used primitives go first once the cache holds kCapacity (oneDNN's own default).
-class Cache {
+// A map from keys to values that drops the least recently used entry beyond `capacity`; not
+// thread-safe (the shared cache locks around it; the per-thread one needs no lock).
+template <typename V>
+class Lru {
  public:
-  static constexpr size_t kCapacity = 1024;
-  std::shared_ptr<Entry> get(const Gemm& g) {
-    const Key k = key_of(g);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = index_.find(k);
-      if (it != index_.end()) {
-        lru_.splice(lru_.begin(), lru_, it->second);
-        return it->second->second;
-      }
-    }
-    std::shared_ptr<Entry> e = make_entry_or_refusal(g);  // outside the lock: other shapes go on meanwhile
-    std::lock_guard<std::mutex> lock(mu_);
+  explicit Lru(size_t capacity) : capacity_(capacity) {}
+  V* find(const Key& k) {
     auto it = index_.find(k);
-    if (it != index_.end()) return it->second->second;  // another thread made it first
-    ++created_;
-    lru_.emplace_front(k, e);
+    if (it == index_.end()) return nullptr;
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return &it->second->second;
+  }
+  V& insert(const Key& k, V v) {
+    lru_.emplace_front(k, std::move(v));
     index_.emplace(k, lru_.begin());
-    if (lru_.size() > kCapacity) {
+    if (lru_.size() > capacity_) {
       index_.erase(lru_.back().first);
       lru_.pop_back();
     }
-    return e;
+    return lru_.front().second;
+  }
+  size_t size() const { return lru_.size(); }
+
+ private:
+  size_t capacity_;
+  std::list<std::pair<Key, V>> lru_;
+  std::unordered_map<Key, typename decltype(lru_)::iterator, KeyHash> index_;
+};
+
+// The primitives of the process, shared by its threads; least recently used go first once it holds
+// kCapacity (oneDNN's own default).
+class Cache {
+ public:
+  static constexpr size_t kCapacity = 1024;
+  std::shared_ptr<Entry> get(const Key& k, const Gemm& g) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto* e = lru_.find(k)) return *e;
+    }
+    std::shared_ptr<Entry> e = make_entry_or_refusal(g);  // outside the lock: other shapes go on meanwhile
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto* made = lru_.find(k)) return *made;  // another thread made it first
+    ++created_;
+    return lru_.insert(k, std::move(e));
   }
   detail::DnnlCacheStats stats() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -217,8 +235,7 @@ class Cache {
 
  private:
   std::mutex mu_;
-  std::list<std::pair<Key, std::shared_ptr<Entry>>> lru_;
-  std::unordered_map<Key, decltype(lru_)::iterator, KeyHash> index_;
+  Lru<std::shared_ptr<Entry>> lru_{kCapacity};
   size_t created_ = 0;
 };
 
@@ -237,19 +254,64 @@ Gemm probe(Dtype in, Dtype out, int64_t n) {
 
 }  // namespace
 
+namespace {
+
+// A primitive bound to memory objects on one thread: a call only points them at its operands.
+// Making four oneDNN memory objects and an argument map per call cost about 1 us, as much as
+// oneDNN's own execution of attention's 128 x 32 x 32 products (benchmarks/README.md).
+struct Bound {
+  std::shared_ptr<Entry> entry;  // held, so that the primitive outlives the shared cache's eviction
+  memory a, b, c, scratch;
+  dnnl_exec_arg_t args[4];
+  int nargs = 0;
+};
+
+Bound bind(std::shared_ptr<Entry> e) {
+  Bound b;
+  b.entry = std::move(e);
+  if (b.entry->refused) return b;
+  b.a = memory(b.entry->a, engine(), DNNL_MEMORY_NONE);
+  b.b = memory(b.entry->b, engine(), DNNL_MEMORY_NONE);
+  b.c = memory(b.entry->c, engine(), DNNL_MEMORY_NONE);
+  b.args[0] = {DNNL_ARG_SRC, b.a.get()}, b.args[1] = {DNNL_ARG_WEIGHTS, b.b.get()}, b.args[2] = {DNNL_ARG_DST, b.c.get()};
+  b.nargs = 3;
+  if (b.entry->scratch.get_size() > 0) {
+    b.scratch = memory(b.entry->scratch, engine(), DNNL_MEMORY_NONE);
+    b.args[b.nargs++] = {DNNL_ARG_SCRATCHPAD, b.scratch.get()};
+  }
+  return b;
+}
+
+// The calling thread's bound primitives, the most recently used first: a hit takes no lock.
+Bound& bound(const Gemm& g) {
+  constexpr size_t kPerThread = 128;
+  thread_local Lru<Bound> mine(kPerThread);
+  const Key k = key_of(g);
+  if (Bound* b = mine.find(k)) return *b;
+  return mine.insert(k, bind(cache().get(k, g)));
+}
+
+void check(dnnl_status_t st, const char* what) {
+  if (st != dnnl_success) throw dnnl::error(st, what);
+}
+
+}  // namespace
+
 bool dnnl_gemm(const Gemm& g) {
   OneOmpThread one;
   try {
-    std::shared_ptr<Entry> e = cache().get(g);
-    if (e->refused) return false;
-    memory a(e->a, engine(), const_cast<void*>(g.A)), b(e->b, engine(), const_cast<void*>(g.B)),
-        c(e->c, engine(), g.C);
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
-    if (const size_t bytes = e->scratch.get_size()) {
-      args.emplace(DNNL_ARG_SCRATCHPAD, memory(e->scratch, engine(), thread_scratch(bytes)));
+    Bound& b = bound(g);
+    if (b.entry->refused) return false;
+    // The C API: the C++ one builds a vector of the arguments from a map on every call.
+    check(dnnl_memory_set_data_handle_v2(b.a.get(), const_cast<void*>(g.A), nullptr), "set A");
+    check(dnnl_memory_set_data_handle_v2(b.b.get(), const_cast<void*>(g.B), nullptr), "set B");
+    check(dnnl_memory_set_data_handle_v2(b.c.get(), g.C, nullptr), "set C");
+    if (b.nargs == 4) {
+      check(dnnl_memory_set_data_handle_v2(b.scratch.get(), thread_scratch(b.entry->scratch.get_size()), nullptr),
+            "set the scratchpad");
     }
-    e->prim.execute(stream(), args);
-    stream().wait();
+    check(dnnl_primitive_execute(b.entry->prim.get(), stream().get(), b.nargs, b.args), "execute");
+    check(dnnl_stream_wait(stream().get()), "wait");
     return true;
   } catch (const dnnl::error& err) {
     throw std::runtime_error(kmsg("[gemm] oneDNN failed on a ", pair_str(g.in, g.out), " product of (", g.M, ", ", g.K,
