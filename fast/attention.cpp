@@ -451,6 +451,8 @@ class ScaledDotProductAttentionBackward : public CustomBackward {
     }
   }
   const char* name() const override { return "ScaledDotProductAttentionBackward"; }
+  // Every input has the same leading axes, and the kernel runs per leading index.
+  Batching batching(const std::vector<int>&) const override { return Batching::same_shape; }
   // Scores again, then dV, dP, dQ and dK: five products of the forward's sizes.
   double flops(const std::vector<array>& in, const std::vector<array>&) const override {
     return attention_flops(in[0], in[1], in[2], 3, 2);
@@ -496,6 +498,9 @@ class ScaledDotProductAttention : public Custom {
     }
   }
   const char* name() const override { return "ScaledDotProductAttention"; }
+  // The batch as one more leading axis of every input (unbatched ones broadcast): the kernel itself,
+  // not the composition, whose half-precision scores would round where the kernel's do not.
+  Batching batching(const std::vector<int>&) const override { return Batching::same_shape; }
   double flops(const std::vector<array>& in, const std::vector<array>&) const override {
     return attention_flops(in[0], in[1], in[2], 1, 1);
   }

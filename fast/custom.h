@@ -63,7 +63,8 @@ class Custom : public Primitive {
 
   /// How the kernel runs on batched inputs (axes as in vmap): `reference` (it cannot; the batched
   /// reference runs instead), `same_shape` (its inputs all have the output's shape and it works
-  /// element- or row-wise: every input gets the batch first, unbatched ones broadcast), `rows` (it
+  /// element- or row-wise, or they share the output's leading axes and it works per leading index:
+  /// every input gets the batch first, unbatched ones broadcast), `rows` (it
   /// works row by row on input 0 and the batched inputs are row inputs: they get the batch first,
   /// the others stay as they are).
   enum class Batching { reference, same_shape, rows };
