@@ -180,11 +180,17 @@ struct Problem {
   // Queries run along the vector lanes, so the max, the exponentials, the sums and the scaling are
   // elementwise over whole key rows: no horizontal reductions and no row tails (rows under a causal
   // mask are 64 keys long on average, where those would cost as much as the vectors). Lanes past the
-  // block's queries are 0. qt is batch b's q transposed (E x L).
+  // block's queries are 0. qt is batch b's q transposed (E x L), or null: then the product reads q's
+  // rows as its transposed operand (half storage: oneDNN takes it at the same speed, and the
+  // transposed copies cost more than the products of a small head).
   void weights_block(size_t b, int r0, int r1, int n, T scale, const St* qt, T* Pt) const {
     constexpr int R = kRowBlock;
     const MaskSlice& sl = slice(b);
-    gemm<St, T>(false, false, n, r1 - r0, E, scale, k + ok[b], lk, qt + r0, L, T(0), Pt, R);
+    if (qt) {
+      gemm<St, T>(false, false, n, r1 - r0, E, scale, k + ok[b], lk, qt + r0, L, T(0), Pt, R);
+    } else {
+      gemm<St, T>(false, true, n, r1 - r0, E, scale, k + ok[b], lk, q + oq[b] + r0 * lq, lq, T(0), Pt, R);
+    }
     int ext[R];
     for (int i = 0; i < R; ++i) ext[i] = r0 + i < r1 ? std::min(sl.ext[r0 + i], n) : 0;
     if (sl.adds) {
@@ -313,12 +319,13 @@ void forward_kernel(const array& qa, const array& ka, const array& va, const arr
   St* o = kernels::ptr<St>(out);
   for_each_batch(p.batches, size_t(p.L) * p.S * (p.E + p.Ev), [&](size_t b0, size_t b1) {
     std::vector<T> Pt(size_t(kRowBlock) * p.S);
-    std::vector<St> qt(size_t(p.E) * p.L), Ps(std::is_same_v<T, St> ? 0 : Pt.size());
+    constexpr bool kHalf = !std::is_same_v<T, St>;
+    std::vector<St> qt(kHalf ? 0 : size_t(p.E) * p.L), Ps(kHalf ? Pt.size() : 0);
     for (size_t b = b0; b < b1; ++b) {
-      transpose(p.q + p.oq[b], p.lq, p.L, p.E, qt.data());
+      if (!kHalf) transpose(p.q + p.oq[b], p.lq, p.L, p.E, qt.data());
       for (int r0 = 0; r0 < p.L; r0 += kRowBlock) {
         const int r1 = std::min(p.L, r0 + kRowBlock), n = p.width(b, r0, r1);
-        p.weights_block(b, r0, r1, n, scale, qt.data(), Pt.data());
+        p.weights_block(b, r0, r1, n, scale, kHalf ? nullptr : qt.data(), Pt.data());
         // out[r0:r1] = P v[0:n]
         gemm<St>(true, false, r1 - r0, p.Ev, n, T(1), as_storage(Pt.data(), size_t(n) * kRowBlock, Ps), kRowBlock,
                  p.v + p.ov[b], p.lv, T(0), o + oo[b] + r0 * lo, lo);
@@ -346,13 +353,17 @@ void backward_kernel(const array& qa, const array& ka, const array& va, const ar
   St *dq = kernels::ptr<St>(outs[0]), *dk = kernels::ptr<St>(outs[1]), *dv = kernels::ptr<St>(outs[2]);
   for_each_batch(p.batches, size_t(p.L) * p.S * (2 * p.E + 2 * p.Ev), [&](size_t b0, size_t b1) {
     std::vector<T> Pt(size_t(R) * p.S), dPt(size_t(R) * p.S);
-    std::vector<St> qt(size_t(p.E) * p.L), gt(size_t(p.Ev) * p.L), Ps(kHalf ? Pt.size() : 0), dPs(kHalf ? Pt.size() : 0);
+    // Float operands: transposed copies of q and dout (see transpose); half ones are read as rows.
+    std::vector<St> qt(kHalf ? 0 : size_t(p.E) * p.L), gt(kHalf ? 0 : size_t(p.Ev) * p.L), Ps(kHalf ? Pt.size() : 0),
+        dPs(kHalf ? Pt.size() : 0);
     // dk and dv of one (batch, head): the outputs themselves, or T accumulators with half storage.
     std::vector<T> dkT(kHalf ? size_t(p.S) * p.E : 0), dvT(kHalf ? size_t(p.S) * p.Ev : 0);
     for (size_t b = b0; b < b1; ++b) {
       const St* gb = gp + og[b];
-      transpose(p.q + p.oq[b], p.lq, p.L, p.E, qt.data());
-      transpose(gb, lg, p.L, p.Ev, gt.data());
+      if constexpr (!kHalf) {
+        transpose(p.q + p.oq[b], p.lq, p.L, p.E, qt.data());
+        transpose(gb, lg, p.L, p.Ev, gt.data());
+      }
       T* dkb;
       T* dvb;
       int64_t lk_acc, lv_acc;
@@ -369,12 +380,16 @@ void backward_kernel(const array& qa, const array& ka, const array& va, const ar
       }
       for (int r0 = 0; r0 < p.L; r0 += R) {
         const int r1 = std::min(p.L, r0 + R), n = p.width(b, r0, r1), rows = r1 - r0;
-        p.weights_block(b, r0, r1, n, scale, qt.data(), Pt.data());
+        p.weights_block(b, r0, r1, n, scale, kHalf ? nullptr : qt.data(), Pt.data());
         // dv[0:n] += P^T dout
         gemm<St, T>(false, false, n, p.Ev, rows, T(1), as_storage(Pt.data(), size_t(n) * R, Ps), R, gb + r0 * lg, lg,
                     T(1), dvb, lv_acc);
         // dP^T = v[0:n] dout^T
-        gemm<St, T>(false, false, n, rows, p.Ev, T(1), p.v + p.ov[b], p.lv, gt.data() + r0, p.L, T(0), dPt.data(), R);
+        if constexpr (kHalf) {
+          gemm<St, T>(false, true, n, rows, p.Ev, T(1), p.v + p.ov[b], p.lv, gb + r0 * lg, lg, T(0), dPt.data(), R);
+        } else {
+          gemm<St, T>(false, false, n, rows, p.Ev, T(1), p.v + p.ov[b], p.lv, gt.data() + r0, p.L, T(0), dPt.data(), R);
+        }
         T dot[R] = {};
         for (int j = 0; j < n; ++j) {
           const T *pj = Pt.data() + j * R, *dj = dPt.data() + j * R;
