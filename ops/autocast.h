@@ -11,7 +11,10 @@
 //    bfloat16 matmul's output is bfloat16; a residual float32 stream plus a bfloat16 branch is float32.
 //
 // float64 and complex inputs are never cast. The casts are astype nodes, so gradients come back
-// through them in each input's own dtype: float32 parameters get float32 gradients. The backward
+// through them in each input's own dtype: float32 parameters get float32 gradients. An array is cast
+// once per dtype while it and its cast live (as torch.autocast's cache): the q, k and v projections
+// of one activation, or a tied weight's uses, share one cast, where their cotangents add up (in the
+// cast's dtype, as in PyTorch) before flowing back. The backward
 // graph is built with the policy of the thread that builds it (nn::value_and_grad's compute_dtype
 // covers both passes).
 //

@@ -179,5 +179,54 @@ TEST(Autocast, GradientsComeBackInTheParametersDtype) {
   EXPECT_TRUE(allclose(g16[0], g32[0], 3e-2, 3e-3).item<bool>()) << g16[0] << "\nvs\n" << g32[0];
 }
 
+// An array that several products read is cast once: one astype node in the graph, shared by the
+// products; gradients through the shared cast equal those through a cast per product (to bfloat16
+// rounding of the summed cotangents); and the memo keeps neither the source nor the cast alive.
+TEST(Autocast, CastsAnArrayOncePerGraph) {
+  const array x = lcg_uniform({16, 8}, -1, 1, 21), w1 = lcg_uniform({8, 4}, -1, 1, 22),
+              w2 = lcg_uniform({8, 4}, -1, 1, 23);
+  {
+    Autocast mixed(bfloat16);
+    const array a = matmul(x, w1), b = matmul(x, w2);
+    ASSERT_EQ(a.inputs().size(), 2u);
+    EXPECT_EQ(a.inputs()[0].dtype(), bfloat16);
+    EXPECT_EQ(a.inputs()[0].id(), b.inputs()[0].id()) << "x was cast twice";
+    EXPECT_NE(a.inputs()[1].id(), b.inputs()[1].id());
+    // Another dtype is another cast; so is the same array outside the region.
+    Autocast half(float16);
+    EXPECT_NE(matmul(x, w1).inputs()[0].id(), a.inputs()[0].id());
+  }
+  auto loss = [&](const std::vector<array>& p) {
+    return std::vector<array>{sum(add(matmul(p[0], w1), matmul(p[0], w2)))};
+  };
+  auto separate = [&](const std::vector<array>& p) {  // one explicit cast per product
+    const array l = add(matmul(astype(p[0], bfloat16), astype(w1, bfloat16)),
+                        matmul(astype(p[0], bfloat16), astype(w2, bfloat16)));
+    return std::vector<array>{sum(astype(l, float32))};
+  };
+  std::vector<array> v, g;
+  {
+    Autocast mixed(bfloat16);
+    std::tie(v, g) = value_and_grad(loss, {0})({x});
+  }
+  auto [vs, gs] = value_and_grad(separate, {0})({x});
+  EXPECT_EQ(g[0].dtype(), float32);
+  EXPECT_TRUE(allclose(v[0], vs[0], 1e-2, 1e-2).item<bool>()) << v[0] << " vs " << vs[0];
+  // Each entry of dx is a sum of 8 products of bfloat16 weights; one more bfloat16 rounding.
+  EXPECT_TRUE(allclose(g[0], gs[0], 1e-2, 1e-2).item<bool>()) << g[0] << "\nvs\n" << gs[0];
+  // Nothing stays alive through the memo: once the graph's handles go, so do the source and its cast.
+  array::Weak source, cast;
+  {
+    Autocast mixed(bfloat16);
+    array big = lcg_uniform({64, 64}, -1, 1, 24);
+    array y = matmul(big, big);
+    source = big.weak();
+    cast = y.inputs()[0].weak();
+    ASSERT_TRUE(cast.lock().has_value());
+  }
+  EXPECT_FALSE(source.lock().has_value());
+  EXPECT_FALSE(cast.lock().has_value());
+}
+
 }  // namespace
 }  // namespace loom
