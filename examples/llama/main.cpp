@@ -15,7 +15,10 @@
 // batch and seed give the same loss curve on 1, 2 or 4 ranks, to float rounding (the CTest
 // example_llama_ranks checks it). Rank 0 prints the step, the loss and tokens/s; at the end, every
 // rank's peak memory (Loom's get_peak_memory() and the process's peak RSS) and the loss on held-out
-// text. --metrics writes one JSON line per step and a summary line.
+// text. --metrics writes one JSON line per step and a summary line. --compute-dtype bfloat16 runs the
+// products in bfloat16 under the mixed-precision policy (parameters, optimizer state and the float32
+// list stay float32: docs/mixed-precision.md); --profile prints the profiler's table of a few steps,
+// whose rows name the GEMM backend (`Matmul [dnnl bf16]` on a CPU with bf16 kernels).
 #include <loom/loom.h>
 
 #include <sys/resource.h>
@@ -146,10 +149,10 @@ double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
 
 int main(int argc, char** argv) {
   int steps = 300, batch = 32, context = 128, dims = 128, heads = 4, num_layers = 4, hidden = 0, threads = 0;
-  int log_every = 10, val_windows = 256;
+  int log_every = 10, val_windows = 256, profile_steps = 5;
   double lr = 1e-3;
   uint64_t seed = 0;
-  std::string dir = "/usr/share/games/fortunes", metrics = "runs/llama/metrics.jsonl";
+  std::string dir = "/usr/share/games/fortunes", metrics = "runs/llama/metrics.jsonl", compute = "float32", profile_path;
   CLI::App app{"Train a LLaMA-style byte-level decoder on the fortune texts, alone or under mpirun -np N."};
   app.add_option("--steps", steps, "training steps")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--batch-size", batch, "global batch (windows), split evenly across ranks")
@@ -171,6 +174,13 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--metrics", metrics, "JSON lines, one per step and a summary (rank 0; empty: none)")
+      ->capture_default_str();
+  app.add_option("--compute-dtype", compute, "mixed precision: products in bfloat16, parameters and optimizer float32")
+      ->check(CLI::IsMember({"float32", "bfloat16"}))
+      ->capture_default_str();
+  app.add_option("--profile", profile_path,
+                 "profile the steps after the first: print the profiler's table, write a Chrome trace to this file");
+  app.add_option("--profile-steps", profile_steps, "steps --profile records")->check(CLI::PositiveNumber)
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (dims % heads != 0 || (dims / heads) % 2 != 0) {
@@ -207,8 +217,10 @@ int main(int argc, char** argv) {
                 static_cast<long long>(text->num_bytes()), static_cast<long long>(windows), context,
                 static_cast<long long>(held_out), world.size(), threads, batch,
                 static_cast<long long>(loader.local_batch_size()));
-    std::printf("model: dims %d, %d layers, %d heads, SwiGLU hidden %d, %.2fM parameters; AdamW lr %g, seed %llu\n",
-                dims, num_layers, heads, hidden, num_params / 1e6, lr, static_cast<unsigned long long>(seed));
+    std::printf("model: dims %d, %d layers, %d heads, SwiGLU hidden %d, %.2fM parameters; AdamW lr %g, seed %llu; "
+                "compute %s\n",
+                dims, num_layers, heads, hidden, num_params / 1e6, lr, static_cast<unsigned long long>(seed),
+                compute.c_str());
   }
 
   FILE* out = nullptr;
@@ -223,9 +235,10 @@ int main(int argc, char** argv) {
   }
 
   optim::AdamW optimizer(lr, {0.9, 0.999}, 1e-8, 0.01);
-  auto loss_and_grad = nn::value_and_grad(model, [&](const array& x, const array& y) {
-    return nn::losses::cross_entropy(model(x), y, "mean");
-  });
+  const std::optional<Dtype> compute_dtype = compute == "bfloat16" ? std::optional<Dtype>(bfloat16) : std::nullopt;
+  auto loss_and_grad = nn::value_and_grad(
+      model, [&](const array& x, const array& y) { return nn::losses::cross_entropy(model(x), y, "mean"); },
+      compute_dtype);
 
   const double tokens_per_step = double(batch) * context;
   const double t0 = now_s();
@@ -234,6 +247,9 @@ int main(int argc, char** argv) {
   int64_t epoch = 0, i = 0;
   for (int step = 1; step <= steps; ++step, ++i) {
     if (i == loader.num_batches()) loader.set_epoch(++epoch), i = 0;
+    // The profiler records whole steps, from the second (the first builds caches and pools).
+    const bool profiling = !profile_path.empty() && step >= 2 && step < 2 + profile_steps;
+    if (profiling && step == 2) profile::start();
     const double t_step = now_s();
     auto [x, y] = loader.batch(i);                  // this rank's shard of global batch i
     auto [loss, grads] = loss_and_grad(x, y);       // lazy
@@ -243,6 +259,12 @@ int main(int argc, char** argv) {
     eval(global_loss, model.parameters(), optimizer.state());  // all of it, in one graph
     const float value = global_loss.item<float>();
     const double t = now_s();
+    if (profiling && (step == 1 + profile_steps || step == steps)) {
+      profile::stop();
+      if (lead) std::printf("profile of steps 2-%d (rank 0):\n%s", step, profile::table(25).c_str());
+      profile::write_trace(profile_path);  // every rank: the trace gathers them all
+      if (lead) std::printf("profile: trace of %d rank(s) written to %s\n", world.size(), profile_path.c_str());
+    }
     if (step == 1) t_first = t - t_step;
     if (out) {
       std::fprintf(out, "{\"step\":%d,\"loss\":%.9g,\"seconds\":%.6f,\"tokens_per_s\":%.1f,\"ranks\":%d}\n", step,
