@@ -317,6 +317,7 @@ void forward_kernel(const array& qa, const array& ka, const array& va, const arr
   const std::vector<int64_t> oo = batch_offsets(out);
   const int64_t lo = leading_dim(out);
   St* o = kernels::ptr<St>(out);
+  kernels::note_gemm_backend(kernels::gemm_dtype<St>(), kernels::gemm_dtype<St>());
   for_each_batch(p.batches, size_t(p.L) * p.S * (p.E + p.Ev), [&](size_t b0, size_t b1) {
     std::vector<T> Pt(size_t(kRowBlock) * p.S);
     constexpr bool kHalf = !std::is_same_v<T, St>;
@@ -350,6 +351,7 @@ void backward_kernel(const array& qa, const array& ka, const array& va, const ar
   const int64_t lg = leading_dim(g), ldq = leading_dim(outs[0]), ldk = leading_dim(outs[1]),
                 ldv = leading_dim(outs[2]);
   const St* gp = kernels::ptr<St>(g);
+  kernels::note_gemm_backend(kernels::gemm_dtype<St>(), kernels::gemm_dtype<St>());
   St *dq = kernels::ptr<St>(outs[0]), *dk = kernels::ptr<St>(outs[1]), *dv = kernels::ptr<St>(outs[2]);
   for_each_batch(p.batches, size_t(p.L) * p.S * (2 * p.E + 2 * p.Ev), [&](size_t b0, size_t b1) {
     std::vector<T> Pt(size_t(R) * p.S), dPt(size_t(R) * p.S);

@@ -228,6 +228,10 @@ void gemm(const Gemm& g) {
   }
 }
 
+void note_gemm_backend(Dtype in, Dtype out) {
+  if (profile::detail::recording() && !loom::detail::in_parallel()) profile::detail::note_backend(tag(route(in, out), in));
+}
+
 bool gemm_reads_half(Dtype d) {
   const int t = test_reads_half.load(std::memory_order_relaxed);
   if (t >= 0) return t == 1;

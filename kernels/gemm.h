@@ -77,6 +77,11 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, S alpha, const In* 
 /// each call (a caller then converts once, up front).
 bool gemm_reads_half(Dtype d);
 
+/// Names the backend of products of `in` into `out` in the profiler's row of the running node, for a
+/// kernel whose products run inside its own pool tasks (attention's per-head loop), where the seam
+/// cannot (a task knows no node). Once per node; nothing while the profiler is off.
+void note_gemm_backend(Dtype in, Dtype out);
+
 /// GEMMs of at least this many multiply-adds are split across Loom's threads (about 5 us of work).
 constexpr int64_t kGemmSplitMacs = int64_t(1) << 20;
 

@@ -76,6 +76,29 @@ TEST_F(HalfAttentionPaths, HalfNodesWhereTheSeamReadsHalf) {
   EXPECT_STRNE(o32.primitive().name(), "ScaledDotProductAttention");
 }
 
+// The profiler's rows of both kernels name their products' backend at any thread count: the products
+// run inside the kernels' own pool tasks, where the seam knows no node.
+TEST_F(HalfAttentionPaths, ProfilerNamesTheBackendAtAnyThreadCount) {
+  const int threads = get_num_threads();
+  const array q = astype(testing::lcg_uniform({4, 4, 64, 16}, -1, 1, 61), float32);
+  auto f = [](const std::vector<array>& x) {
+    return std::vector<array>{fast::scaled_dot_product_attention(x[0], x[1], x[2], 0.25)};
+  };
+  for (int t : {1, 2}) {
+    set_num_threads(t);
+    profile::start();
+    auto [o, g] = vjp(f, {q, q, q}, {q});
+    eval(o, g);
+    profile::stop();
+    for (const std::string name : {"ScaledDotProductAttention [", "ScaledDotProductAttentionBackward ["}) {
+      bool found = false;
+      for (const auto& s : profile::key_averages()) found |= s.name.rfind(name, 0) == 0;
+      EXPECT_TRUE(found) << t << " thread(s): no row \"" << name << "...\" in\n" << profile::table();
+    }
+  }
+  set_num_threads(threads);
+}
+
 // vmap runs the kernel itself over the batch (one more leading axis), not the composition: under
 // bfloat16 the composition rounds the scores to bfloat16, which with large scores moves the softmax
 // by percents (diff case 1684 of seed 1). So vmap equals the loop over entries bit for bit, forward
