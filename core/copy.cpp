@@ -73,6 +73,23 @@ constexpr bool half_and_float32() {
 }
 }  // namespace
 
+void widen(const bfloat16_t* x, float* y, size_t n) {
+  LOOM_IVDEP
+  for (size_t i = 0; i < n; ++i) y[i] = static_cast<float>(x[i]);
+}
+void widen(const float16_t* x, float* y, size_t n) {
+  LOOM_IVDEP
+  for (size_t i = 0; i < n; ++i) y[i] = static_cast<float>(x[i]);
+}
+void narrow(const float* x, bfloat16_t* y, size_t n) {
+  LOOM_IVDEP
+  for (size_t i = 0; i < n; ++i) y[i] = bfloat16_t(x[i]);
+}
+void narrow(const float* x, float16_t* y, size_t n) {
+  LOOM_IVDEP
+  for (size_t i = 0; i < n; ++i) y[i] = float16_t(x[i]);
+}
+
 void copy_strided(const array& src, void* dst, Dtype dst_dtype, const Strides& dst_strides) {
   if (src.size() == 0) return;
   Shape shape = src.shape();

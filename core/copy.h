@@ -11,6 +11,14 @@ namespace loom::kernels {
 /// Copies (and converts) `src` into memory at `dst` laid out with `dst_strides` (elements of dst_dtype).
 void copy_strided(const array& src, void* dst, Dtype dst_dtype, const Strides& dst_strides);
 
+/// y[i] = float(x[i]) and y[i] = H(x[i]) (rounded to nearest even) over n contiguous elements, as
+/// vector loops of the library copy's level: kernels whose arithmetic is heavy (GELU's erf) run half
+/// operands through float blocks with them.
+void widen(const bfloat16_t* x, float* y, size_t n);
+void widen(const float16_t* x, float* y, size_t n);
+void narrow(const float* x, bfloat16_t* y, size_t n);
+void narrow(const float* x, float16_t* y, size_t n);
+
 /// Row-major (C order) strides of a shape, in elements.
 inline Strides row_major_strides(const Shape& shape) {
   Strides st(shape.size());
