@@ -95,8 +95,28 @@ const bool kArangeLoads = detail::register_primitive("Arange", [](detail::Reader
   return std::make_shared<Arange>(start, step);
 });
 
+// x as Out: one functor type for AsType's whole-array kernel and its fused blocks, so that both
+// call the same span loop.
+template <typename In, typename Out>
+struct CastTo {
+  Out operator()(compute_t<In> x) const { return cast_value<Out>(x); }
+};
+
+// Elementwise, so that a cast fuses with its neighbours: the autocast policy's upcast of a bfloat16
+// branch into a float32 residual add, or of a bfloat16 cotangent into a float32 gradient, runs in
+// the add's loop instead of writing and reading a float32 copy.
 class AsType : public UnaryPrimitive {
  public:
+  bool is_elementwise() const override { return true; }
+  // An input's buffer serves only an output of its item size.
+  uint64_t donors(const std::vector<array>& in, int) const override {
+    return in[0].itemsize() == size_of(dtype_) ? 1 : 0;
+  }
+  void eval_block(const Dtype* in_dtypes, const void* const* in, void* out, size_t n) const override {
+    LOOM_DISPATCH_ALL(in_dtypes[0], In, {
+      LOOM_DISPATCH_ALL(dtype_, Out, { kernels::unary_block<In, Out>(in[0], out, n, CastTo<In, Out>{}); });
+    });
+  }
   void save(detail::Writer& w) const override { w.put(dtype_); }
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return same_shape_output(in); }
   bool is_equivalent(const Primitive& other) const override {
@@ -108,7 +128,7 @@ class AsType : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& in, array& out) override {
     LOOM_DISPATCH_ALL(in[0].dtype(), In, {
       LOOM_DISPATCH_ALL(dtype_, Out, {
-        kernels::unary<In, Out>(in[0], out, [](compute_t<In> x) { return cast_value<Out>(x); });
+        kernels::unary<In, Out>(in[0], out, CastTo<In, Out>{});
       });
     });
   }

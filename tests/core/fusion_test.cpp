@@ -146,3 +146,37 @@ TEST(Fusion, ANodeReadTwiceIsComputedOnce) {
   for (int i = 0; i < 60; ++i) y = y * y;
   EXPECT_EQ(y.to_vector<float>()[0], 1.0f);
 }
+
+// A cast is elementwise: a bfloat16 branch added to a float32 stream (the autocast policy's residual
+// add) runs as one loop, bit for bit the unfused result, without a float32 copy of the branch.
+TEST(Fusion, CastsFuseIntoTheirConsumer) {
+  clear_cache();
+  const int n = 1 << 20;
+  array x = astype(loom::testing::lcg_uniform({n}, -2, 2, 71), float32);
+  array h = astype(loom::testing::lcg_uniform({n}, -2, 2, 72), bfloat16);
+  eval(x, h);
+  array want = [&] {
+    FusionOff off;
+    array w = x + astype(h, float32) * 2.0f;
+    eval(w);
+    return w;
+  }();
+  size_t base = get_active_memory();
+  reset_peak_memory();
+  array y = x + astype(h, float32) * 2.0f;
+  y.eval();
+  EXPECT_LE(get_peak_memory() - base, size_t(n) * 4 + (1 << 18)) << "the cast or the product was materialized";
+  EXPECT_TRUE(array_equal(y, want).item<bool>());
+  // Narrowing too, and a cast between types of one size that may take its input's buffer.
+  array z = astype(exp(x), bfloat16), zi = astype(astype(x * 3.0f, int32), float32);
+  std::vector<array> unfused = [&] {
+    FusionOff off;
+    std::vector<array> u{astype(exp(x), bfloat16), astype(astype(x * 3.0f, int32), float32)};
+    eval(u);
+    return u;
+  }();
+  const array &zu = unfused[0], &ziu = unfused[1];
+  eval(z, zi);
+  EXPECT_TRUE(array_equal(z, zu).item<bool>());
+  EXPECT_TRUE(array_equal(zi, ziu).item<bool>());
+}
