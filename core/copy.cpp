@@ -90,6 +90,20 @@ void narrow(const float* x, float16_t* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = float16_t(x[i]);
 }
 
+namespace {
+// A contiguous run of a half <-> float32 pair through widen / narrow (any other pair by element).
+template <typename In, typename Out>
+void convert_run(const In* x, Out* y, size_t n) {
+  if constexpr (std::is_same_v<Out, float> && is_half_v<In>) {
+    widen(x, y, n);
+  } else if constexpr (std::is_same_v<In, float> && is_half_v<Out>) {
+    narrow(x, y, n);
+  } else {
+    for (size_t i = 0; i < n; ++i) y[i] = cast_value<Out>(x[i]);
+  }
+}
+}  // namespace
+
 void copy_strided(const array& src, void* dst, Dtype dst_dtype, const Strides& dst_strides) {
   if (src.size() == 0) return;
   Shape shape = src.shape();
@@ -109,11 +123,10 @@ void copy_strided(const array& src, void* dst, Dtype dst_dtype, const Strides& d
             return;
           }
         } else if constexpr (half_and_float32<In, Out>()) {
-          // Contiguous rows in a loop the compiler vectorizes: the autocast policy's casts of float32
+          // Contiguous rows through the vector conversion loops: the autocast policy's casts of float32
           // weights and activations go this way. Only these pairs, for compile time.
           if (s[0] == 1 && s[1] == 1) {
-            LOOM_IVDEP
-            for (int i = 0; i < n; ++i) yp[i] = cast_value<Out>(xp[i]);
+            convert_run(xp, yp, size_t(n));
             return;
           }
         }
