@@ -14,8 +14,9 @@ namespace {
 // A transposing copy: the source is contiguous along some dimension `b` other than the innermost
 // one `a`. Walking rows of `a` would touch a new source cache line per element, so the copy goes
 // tile by tile over (b, a): within a 32 x 32 tile both the reads and the writes stay in cache.
-template <typename In, typename Out>
-bool copy_tiled(const Shape& shape, const std::array<Strides, 2>& st, const In* x, Out* y) {
+// `row(i, x, xs, y, ys, n)` copies n elements at element offsets x and y with strides xs and ys.
+template <typename Row>
+bool copy_tiled(const Shape& shape, const std::array<Strides, 2>& st, Row row) {
   constexpr int T = 32;
   const int nd = static_cast<int>(shape.size());
   const int a = nd - 1;
@@ -51,15 +52,37 @@ bool copy_tiled(const Shape& shape, const std::array<Strides, 2>& st, const In* 
           if (rest != at) w.advance(rest - at), at = rest;
           const int64_t xo = w.off[0], yo = w.off[1];
           const int64_t i1 = std::min<int64_t>(shape[b], (bi + 1) * T), j1 = std::min<int64_t>(shape[a], (bj + 1) * T);
-          for (int64_t i = bi * T; i < i1; ++i) {
-            const In* xp = x + xo + i * xb;
-            Out* yp = y + yo + i * yb;
-            for (int64_t j = bj * T; j < j1; ++j) yp[j * ya] = cast_value<Out>(xp[j * xa]);
-          }
+          for (int64_t i = bi * T; i < i1; ++i)
+            row(xo + i * xb + bj * T * xa, xa, yo + i * yb + bj * T * ya, ya, j1 - bj * T);
         }
       },
       kParallelThreshold / (T * T));
   return true;
+}
+
+// Copies between two layouts of the collapsed `shape`: tile by tile when that pays, else row by row.
+template <typename Row>
+void copy_rows(const Shape& shape, const std::array<Strides, 2>& st, Row row) {
+  if (copy_tiled(shape, st, row)) return;
+  for_each_row<2>(shape, st, [&](const std::array<int64_t, 2>& o, int n, const std::array<int64_t, 2>& s) {
+    row(o[0], s[0], o[1], s[1], int64_t(n));
+  });
+}
+
+// Moves elements of U (an item size's unsigned integer): every same-dtype copy.
+template <typename U>
+void move_strided(const Shape& shape, const std::array<Strides, 2>& st, const void* src, void* dst) {
+  const U* x = static_cast<const U*>(src);
+  U* y = static_cast<U*>(dst);
+  copy_rows(shape, st, [x, y](int64_t xo, int64_t xs, int64_t yo, int64_t ys, int64_t n) {
+    const U* xp = x + xo;
+    U* yp = y + yo;
+    if (xs == 1 && ys == 1) {
+      std::memcpy(static_cast<void*>(yp), static_cast<const void*>(xp), sizeof(U) * size_t(n));
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) yp[i * ys] = xp[i * xs];
+  });
 }
 
 }  // namespace
@@ -91,16 +114,30 @@ void narrow(const float* x, float16_t* y, size_t n) {
 }
 
 namespace {
-// A contiguous run of a half <-> float32 pair through widen / narrow (any other pair by element).
+// n elements of In at x (stride xs) as Out at y (stride ys): a converting copy's rows, one function
+// per dtype pair behind a pointer, so that each of the 182 pairs compiles one loop and not the walk
+// around it. A contiguous half <-> float32 row goes through widen / narrow (the autocast policy's
+// casts of float32 weights and activations).
+using ConvertRow = void (*)(const void* x, int64_t xs, void* y, int64_t ys, int64_t n);
+
 template <typename In, typename Out>
-void convert_run(const In* x, Out* y, size_t n) {
-  if constexpr (std::is_same_v<Out, float> && is_half_v<In>) {
-    widen(x, y, n);
-  } else if constexpr (std::is_same_v<In, float> && is_half_v<Out>) {
-    narrow(x, y, n);
-  } else {
-    for (size_t i = 0; i < n; ++i) y[i] = cast_value<Out>(x[i]);
+void convert_row(const void* xv, int64_t xs, void* yv, int64_t ys, int64_t n) {
+  const In* x = static_cast<const In*>(xv);
+  Out* y = static_cast<Out*>(yv);
+  if constexpr (half_and_float32<In, Out>()) {
+    if (xs == 1 && ys == 1) {
+      if constexpr (std::is_same_v<Out, float>) widen(x, y, size_t(n));
+      else narrow(x, y, size_t(n));
+      return;
+    }
   }
+  for (int64_t i = 0; i < n; ++i) y[i * ys] = cast_value<Out>(x[i * xs]);
+}
+
+ConvertRow convert_row_for(Dtype from, Dtype to) {
+  ConvertRow f = nullptr;
+  LOOM_DISPATCH_ALL(from, In, { LOOM_DISPATCH_ALL(to, Out, { f = &convert_row<In, Out>; }); });
+  return f;
 }
 }  // namespace
 
@@ -109,30 +146,25 @@ void copy_strided(const array& src, void* dst, Dtype dst_dtype, const Strides& d
   Shape shape = src.shape();
   std::array<Strides, 2> st{src.strides(), dst_strides};
   collapse(shape, st);
-  LOOM_DISPATCH_ALL(src.dtype(), In, {
-    const In* x = ptr<In>(src);
-    LOOM_DISPATCH_ALL(dst_dtype, Out, {
-      Out* y = static_cast<Out*>(dst);
-      if (copy_tiled(shape, st, x, y)) return;
-      for_each_row<2>(shape, st, [&](const std::array<int64_t, 2>& o, int n, const std::array<int64_t, 2>& s) {
-        const In* xp = x + o[0];
-        Out* yp = y + o[1];
-        if constexpr (std::is_same_v<In, Out>) {
-          if (s[0] == 1 && s[1] == 1) {
-            std::memcpy(static_cast<void*>(yp), static_cast<const void*>(xp), sizeof(In) * n);
-            return;
-          }
-        } else if constexpr (half_and_float32<In, Out>()) {
-          // Contiguous rows through the vector conversion loops: the autocast policy's casts of float32
-          // weights and activations go this way. Only these pairs, for compile time.
-          if (s[0] == 1 && s[1] == 1) {
-            convert_run(xp, yp, size_t(n));
-            return;
-          }
-        }
-        for (int i = 0; i < n; ++i) yp[i * s[1]] = cast_value<Out>(xp[i * s[0]]);
-      });
-    });
+  if (src.dtype() == dst_dtype) {
+    LOOM_DISPATCH_ITEMSIZE(src.itemsize(), U, move_strided<U>(shape, st, src.raw_data(), dst));
+    return;
+  }
+  const ConvertRow f = convert_row_for(src.dtype(), dst_dtype);
+  const char* x = static_cast<const char*>(src.raw_data());
+  char* y = static_cast<char*>(dst);
+  const int64_t xb = int64_t(src.itemsize()), yb = int64_t(size_of(dst_dtype));
+  copy_rows(shape, st, [=](int64_t xo, int64_t xs, int64_t yo, int64_t ys, int64_t n) {
+    f(x + xo * xb, xs, y + yo * yb, ys, n);
+  });
+}
+
+void fill(void* dst, size_t n, size_t itemsize, const void* value) {
+  LOOM_DISPATCH_ITEMSIZE(itemsize, U, {
+    U v;
+    std::memcpy(&v, value, sizeof(U));
+    U* y = static_cast<U*>(dst);
+    parallel_for(n, [&](size_t b, size_t e) { std::fill(y + b, y + e, v); });
   });
 }
 

@@ -19,6 +19,9 @@ void widen(const float16_t* x, float* y, size_t n);
 void narrow(const float* x, bfloat16_t* y, size_t n);
 void narrow(const float* x, float16_t* y, size_t n);
 
+/// Sets the n elements (of `itemsize` bytes) at `dst` to the one at `value`, split over threads.
+void fill(void* dst, size_t n, size_t itemsize, const void* value);
+
 /// Row-major (C order) strides of a shape, in elements.
 inline Strides row_major_strides(const Shape& shape) {
   Strides st(shape.size());

@@ -96,6 +96,33 @@ namespace detail {
     LOOM_DTYPE_CASE(float32, float, NAME, __VA_ARGS__)                   \
     LOOM_DTYPE_CASE(float64, double, NAME, __VA_ARGS__)
 
+/// Runs the block with NAME bound to the unsigned integer of an item size (1, 2, 4, else 8 bytes):
+/// kernels that only move elements (copies, gathers, where's blend) need no arithmetic, so four
+/// instantiations serve every dtype.
+#define LOOM_DISPATCH_ITEMSIZE(size, NAME, ...)   \
+  switch (size) {                                 \
+    case 1: {                                     \
+      using NAME = uint8_t;                       \
+      __VA_ARGS__;                                \
+      break;                                      \
+    }                                             \
+    case 2: {                                     \
+      using NAME = uint16_t;                      \
+      __VA_ARGS__;                                \
+      break;                                      \
+    }                                             \
+    case 4: {                                     \
+      using NAME = uint32_t;                      \
+      __VA_ARGS__;                                \
+      break;                                      \
+    }                                             \
+    default: {                                    \
+      using NAME = uint64_t;                      \
+      __VA_ARGS__;                                \
+      break;                                      \
+    }                                             \
+  }
+
 /// Floating dtypes only.
 #define LOOM_DISPATCH_FLOAT(dtype, NAME, ...)                            \
   switch ((dtype).val) {                                                 \

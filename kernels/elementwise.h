@@ -73,72 +73,46 @@ inline bool alloc_like(array& out, const array& like, size_t itemsize) {
   return true;
 }
 
-/// How an elementwise kernel runs, decided once for all dtypes and ops (out of line, so that each
-/// (op, dtype) instantiates only its loops): over the flat data of operands that share one layout
-/// (`n` elements; a size-1 operand as a scalar), or, when `flat` is `strided`, row by row over a
-/// `RowPlan`. The two are apart so that the common flat case builds no shapes or strides.
-struct ElementwisePlan {
-  enum Flat { strided, all, scalar_first, scalar_second } flat = strided;
-  size_t n = 0;
+/// The dtypes whose elementwise loops are one strided loop per op: int8, int16, uint16, uint32 and
+/// uint64, which no workload computes in bulk. Their kernels skip the unit-stride and scalar-operand
+/// loops (the strided loop serves those layouts too, unvectorized): each (op, dtype) of theirs
+/// costs one loop of compile time instead of four.
+template <typename T>
+inline constexpr bool generic_loops_v = std::is_same_v<T, int8_t> || std::is_same_v<T, int16_t> ||
+                                        std::is_same_v<T, uint16_t> || std::is_same_v<T, uint32_t> ||
+                                        std::is_same_v<T, uint64_t>;
+
+// The loops of one (op, dtype) pair, behind function pointers: the one driver (unary_run and
+// binary_run, kernels/elementwise.cpp) plans the layout, allocates, splits the work over threads
+// and walks strided rows once for every op and dtype, and calls these for each contiguous range or
+// row. Each (op, dtype) then compiles only its loops. `f` is the op's functor.
+
+/// y = f(x): `span` over unit strides (null: `strided` with strides 1), `strided` over any.
+struct UnaryLoops {
+  void (*span)(const void* f, const void* x, void* y, size_t n);
+  void (*strided)(const void* f, const void* x, int64_t sx, void* y, int64_t sy, size_t n);
+  size_t out_size;
 };
 
-/// Collapsed `shape` and its strides: the inputs' and then the output's.
-struct RowPlan {
-  Shape shape;
-  std::array<Strides, 3> st;
+/// y = f(x, z): unit strides, a one-element x (`span_sv`) or z (`span_vs`), and any strides (a null
+/// loop: `strided` with those strides).
+struct BinaryLoops {
+  void (*span)(const void* f, const void* x, const void* z, void* y, size_t n);
+  void (*span_sv)(const void* f, const void* x, const void* z, void* y, size_t n);
+  void (*span_vs)(const void* f, const void* x, const void* z, void* y, size_t n);
+  void (*strided)(const void* f, const void* x, int64_t sx, const void* z, int64_t sz, void* y, int64_t sy,
+                  size_t n);
+  size_t out_size;
 };
 
-/// For y = f(x): allocates `out` (`itemsize`-byte elements) when the flat path applies, and plans.
-__attribute__((noinline)) inline ElementwisePlan plan_unary(const array& in, array& out, size_t itemsize) {
-  ElementwisePlan p;
-  if (in.flags().contiguous && alloc_like(out, in, itemsize)) {
-    p.flat = ElementwisePlan::all;
-    p.n = in.data_size();
-  }
-  return p;
-}
+/// out = f(in) over any layout (allocates out).
+void unary_run(const array& in, array& out, const UnaryLoops& k, const void* f);
+/// out = f(a, b), a and b broadcast to out's shape (allocates out).
+void binary_run(const array& a, const array& b, array& out, const BinaryLoops& k, const void* f);
 
-/// The strided path of y = f(x): allocates `out` and collapses.
-__attribute__((noinline)) inline RowPlan rows_unary(const array& in, array& out) {
-  out.alloc();
-  RowPlan p{in.shape(), {}};
-  std::array<Strides, 2> st{in.strides(), out.strides()};
-  collapse(p.shape, st);
-  p.st[0] = std::move(st[0]);
-  p.st[1] = std::move(st[1]);
-  return p;
-}
-
-/// For y = f(a, b), with a and b broadcast to out's shape.
-__attribute__((noinline)) inline ElementwisePlan plan_binary(const array& a, const array& b, array& out,
-                                                             size_t itemsize) {
-  ElementwisePlan p;
-  const bool as = a.data_size() == 1, bs = b.data_size() == 1;
-  const bool ac = a.flags().contiguous, bc = b.flags().contiguous;
-  const array& like = (as && !bs) ? b : a;
-  if (out.size() == 1) out.alloc();
-  if (out.size() == 1 ||
-      (((ac && bc && a.strides() == b.strides()) || (as && bc) || (bs && ac)) && alloc_like(out, like, itemsize))) {
-    p.n = out.size() == 1 ? 1 : like.data_size();
-    p.flat = (as && !bs) ? ElementwisePlan::scalar_first : (bs && !as) ? ElementwisePlan::scalar_second : ElementwisePlan::all;
-  }
-  return p;
-}
-
-/// The strided path of y = f(a, b).
-__attribute__((noinline)) inline RowPlan rows_binary(const array& a, const array& b, array& out) {
-  out.alloc();
-  RowPlan p{out.shape(), {a.strides(), b.strides(), out.strides()}};
-  collapse(p.shape, p.st);
-  return p;
-}
-
-// The span loops: one out-of-line loop per (op, dtype) and operand pattern, which the contiguous
-// path (per thread's range), the strided path (per row whose operands are contiguous) and the fused
-// path (per block) all call. Inlining a copy of each loop into every path made ops/elementwise.cpp
-// most of a build's compile time, and a call per row or range costs nothing measurable. The
-// operands arrive as parameters, so a store through y cannot alias them (no reloads; zv is a float
-// like y's elements), and y is a fresh buffer or an input's own at the same index: `ivdep` is safe.
+// The span loops. The operands arrive as parameters, so a store through y cannot alias them (no
+// reloads; zv is a float like y's elements), and y is a fresh buffer or an input's own at the same
+// index: `ivdep` is safe.
 
 /// y[i] = f(x[i]) over n contiguous elements.
 template <typename In, typename Out, typename F>
@@ -156,89 +130,102 @@ __attribute__((noinline)) void binary_span(const In* x, const In* z, Out* y, siz
   for (size_t i = 0; i < n; ++i) y[i] = static_cast<Out>(f(static_cast<C>(x[i]), static_cast<C>(z[i])));
 }
 
-/// y[i] = f(xv, z[i]): a scalar first operand.
+namespace erased {
 template <typename In, typename Out, typename F>
-__attribute__((noinline)) void binary_span_sv(compute_t<In> xv, const In* z, Out* y, size_t n, F f) {
+void unary_span_fn(const void* f, const void* x, void* y, size_t n) {
+  unary_span<In, Out>(static_cast<const In*>(x), static_cast<Out*>(y), n, *static_cast<const F*>(f));
+}
+template <typename In, typename Out, typename F>
+void unary_strided_fn(const void* f, const void* xv, int64_t sx, void* yv, int64_t sy, size_t n) {
   using C = compute_t<In>;
+  const F fn = *static_cast<const F*>(f);
+  const In* x = static_cast<const In*>(xv);
+  Out* y = static_cast<Out*>(yv);
+  for (size_t i = 0; i < n; ++i) y[int64_t(i) * sy] = static_cast<Out>(fn(static_cast<C>(x[int64_t(i) * sx])));
+}
+template <typename In, typename Out, typename F>
+void binary_span_fn(const void* f, const void* x, const void* z, void* y, size_t n) {
+  binary_span<In, Out>(static_cast<const In*>(x), static_cast<const In*>(z), static_cast<Out*>(y), n,
+                       *static_cast<const F*>(f));
+}
+template <typename In, typename Out, typename F>
+void binary_sv_fn(const void* f, const void* xv, const void* zv, void* yv, size_t n) {
+  using C = compute_t<In>;
+  const F fn = *static_cast<const F*>(f);
+  const C x0 = static_cast<C>(*static_cast<const In*>(xv));
+  const In* z = static_cast<const In*>(zv);
+  Out* y = static_cast<Out*>(yv);
   LOOM_IVDEP
-  for (size_t i = 0; i < n; ++i) y[i] = static_cast<Out>(f(xv, static_cast<C>(z[i])));
+  for (size_t i = 0; i < n; ++i) y[i] = static_cast<Out>(fn(x0, static_cast<C>(z[i])));
+}
+template <typename In, typename Out, typename F>
+void binary_vs_fn(const void* f, const void* xv, const void* zv, void* yv, size_t n) {
+  using C = compute_t<In>;
+  const F fn = *static_cast<const F*>(f);
+  const In* x = static_cast<const In*>(xv);
+  const C z0 = static_cast<C>(*static_cast<const In*>(zv));
+  Out* y = static_cast<Out*>(yv);
+  LOOM_IVDEP
+  for (size_t i = 0; i < n; ++i) y[i] = static_cast<Out>(fn(static_cast<C>(x[i]), z0));
+}
+template <typename In, typename Out, typename F>
+void binary_strided_fn(const void* f, const void* xv, int64_t sx, const void* zv, int64_t sz, void* yv, int64_t sy,
+                       size_t n) {
+  using C = compute_t<In>;
+  const F fn = *static_cast<const F*>(f);
+  const In* x = static_cast<const In*>(xv);
+  const In* z = static_cast<const In*>(zv);
+  Out* y = static_cast<Out*>(yv);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t j = static_cast<int64_t>(i);
+    y[j * sy] = static_cast<Out>(fn(static_cast<C>(x[j * sx]), static_cast<C>(z[j * sz])));
+  }
+}
+}  // namespace erased
+
+/// The loops of y = f(x) for In -> Out.
+template <typename In, typename Out, typename F>
+UnaryLoops unary_loops() {
+  if constexpr (generic_loops_v<In> || generic_loops_v<Out>) {
+    return {nullptr, &erased::unary_strided_fn<In, Out, F>, sizeof(Out)};
+  } else {
+    return {&erased::unary_span_fn<In, Out, F>, &erased::unary_strided_fn<In, Out, F>, sizeof(Out)};
+  }
 }
 
-/// y[i] = f(x[i], zv): a scalar second operand.
+/// The loops of y = f(x, z).
 template <typename In, typename Out, typename F>
-__attribute__((noinline)) void binary_span_vs(const In* x, compute_t<In> zv, Out* y, size_t n, F f) {
-  using C = compute_t<In>;
-  LOOM_IVDEP
-  for (size_t i = 0; i < n; ++i) y[i] = static_cast<Out>(f(static_cast<C>(x[i]), zv));
+BinaryLoops binary_loops() {
+  if constexpr (generic_loops_v<In>) {
+    return {nullptr, nullptr, nullptr, &erased::binary_strided_fn<In, Out, F>, sizeof(Out)};
+  } else {
+    return {&erased::binary_span_fn<In, Out, F>, &erased::binary_sv_fn<In, Out, F>, &erased::binary_vs_fn<In, Out, F>,
+            &erased::binary_strided_fn<In, Out, F>, sizeof(Out)};
+  }
 }
 
 template <typename In, typename Out, typename F>
 void unary(const array& in, array& out, F f) {
-  using C = compute_t<In>;
-  const ElementwisePlan p = plan_unary(in, out, sizeof(Out));
-  const In* x = ptr<In>(in);
-  Out* y = ptr<Out>(out);
-  if (p.flat != ElementwisePlan::strided) {
-    parallel_for(p.n, [&](size_t b, size_t e) { unary_span<In, Out>(x + b, y + b, e - b, f); });
-    return;
-  }
-  const RowPlan r = rows_unary(in, out);
-  y = ptr<Out>(out);
-  for_each_row<2>(r.shape, {r.st[0], r.st[1]},
-                  [&](const std::array<int64_t, 2>& o, int n, const std::array<int64_t, 2>& s) {
-                    const In* xp = x + o[0];
-                    Out* yp = y + o[1];
-                    if (s[0] == 1 && s[1] == 1) return unary_span<In, Out>(xp, yp, size_t(n), f);
-                    for (int i = 0; i < n; ++i) yp[i * s[1]] = static_cast<Out>(f(static_cast<C>(xp[i * s[0]])));
-                  });
+  unary_run(in, out, unary_loops<In, Out, F>(), &f);
 }
 
 template <typename In, typename Out, typename F>
 void binary(const array& a, const array& b, array& out, F f) {
-  using C = compute_t<In>;
-  const ElementwisePlan p = plan_binary(a, b, out, sizeof(Out));
-  const In* x = ptr<In>(a);
-  const In* z = ptr<In>(b);
-  Out* y = ptr<Out>(out);
-  switch (p.flat) {
-    case ElementwisePlan::scalar_first: {
-      const C xv = static_cast<C>(x[0]);
-      return parallel_for(p.n, [&](size_t lo, size_t hi) { binary_span_sv<In, Out>(xv, z + lo, y + lo, hi - lo, f); });
-    }
-    case ElementwisePlan::scalar_second: {
-      const C zv = static_cast<C>(z[0]);
-      return parallel_for(p.n, [&](size_t lo, size_t hi) { binary_span_vs<In, Out>(x + lo, zv, y + lo, hi - lo, f); });
-    }
-    case ElementwisePlan::all:
-      return parallel_for(p.n, [&](size_t lo, size_t hi) { binary_span<In, Out>(x + lo, z + lo, y + lo, hi - lo, f); });
-    case ElementwisePlan::strided:
-      break;
-  }
-  const RowPlan r = rows_binary(a, b, out);
-  y = ptr<Out>(out);
-  for_each_row<3>(r.shape, r.st, [&](const std::array<int64_t, 3>& o, int n, const std::array<int64_t, 3>& s) {
-    const In* xp = x + o[0];
-    const In* zp = z + o[1];
-    Out* yp = y + o[2];
-    const size_t m = static_cast<size_t>(n);
-    if (s[2] == 1 && s[0] == 1 && s[1] == 1) return binary_span<In, Out>(xp, zp, yp, m, f);
-    if (s[2] == 1 && s[0] == 0 && s[1] == 1) return binary_span_sv<In, Out>(static_cast<C>(xp[0]), zp, yp, m, f);
-    if (s[2] == 1 && s[0] == 1 && s[1] == 0) return binary_span_vs<In, Out>(xp, static_cast<C>(zp[0]), yp, m, f);
-    for (int i = 0; i < n; ++i)
-      yp[i * s[2]] = static_cast<Out>(f(static_cast<C>(xp[i * s[0]]), static_cast<C>(zp[i * s[1]])));
-  });
+  binary_run(a, b, out, binary_loops<In, Out, F>(), &f);
 }
 
 /// y[i] = f(x[i]) over one contiguous block (the fused path).
 template <typename In, typename Out, typename F>
 void unary_block(const void* x, void* y, size_t n, F f) {
-  unary_span<In, Out>(static_cast<const In*>(x), static_cast<Out*>(y), n, f);
+  if constexpr (generic_loops_v<In> || generic_loops_v<Out>) erased::unary_strided_fn<In, Out, F>(&f, x, 1, y, 1, n);
+  else unary_span<In, Out>(static_cast<const In*>(x), static_cast<Out*>(y), n, f);
 }
 
 /// y[i] = f(a[i], b[i]) over one contiguous block (the fused path).
 template <typename In, typename Out, typename F>
 void binary_block(const void* a, const void* b, void* y, size_t n, F f) {
-  binary_span<In, Out>(static_cast<const In*>(a), static_cast<const In*>(b), static_cast<Out*>(y), n, f);
+  if constexpr (generic_loops_v<In>) erased::binary_strided_fn<In, Out, F>(&f, a, 1, b, 1, y, 1, n);
+  else binary_span<In, Out>(static_cast<const In*>(a), static_cast<const In*>(b), static_cast<Out*>(y), n, f);
 }
 
 /// out = f(c, a, b) with c of type Cond and a, b, out of type T.

@@ -23,12 +23,10 @@ class Full : public UnaryPrimitive {
   bool supports_complex() const override { return true; }
   void eval_cpu(const std::vector<array>& in, array& out) override {
     out.alloc();
-    LOOM_DISPATCH_ALL(out.dtype(), T, {
-      T v = cast_value<T>(0);
-      LOOM_DISPATCH_ALL(in[0].dtype(), S, { v = cast_value<T>(*kernels::ptr<S>(in[0])); });
-      T* y = kernels::ptr<T>(out);
-      kernels::parallel_for(out.size(), [&](size_t b, size_t e) { std::fill(y + b, y + e, v); });
-    });
+    // The value converted to out's dtype (by the copies' casts), then its bytes repeated.
+    alignas(16) unsigned char v[16] = {};
+    kernels::copy_strided(in[0], v, out.dtype(), Strides(in[0].ndim(), 0));
+    kernels::fill(out.raw_data(), out.size(), out.itemsize(), v);
   }
   std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
                          const std::vector<array>&) override {

@@ -1130,12 +1130,6 @@ array logical_or(const array& a, const array& b, StreamOrDevice s) {
 // ---- where and clip ----
 namespace {
 
-// The unsigned integer of T's size: where blends the bits of its operands.
-template <typename T>
-using Bits = std::conditional_t<sizeof(T) == 1, uint8_t,
-                                std::conditional_t<sizeof(T) == 2, uint16_t,
-                                                   std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
-
 // c ? x : y as a bit-mask blend: GCC makes ?: a branch, which random masks (relu's backward)
 // mispredict half the time; the blend vectorizes.
 template <typename U>
@@ -1151,23 +1145,14 @@ class Select : public UnaryPrimitive {
   bool is_equivalent(const Primitive& other) const override { return detail::same_primitive(this, other); }
   bool supports_complex() const override { return true; }
   void eval_cpu(const std::vector<array>& in, array& out) override {
-    LOOM_DISPATCH_ALL(in[1].dtype(), T, {
-      static_assert(sizeof(T) <= 8, "where blends at most 8-byte elements");
-      kernels::ternary<bool, T>(in[0], in[1], in[2], out, [](bool c, T x, T y) {
-        Bits<T> xb, yb;
-        std::memcpy(&xb, &x, sizeof(T));
-        std::memcpy(&yb, &y, sizeof(T));
-        const Bits<T> r = blend<Bits<T>>(c, xb, yb);
-        T v = y;
-        std::memcpy(static_cast<void*>(&v), &r, sizeof(T));
-        return v;
-      });
+    // The bits of the elements, whatever their dtype: one kernel per item size.
+    LOOM_DISPATCH_ITEMSIZE(in[1].itemsize(), U, {
+      kernels::ternary<bool, U>(in[0], in[1], in[2], out, [](bool c, U x, U y) { return blend<U>(c, x, y); });
     });
   }
   bool is_elementwise() const override { return true; }
   void eval_block(const Dtype* in_dtypes, const void* const* in, void* out, size_t n) const override {
-    LOOM_DISPATCH_ALL(in_dtypes[1], T, {
-      using U = Bits<T>;
+    LOOM_DISPATCH_ITEMSIZE(size_of(in_dtypes[1]), U, {
       // `out` may be x's or y's own block (a fused group's result takes a leaf's buffer), so no
       // __restrict: only element i is read before element i is written, which is what ivdep says.
       const uint8_t* c = static_cast<const uint8_t*>(in[0]);

@@ -21,32 +21,6 @@ using detail::shape_str;
 
 namespace {
 
-// Runs the block with NAME bound to an unsigned type of the array's item size: copies need no
-// arithmetic, so four instantiations serve all eight dtypes.
-#define LOOM_DISPATCH_ITEMSIZE(size, NAME, ...)   \
-  switch (size) {                                 \
-    case 1: {                                     \
-      using NAME = uint8_t;                       \
-      __VA_ARGS__;                                \
-      break;                                      \
-    }                                             \
-    case 2: {                                     \
-      using NAME = uint16_t;                      \
-      __VA_ARGS__;                                \
-      break;                                      \
-    }                                             \
-    case 4: {                                     \
-      using NAME = uint32_t;                      \
-      __VA_ARGS__;                                \
-      break;                                      \
-    }                                             \
-    default: {                                    \
-      using NAME = uint64_t;                      \
-      __VA_ARGS__;                                \
-      break;                                      \
-    }                                             \
-  }
-
 Shape take_shape(const Shape& a, const Shape& idx, int axis) {
   Shape out(a.begin(), a.begin() + axis);
   out.insert(out.end(), idx.begin(), idx.end());
@@ -862,7 +836,7 @@ class Scatter : public UnaryPrimitive {
     bool split = true;
     for (int ax : axes_) split = split && win[ax] <= 1;
     switch (mode_) {
-      case Reduce::none: LOOM_DISPATCH_ALL(out.dtype(), T, kernel<T, Reduce::none>(out, upd, base, win, split)); break;
+      case Reduce::none: LOOM_DISPATCH_ITEMSIZE(out.itemsize(), T, kernel<T, Reduce::none>(out, upd, base, win, split)); break;
       case Reduce::add: LOOM_DISPATCH_ALL(out.dtype(), T, kernel<T, Reduce::add>(out, upd, base, win, split)); break;
       case Reduce::prod: LOOM_DISPATCH_REAL(out.dtype(), T, kernel<T, Reduce::prod>(out, upd, base, win, split)); break;
       case Reduce::max: LOOM_DISPATCH_REAL(out.dtype(), T, kernel<T, Reduce::max>(out, upd, base, win, split)); break;

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "loom/core/serialize.h"
@@ -77,54 +78,111 @@ ReducePlan plan_reduce(const array& in, const array& out, const std::vector<int>
   return p;
 }
 
-// Visits every offset of the reduced dimensions.
-template <typename F>
-void for_each_reduced(const Shape& shape, const Strides& strides, F f) {
-  int64_t n = 1;
-  for (int d : shape) n *= d;
-  kernels::Walker<1> w(shape, strides);
-  for (int64_t i = 0; i < n; ++i, w.next()) f(w.off[0]);
-}
+// The loops of one reduction (input In, accumulator Acc, output Out, operation Op) behind
+// pointers: reduce_run plans, splits the work over threads and walks the kept and the reduced
+// dimensions once for every reduction and dtype, and each instantiation compiles only these loops.
+// `op` is the operation's functor; `acc` points to Acc values.
+struct ReduceLoops {
+  // *acc = the reduction of n contiguous elements from init, in eight lanes (the whole-row loop).
+  void (*span)(const void* op, const void* x, int64_t n, void* acc);
+  // *acc = op(*acc, x[i * s]) for i < n, in order.
+  void (*strided)(const void* op, const void* x, int64_t s, int64_t n, void* acc);
+  // acc[j] = op(acc[j], x[i * s + j]) for i < n, j < cnt: leading axes reduced into contiguous rows.
+  void (*columns)(const void* op, const void* x, int64_t s, int64_t n, void* acc, int64_t cnt);
+  void (*combine)(const void* op, void* acc, const void* v);  // *acc = op(*acc, *v)
+  void (*store)(const void* acc, void* y, int64_t i);         // y[i] = Out(*acc)
+  size_t acc_size;
+  alignas(16) unsigned char init[16];  // the Acc the reduction starts from
+};
 
-// One contiguous run reduced to one value: out of line, as the reduction's two callers (whole rows,
-// chunks of long rows) would otherwise each inline a copy of its loops.
 template <typename In, typename Acc, typename Op>
-__attribute__((noinline)) Acc reduce_span(const In* xp, int64_t len, Acc init, Op op) {
+void reduce_span_fn(const void* op, const void* xv, int64_t len, void* acc) {
+  const Op f = *static_cast<const Op*>(op);
+  const In* xp = static_cast<const In*>(xv);
+  Acc init;
+  std::memcpy(static_cast<void*>(&init), acc, sizeof(Acc));
+  Acc r;
   if constexpr (std::is_integral_v<Acc>) {
     // One running value: the compiler vectorizes integer reductions itself. (GCC 12 at -O3
     // -march=native miscompiled the eight lanes below for uint8 summed in int32: sum of 16 ones
     // was 8, found by tests/diff.)
-    Acc acc = init;
-    for (int64_t i = 0; i < len; ++i) acc = op(acc, cast_value<Acc>(xp[i]));
-    return acc;
+    r = init;
+    for (int64_t i = 0; i < len; ++i) r = f(r, cast_value<Acc>(xp[i]));
   } else {
     Acc lanes[8] = {init, init, init, init, init, init, init, init};
     int64_t i = 0;
     for (; i + 8 <= len; i += 8) {
-      for (int l = 0; l < 8; ++l) lanes[l] = op(lanes[l], cast_value<Acc>(xp[i + l]));
+      for (int l = 0; l < 8; ++l) lanes[l] = f(lanes[l], cast_value<Acc>(xp[i + l]));
     }
-    Acc acc = init;
-    for (int l = 0; l < 8; ++l) acc = op(acc, lanes[l]);
-    for (; i < len; ++i) acc = op(acc, cast_value<Acc>(xp[i]));
-    return acc;
+    r = init;
+    for (int l = 0; l < 8; ++l) r = f(r, lanes[l]);
+    for (; i < len; ++i) r = f(r, cast_value<Acc>(xp[i]));
+  }
+  std::memcpy(acc, static_cast<const void*>(&r), sizeof(Acc));
+}
+
+template <typename In, typename Acc, typename Op>
+void reduce_strided_fn(const void* op, const void* xv, int64_t s, int64_t n, void* acc) {
+  const Op f = *static_cast<const Op*>(op);
+  const In* x = static_cast<const In*>(xv);
+  Acc r;
+  std::memcpy(static_cast<void*>(&r), acc, sizeof(Acc));
+  for (int64_t i = 0; i < n; ++i) r = f(r, cast_value<Acc>(x[i * s]));
+  std::memcpy(acc, static_cast<const void*>(&r), sizeof(Acc));
+}
+
+template <typename In, typename Acc, typename Op>
+void reduce_columns_fn(const void* op, const void* xv, int64_t s, int64_t n, void* accv, int64_t cnt) {
+  const Op f = *static_cast<const Op*>(op);
+  Acc* acc = static_cast<Acc*>(accv);
+  for (int64_t i = 0; i < n; ++i) {
+    const In* xp = static_cast<const In*>(xv) + i * s;
+    for (int64_t j = 0; j < cnt; ++j) acc[j] = f(acc[j], cast_value<Acc>(xp[j]));
   }
 }
 
+template <typename Acc, typename Op>
+void reduce_combine_fn(const void* op, void* acc, const void* v) {
+  *static_cast<Acc*>(acc) = (*static_cast<const Op*>(op))(*static_cast<const Acc*>(acc), *static_cast<const Acc*>(v));
+}
+
+template <typename Acc, typename Out>
+void reduce_store_fn(const void* acc, void* y, int64_t i) {
+  static_cast<Out*>(y)[i] = static_cast<Out>(*static_cast<const Acc*>(acc));
+}
+
 template <typename In, typename Out, typename Acc, typename Op>
-void reduce_kernel(const array& in, array& out, const std::vector<int>& axes, Acc init, Op op) {
+ReduceLoops reduce_loops(Acc init) {
+  static_assert(sizeof(Acc) <= 16 && alignof(Acc) <= 16, "a reduction's accumulator fits ReduceLoops::init");
+  ReduceLoops k{&reduce_span_fn<In, Acc, Op>, &reduce_strided_fn<In, Acc, Op>, &reduce_columns_fn<In, Acc, Op>,
+                &reduce_combine_fn<Acc, Op>,  &reduce_store_fn<Acc, Out>,    sizeof(Acc),
+                {}};
+  std::memcpy(k.init, static_cast<const void*>(&init), sizeof(Acc));
+  return k;
+}
+
+// n accumulators, each at init.
+std::vector<unsigned char> accumulators(const ReduceLoops& k, size_t n) {
+  std::vector<unsigned char> acc(n * k.acc_size);
+  for (size_t i = 0; i < n; ++i) std::memcpy(acc.data() + i * k.acc_size, k.init, k.acc_size);
+  return acc;
+}
+
+void reduce_run(const array& in, array& out, const std::vector<int>& axes, const ReduceLoops& k, const void* op) {
   out.alloc();
-  const In* x = kernels::ptr<In>(in);
-  Out* y = kernels::ptr<Out>(out);
   if (out.size() == 0) return;
+  const char* x = static_cast<const char*>(in.raw_data());
+  void* y = out.raw_data();
+  const int64_t xs = static_cast<int64_t>(in.itemsize());
   if (in.size() == 0) {
-    std::fill(y, y + out.size(), static_cast<Out>(init));
+    for (size_t i = 0; i < out.size(); ++i) k.store(k.init, y, int64_t(i));
     return;
   }
   ReducePlan p = plan_reduce(in, out, axes);
-  const bool inner_contig = p.red_shape.size() == 1 && p.red_strides[0] == 1;
+  const int nr = static_cast<int>(p.red_shape.size());
+  const bool inner_contig = nr == 1 && p.red_strides[0] == 1;
   if (inner_contig) {
     const int64_t n = p.red_shape[0];
-    auto reduce_run = [&](const In* xp, int64_t len) { return reduce_span<In>(xp, len, init, op); };
     // Few long rows (a full sum, say): split each row into fixed chunks reduced in parallel and
     // combined in order. The choice depends on the shape alone, so the result does not depend on
     // the thread count.
@@ -133,59 +191,74 @@ void reduce_kernel(const array& in, array& out, const std::vector<int>& axes, Ac
     for (int d : p.kept_shape) rows *= d;
     if (rows < 8 && n >= 2 * kChunk) {
       const int64_t chunks = (n + kChunk - 1) / kChunk;
-      // Not std::vector<bool> (all / any): its elements share words, so threads writing neighbouring
-      // chunks' results would race.
-      using Slot = std::conditional_t<std::is_same_v<Acc, bool>, uint8_t, Acc>;
-      std::vector<Slot> partial(static_cast<size_t>(chunks));
+      // Bytes, not std::vector<bool> (all / any): threads write neighbouring chunks' results.
+      std::vector<unsigned char> partial(static_cast<size_t>(chunks) * k.acc_size);
       kernels::for_each_row<2>(p.kept_shape, p.kept_strides,
                                [&](const std::array<int64_t, 2>& o, int cnt, const std::array<int64_t, 2>& s) {
                                  for (int j = 0; j < cnt; ++j) {
-                                   const In* xp = x + o[0] + j * s[0];
+                                   const char* xp = x + (o[0] + j * s[0]) * xs;
                                    kernels::parallel_for(static_cast<size_t>(chunks), [&](size_t b, size_t e) {
                                      for (size_t c = b; c < e; ++c) {
                                        const int64_t start = static_cast<int64_t>(c) * kChunk;
-                                       partial[c] = reduce_run(xp + start, std::min(kChunk, n - start));
+                                       unsigned char* slot = partial.data() + c * k.acc_size;
+                                       std::memcpy(slot, k.init, k.acc_size);
+                                       k.span(op, xp + start * xs, std::min(kChunk, n - start), slot);
                                      }
                                    }, 2);
-                                   Acc acc = init;
-                                   for (Slot v : partial) acc = op(acc, static_cast<Acc>(v));
-                                   y[o[1] + j * s[1]] = static_cast<Out>(acc);
+                                   std::vector<unsigned char> acc = accumulators(k, 1);
+                                   for (int64_t c = 0; c < chunks; ++c) k.combine(op, acc.data(), partial.data() + c * k.acc_size);
+                                   k.store(acc.data(), y, o[1] + j * s[1]);
                                  }
                                });
       return;
     }
     kernels::for_each_row<2>(p.kept_shape, p.kept_strides,
                              [&](const std::array<int64_t, 2>& o, int cnt, const std::array<int64_t, 2>& s) {
+                               alignas(16) unsigned char acc[16];
                                for (int j = 0; j < cnt; ++j) {
-                                 y[o[1] + j * s[1]] = static_cast<Out>(reduce_run(x + o[0] + j * s[0], n));
+                                 std::memcpy(acc, k.init, k.acc_size);
+                                 k.span(op, x + (o[0] + j * s[0]) * xs, n, acc);
+                                 k.store(acc, y, o[1] + j * s[1]);
                                }
                              });
     return;
   }
+  // The reduced dimensions but the last, walked; the last is one strided run per position, in the
+  // order an element-by-element walk would visit them.
+  // (No reduced dimension longer than 1: one element per output.)
+  const int64_t last_n = nr ? p.red_shape[nr - 1] : 1, last_s = nr ? p.red_strides[nr - 1] : 0;
+  int64_t walked = 1;
+  for (int d = 0; d < nr - 1; ++d) walked *= p.red_shape[d];
   const bool outer = p.kept_shape.size() == 1 && p.kept_strides[0][0] == 1 && p.kept_strides[1][0] == 1;
   if (outer) {
     // Reduce the leading axes: accumulate whole rows into the (contiguous) output.
-    const int64_t k = p.kept_shape[0];
-    kernels::parallel_for(static_cast<size_t>(k), [&](size_t b, size_t e) {
-      std::vector<Acc> acc(e - b, init);
-      for_each_reduced(p.red_shape, p.red_strides, [&](int64_t off) {
-        const In* xp = x + off;
-        for (size_t j = b; j < e; ++j) acc[j - b] = op(acc[j - b], cast_value<Acc>(xp[j]));
-      });
-      for (size_t j = b; j < e; ++j) y[j] = static_cast<Out>(acc[j - b]);
+    const int64_t kept = p.kept_shape[0];
+    kernels::parallel_for(static_cast<size_t>(kept), [&](size_t b, size_t e) {
+      std::vector<unsigned char> acc = accumulators(k, e - b);
+      kernels::Walker<1> w(p.red_shape, p.red_strides, 0, std::max(nr - 1, 0));
+      for (int64_t i = 0; i < walked; ++i, w.next())
+        k.columns(op, x + (w.off[0] + int64_t(b)) * xs, last_s, last_n, acc.data(), int64_t(e - b));
+      for (size_t j = b; j < e; ++j) k.store(acc.data() + (j - b) * k.acc_size, y, int64_t(j));
     }, 4096);
     return;
   }
   kernels::for_each_row<2>(p.kept_shape, p.kept_strides,
                            [&](const std::array<int64_t, 2>& o, int cnt, const std::array<int64_t, 2>& s) {
+                             alignas(16) unsigned char acc[16];
                              for (int j = 0; j < cnt; ++j) {
-                               const In* xp = x + o[0] + j * s[0];
-                               Acc acc = init;
-                               for_each_reduced(p.red_shape, p.red_strides,
-                                                [&](int64_t off) { acc = op(acc, cast_value<Acc>(xp[off])); });
-                               y[o[1] + j * s[1]] = static_cast<Out>(acc);
+                               const char* xp = x + (o[0] + j * s[0]) * xs;
+                               std::memcpy(acc, k.init, k.acc_size);
+                               kernels::Walker<1> w(p.red_shape, p.red_strides, 0, std::max(nr - 1, 0));
+                               for (int64_t i = 0; i < walked; ++i, w.next())
+                                 k.strided(op, xp + w.off[0] * xs, last_s, last_n, acc);
+                               k.store(acc, y, o[1] + j * s[1]);
                              }
                            });
+}
+
+template <typename In, typename Out, typename Acc, typename Op>
+void reduce_kernel(const array& in, array& out, const std::vector<int>& axes, Acc init, Op op) {
+  reduce_run(in, out, axes, reduce_loops<In, Out, Acc, Op>(init), &op);
 }
 
 // One step of cumsum / cumprod; on bool they are "or" and "and".
@@ -560,9 +633,12 @@ class Scan : public UnaryPrimitive {
     LOOM_DISPATCH_ALL(x.dtype(), S, {
       if (out.dtype() == x.dtype()) {
         scan_dispatch<S, S>(type_, x, out, axis_, reverse_, inclusive_);
-      } else {
+      } else if constexpr (std::is_same_v<S, bool> || std::is_same_v<S, uint8_t>) {
         // cumsum of bool and uint8 counts in int32 (the only scan whose dtype changes).
         scan_dispatch<S, int32_t>(type_, x, out, axis_, reverse_, inclusive_);
+      } else {
+        throw std::invalid_argument(msg("[", scan_name(type_), "] a ", to_string(x.dtype()), " scan has no ",
+                                        to_string(out.dtype()), " result"));
       }
     });
   }

@@ -685,11 +685,7 @@ class Pad : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& in, array& out) override {
     const array& x = in[0];
     out.alloc();
-    LOOM_DISPATCH_ALL(out.dtype(), T, {
-      T v = *kernels::ptr<T>(in[1]);
-      T* y = kernels::ptr<T>(out);
-      kernels::parallel_for(out.size(), [&](size_t b, size_t e) { std::fill(y + b, y + e, v); });
-    });
+    kernels::fill(out.raw_data(), out.size(), out.itemsize(), in[1].raw_data());
     int64_t offset = 0;
     for (size_t i = 0; i < axes_.size(); ++i) offset += int64_t(low_[i]) * out.strides()[axes_[i]];
     char* base = static_cast<char*>(out.raw_data()) + offset * int64_t(out.itemsize());

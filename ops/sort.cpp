@@ -145,8 +145,11 @@ void sort_indices_row(const C* v, int n, int k, std::vector<std::pair<C, int32_t
 
 template <typename T, SortKind kind>
 void sort_kernel(const array& in, array& out, int axis, int k) {
-  // The type rows are sorted in: float for the half types, uint8 for bool (std::vector<bool> packs bits).
-  using C = std::conditional_t<std::is_same_v<T, bool>, uint8_t, compute_t<T>>;
+  // The type rows are sorted in: float for the half types, int64 for bool and the integers narrower
+  // than int32 (it holds their values in order, and one sort of int64 serves them all: compile time),
+  // else T.
+  using C = std::conditional_t<std::is_integral_v<T> && (sizeof(T) < 4 || std::is_same_v<T, uint32_t>), int64_t,
+                               compute_t<T>>;
   constexpr bool values = kind == SortKind::sort || kind == SortKind::topk;
   using R = std::conditional_t<values, C, int32_t>;  // one result element
   using OutT = std::conditional_t<values, T, int32_t>;

@@ -232,6 +232,83 @@ TEST(IntegerDtypes, ShapeIndexingAndSortWork) {
   expect_array(cumsum(array({100, 100}, int16)), {2}, {100, 200});
 }
 
+// These dtypes run one strided loop per op (kernels/elementwise.h: generic_loops_v), which then
+// serves every layout the driver plans: contiguous, a scalar operand on either side, broadcast rows
+// and columns, transposed and sliced views, and the fused path. Each must give what the same
+// arithmetic in int64, wrapped to the dtype, gives; the reductions and the sort likewise along each
+// axis of a transposed input.
+TEST(IntegerDtypes, EveryLayoutOfTheGenericLoops) {
+  for (Dtype d : {int8, int16, uint16, uint32, uint64}) {
+    const int bits = d.size * 8;
+    auto wrap = [&](int64_t v) {
+      uint64_t u = static_cast<uint64_t>(v);
+      if (bits < 64) u &= (uint64_t(1) << bits) - 1;
+      if (is_signed_integer(d) && bits < 64 && (u >> (bits - 1))) return static_cast<int64_t>(u) - (int64_t(1) << bits);
+      return static_cast<int64_t>(u);
+    };
+    // 6 x 7 values that wrap in the narrow dtypes' products.
+    std::vector<int64_t> av(42), bv(42);
+    for (int i = 0; i < 42; ++i) av[i] = wrap(37 * i + 5), bv[i] = wrap(101 * i % 89 + 3);
+    const array a64 = reshape(array(av.data(), {42}, int64), {6, 7});
+    const array b64 = reshape(array(bv.data(), {42}, int64), {6, 7});
+    const array a = astype(a64, d), b = astype(b64, d);
+    auto same = [&](array got, array want64, const char* what) {
+      ASSERT_EQ(got.dtype(), d) << what;
+      std::vector<int64_t> w = want64.to_vector<int64_t>();
+      for (auto& v : w) v = wrap(v);
+      EXPECT_EQ(astype(got, int64).to_vector<int64_t>(), w) << d << " " << what;
+    };
+    // The int64 products wrap as uint64 would, and the low bits are the dtype's.
+    same(multiply(a, b), multiply(a64, b64), "contiguous");
+    same(add(a, b), add(a64, b64), "contiguous add");
+    same(subtract(array(7, d), b), subtract(array(int64_t(7)), b64), "scalar first");
+    same(multiply(a, array(3, d)), multiply(a64, array(int64_t(3))), "scalar second");
+    same(add(transpose(a), transpose(b)), add(transpose(a64), transpose(b64)), "transposed");
+    same(multiply(transpose(a), transpose(transpose(transpose(b)))), multiply(transpose(a64), transpose(b64)), "views");
+    same(add(slice(a, {0, 1}, {6, 7}, {2, 3}), slice(b, {1, 0}, {6, 5}, {2, 4})),
+         add(slice(a64, {0, 1}, {6, 7}, {2, 3}), slice(b64, {1, 0}, {6, 5}, {2, 4})), "strided slices");
+    same(add(slice(a, {0, 0}, {1, 7}), b), add(slice(a64, {0, 0}, {1, 7}), b64), "broadcast row");
+    same(multiply(b, slice(a, {0, 2}, {6, 3})), multiply(b64, slice(a64, {0, 2}, {6, 3})), "broadcast column");
+    same(negative(transpose(a)), negative(transpose(a64)), "unary transposed");
+    same(square(slice(a, {0, 0}, {6, 7}, {1, 2})), square(slice(a64, {0, 0}, {6, 7}, {1, 2})), "unary strided");
+    same(add(multiply(a, b), a), add(multiply(a64, b64), a64), "fused");
+    // Comparisons: bool results of the same loops.
+    const std::vector<int64_t> aw = astype(a, int64).to_vector<int64_t>(), bw = astype(b, int64).to_vector<int64_t>();
+    std::vector<bool> lt;
+    for (int i = 0; i < 42; ++i) lt.push_back(aw[i] < bw[i]);
+    EXPECT_EQ(less(a, b).to_vector<bool>(), lt) << d;
+    // Reductions along each axis of a transposed input, and of all of it (values small: no wrap).
+    const array s = astype(reshape(astype(arange(0, 42, 1), int64), {6, 7}), d), s64 = astype(s, int64);
+    for (int ax : {0, 1}) {
+      EXPECT_EQ(astype(sum(transpose(s), ax), int64).to_vector<int64_t>(),
+                sum(transpose(s64), ax).to_vector<int64_t>()) << d << " sum axis " << ax;
+      EXPECT_EQ(astype(max(transpose(s), ax), int64).to_vector<int64_t>(),
+                max(transpose(s64), ax).to_vector<int64_t>()) << d << " max axis " << ax;
+      EXPECT_EQ(astype(sort(transpose(a), ax), int64).to_vector<int64_t>(),
+                sort(transpose(astype(a, int64)), ax).to_vector<int64_t>()) << d << " sort axis " << ax;
+      EXPECT_EQ(argsort(transpose(a), ax).to_vector<int32_t>(), argsort(transpose(astype(a, int64)), ax).to_vector<int32_t>())
+          << d << " argsort axis " << ax;
+    }
+    EXPECT_EQ(astype(sum(s), int64).item<int64_t>(), 861) << d;
+  }
+}
+
+// Every dtype pair's conversion is one loop whatever the layout: a transposed or sliced source
+// converts to what its contiguous copy converts to.
+TEST(IntegerDtypes, ConversionsAreTheSameInEveryLayout) {
+  const array base = reshape(astype(arange(-20, 22, 1), int64), {6, 7});
+  for (Dtype from : all_dtypes) {
+    const array x = astype(base, from);
+    for (Dtype to : all_dtypes) {
+      array t = astype(transpose(x), to), c = astype(contiguous(transpose(x)), to);
+      EXPECT_TRUE(array_equal(t, c).item<bool>()) << from << " -> " << to;
+      const array s = astype(slice(x, {1, 0}, {6, 7}, {2, 3}), to);
+      EXPECT_TRUE(array_equal(s, astype(contiguous(slice(x, {1, 0}, {6, 7}, {2, 3})), to)).item<bool>())
+          << from << " -> " << to;
+    }
+  }
+}
+
 TEST(IntegerDtypes, PrintsNumbers) {
   std::ostringstream os;
   os << array({-5, 65}, int8) << " " << array({65535}, uint16) << " " << array({~uint64_t(0)}, uint64);
