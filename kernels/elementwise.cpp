@@ -36,6 +36,13 @@ Plan plan_binary(const array& a, const array& b, array& out, size_t itemsize) {
   return p;
 }
 
+// A span of the unary loops for strides (sx, sy): the unit-stride loop where it fits, else the
+// strided one.
+void unary_row(const UnaryLoops& k, const void* f, const char* x, int64_t sx, char* y, int64_t sy, size_t n) {
+  if (sx == 1 && sy == 1 && k.span) return k.span(f, x, y, n);
+  k.strided(f, x, sx, y, sy, n);
+}
+
 // A span of the binary loops for strides (sx, sz, sy): a unit-stride loop where one fits, else the
 // strided one.
 void binary_row(const BinaryLoops& k, const void* f, const char* x, int64_t sx, const char* z, int64_t sz,
@@ -56,10 +63,7 @@ void unary_run(const array& in, array& out, const UnaryLoops& k, const void* f) 
   const char* x = static_cast<const char*>(in.raw_data());
   if (p.flat != Plan::strided) {
     char* y = static_cast<char*>(out.raw_data());
-    parallel_for(p.n, [&](size_t b, size_t e) {
-      if (k.span) k.span(f, x + b * xs, y + b * ys, e - b);
-      else k.strided(f, x + b * xs, 1, y + b * ys, 1, e - b);
-    });
+    parallel_for(p.n, [&](size_t b, size_t e) { unary_row(k, f, x + b * xs, 1, y + b * ys, 1, e - b); });
     return;
   }
   out.alloc();
@@ -68,10 +72,7 @@ void unary_run(const array& in, array& out, const UnaryLoops& k, const void* f) 
   collapse(shape, st);
   char* y = static_cast<char*>(out.raw_data());
   for_each_row<2>(shape, st, [&](const std::array<int64_t, 2>& o, int n, const std::array<int64_t, 2>& s) {
-    const char* xp = x + o[0] * int64_t(xs);
-    char* yp = y + o[1] * int64_t(ys);
-    if (s[0] == 1 && s[1] == 1 && k.span) return k.span(f, xp, yp, size_t(n));
-    k.strided(f, xp, s[0], yp, s[1], size_t(n));
+    unary_row(k, f, x + o[0] * int64_t(xs), s[0], y + o[1] * int64_t(ys), s[1], size_t(n));
   });
 }
 

@@ -205,9 +205,10 @@ void reduce_run(const array& in, array& out, const std::vector<int>& axes, const
                                        k.span(op, xp + start * xs, std::min(kChunk, n - start), slot);
                                      }
                                    }, 2);
-                                   std::vector<unsigned char> acc = accumulators(k, 1);
-                                   for (int64_t c = 0; c < chunks; ++c) k.combine(op, acc.data(), partial.data() + c * k.acc_size);
-                                   k.store(acc.data(), y, o[1] + j * s[1]);
+                                   alignas(16) unsigned char acc[16];
+                                   std::memcpy(acc, k.init, k.acc_size);
+                                   for (int64_t c = 0; c < chunks; ++c) k.combine(op, acc, partial.data() + c * k.acc_size);
+                                   k.store(acc, y, o[1] + j * s[1]);
                                  }
                                });
       return;
