@@ -32,11 +32,21 @@ using kernels::gemm;
 
 namespace {
 
-// Query rows per block (the scores block is kRowBlock x S): 32 for float operands, whose OpenBLAS calls
-// cost 11 ns; 64 for half ones, whose oneDNN calls cost about 1 us each, so that a head makes half as
-// many (forward + backward of (32, 4, 128, 32) bf16 heads: 7.2 -> 5.1 ms; 128 rows were slower again).
-template <typename T, typename St>
-constexpr int kRowBlock = std::is_same_v<T, St> ? 32 : 64;
+// Query rows per block (the scores block is kRowBlock x S): 32 for float products, whose OpenBLAS
+// calls cost 11 ns; 64 for half ones, whose oneDNN calls cost about 1 us each, so that a head makes
+// half as many (forward + backward of (32, 4, 128, 32) bf16 heads: 7.2 -> 5.1 ms; 128 rows were
+// slower again). G is the products' operand type.
+template <typename T, typename G>
+constexpr int kRowBlock = std::is_same_v<T, G> ? 32 : 64;
+
+// One (batch, head)'s operands as its products read them (G): the rows of q, k and v with their row
+// strides, and q transposed (E x L) for float products (null for half ones, which read q's rows as
+// a transposed operand).
+template <typename G>
+struct Head {
+  const G *q = nullptr, *k = nullptr, *v = nullptr, *qt = nullptr;
+  int64_t lq = 0, lk = 0, lv = 0;
+};
 
 // A mask entry at or below this (or -inf) counts as masked: its weight is exactly 0. Half of the
 // storage type's lowest value, which is what a boolean mask's masked entries hold.
@@ -184,16 +194,17 @@ struct Problem {
   // Queries run along the vector lanes, so the max, the exponentials, the sums and the scaling are
   // elementwise over whole key rows: no horizontal reductions and no row tails (rows under a causal
   // mask are 64 keys long on average, where those would cost as much as the vectors). Lanes past the
-  // block's queries are 0. qt is batch b's q transposed (E x L), or null: then the product reads q's
-  // rows as its transposed operand (half storage: oneDNN takes it at the same speed, and the
-  // transposed copies cost more than the products of a small head).
-  void weights_block(size_t b, int r0, int r1, int n, T scale, const St* qt, T* Pt) const {
-    constexpr int R = kRowBlock<T, St>;
+  // block's queries are 0. The product reads h.qt, batch b's q transposed (E x L), or where that is
+  // null q's rows as its transposed operand (half products: oneDNN takes it at the same speed, and
+  // the transposed copies cost more than the products of a small head).
+  template <typename G>
+  void weights_block(size_t b, int r0, int r1, int n, T scale, const Head<G>& h, T* Pt) const {
+    constexpr int R = kRowBlock<T, G>;
     const MaskSlice& sl = slice(b);
-    if (qt) {
-      gemm<St, T>(false, false, n, r1 - r0, E, scale, k + ok[b], lk, qt + r0, L, T(0), Pt, R);
+    if (h.qt) {
+      gemm<G, T>(false, false, n, r1 - r0, E, scale, h.k, h.lk, h.qt + r0, L, T(0), Pt, R);
     } else {
-      gemm<St, T>(false, true, n, r1 - r0, E, scale, k + ok[b], lk, q + oq[b] + r0 * lq, lq, T(0), Pt, R);
+      gemm<G, T>(false, true, n, r1 - r0, E, scale, h.k, h.lk, h.q + r0 * h.lq, h.lq, T(0), Pt, R);
     }
     int ext[R];
     for (int i = 0; i < R; ++i) ext[i] = r0 + i < r1 ? std::min(sl.ext[r0 + i], n) : 0;
@@ -303,38 +314,139 @@ void for_each_batch(size_t batches, size_t work_per_batch, Body body) {
       std::max<size_t>(1, kernels::kParallelThreshold / std::max<size_t>(work_per_batch, 1)));
 }
 
-// A block of weights (or of their gradients) as St for a product with St operands: itself when St
-// is T, else rounded into `buf`.
-template <typename T, typename St>
-const St* as_storage(const T* block, size_t n, std::vector<St>& buf) {
-  if constexpr (std::is_same_v<T, St>) {
+// A block of weights (or of their gradients) as G for a product with G operands: itself when G is
+// T, else rounded into `buf`.
+template <typename T, typename G>
+const G* as_storage(const T* block, size_t n, std::vector<G>& buf) {
+  if constexpr (std::is_same_v<T, G>) {
     return block;
   } else {
-    for (size_t i = 0; i < n; ++i) buf[i] = St(block[i]);
+    for (size_t i = 0; i < n; ++i) buf[i] = G(block[i]);
     return buf.data();
   }
 }
 
-template <typename T, typename St = T>
+// dst (rows x cols, row stride cols) = src (row stride ls), converted to To.
+template <typename From, typename To>
+void copy_rows(const From* src, int64_t ls, int rows, int cols, To* dst) {
+  for (int i = 0; i < rows; ++i) {
+    const From* s = src + int64_t(i) * ls;
+    To* d = dst + int64_t(i) * cols;
+    for (int j = 0; j < cols; ++j) d[j] = To(s[j]);
+  }
+}
+
+// dst (rows x cols, row stride ld) = src (row stride cols) rounded to the storage type.
+template <typename T, typename St>
+void store_rows(const T* src, int rows, int cols, St* dst, int64_t ld) {
+  for (int i = 0; i < rows; ++i) {
+    const T* s = src + int64_t(i) * cols;
+    St* d = dst + int64_t(i) * ld;
+    for (int j = 0; j < cols; ++j) d[j] = St(s[j]);
+  }
+}
+
+// Rows (rows x cols, row stride ls) of one (batch, head) as products of G read them: the stored rows
+// where G is St and they are float or dense, else a dense copy in `buf` (widened for float products
+// of half storage); `ld` gets their row stride.
+template <typename St, typename G>
+const G* head_rows(const St* src, int64_t ls, int rows, int cols, std::vector<G>& buf, int64_t& ld) {
+  if constexpr (std::is_same_v<G, St>) {
+    if (std::is_floating_point_v<St> || ls == cols || rows <= 1) {
+      ld = ls;
+      return src;
+    }
+  }
+  copy_rows(src, ls, rows, cols, buf.data());
+  ld = cols;
+  return buf.data();
+}
+
+// P (or dS) of a block, held transposed (n x R, as weights_block leaves it), as a dense rows x n G
+// operand: half products read it so (oneDNN's AMX kernels take no transposed A).
+template <int R, typename T, typename G>
+const G* block_rows(const T* Pt, int rows, int n, std::vector<G>& buf) {
+  for (int i = 0; i < rows; ++i) {
+    for (int j = 0; j < n; ++j) buf[size_t(i) * n + j] = G(Pt[size_t(j) * R + i]);
+  }
+  return buf.data();
+}
+
+// The operands of one (batch, head) for products of G, from storage of St. Float storage: the stored
+// rows, and their transpose. Half products: the stored rows where they are dense, else a dense copy
+// (oneDNN's AMX kernels take dense operands only: a head's rows one activation row apart ran on its
+// slower gemm:jit, 17 us for a 128 x 32 x 64 product against 2 us). Float products of half storage
+// (a CPU without half kernels): widened copies and their transpose, made in cache per head.
+// `rows` is q's (or dout's) row count, `cols` its width.
+template <typename T, typename St, typename G>
+class HeadOperand {
+ public:
+  HeadOperand(int rows, int cols)
+      : t_(std::is_same_v<G, T> ? size_t(rows) * cols : 0),
+        r_(std::is_same_v<St, T> ? 0 : size_t(rows) * cols),
+        rows_(rows),
+        cols_(cols) {}
+  // Rows of G (pointer, row stride) and their transpose (null for half products).
+  struct View {
+    const G* rows;
+    int64_t ld;
+    const G* t;
+  };
+  View load(const St* src, int64_t ls) {
+    if constexpr (std::is_same_v<St, T>) {
+      transpose(src, ls, rows_, cols_, t_.data());
+      return {src, ls, t_.data()};
+    } else if constexpr (std::is_same_v<G, St>) {
+      return {head_rows(src, ls, rows_, cols_, r_, ld_), ld_, nullptr};
+    } else {
+      copy_rows(src, ls, rows_, cols_, r_.data());
+      transpose(r_.data(), int64_t(cols_), rows_, cols_, t_.data());
+      return {r_.data(), cols_, t_.data()};
+    }
+  }
+
+ private:
+  std::vector<G> t_, r_;
+  int rows_, cols_;
+  int64_t ld_ = 0;
+};
+
+
+template <typename T, typename St = T, typename G = St>
 void forward_kernel(const array& qa, const array& ka, const array& va, const array* mask, array& out, T scale) {
+  static_assert(std::is_same_v<G, St> || std::is_same_v<G, T>, "products of the storage type or of T");
+  constexpr bool kHalf = !std::is_same_v<T, St>, kHalfProducts = !std::is_same_v<T, G>;
   Problem<T, St> p(qa, ka, va, mask);
   const std::vector<int64_t> oo = batch_offsets(out);
   const int64_t lo = leading_dim(out);
   St* o = kernels::ptr<St>(out);
-  kernels::note_gemm_backend(kernels::gemm_dtype<St>(), kernels::gemm_dtype<St>());
+  kernels::note_gemm_backend(kernels::gemm_dtype<G>(), kernels::gemm_dtype<G>());
   for_each_batch(p.batches, size_t(p.L) * p.S * (p.E + p.Ev), [&](size_t b0, size_t b1) {
-    constexpr int R = kRowBlock<T, St>;
-    std::vector<T> Pt(size_t(R) * p.S);
-    constexpr bool kHalf = !std::is_same_v<T, St>;
-    std::vector<St> qt(kHalf ? 0 : size_t(p.E) * p.L), Ps(kHalf ? Pt.size() : 0);
+    constexpr int R = kRowBlock<T, G>;
+    // Half storage: each block's output rows in T, rounded once into the output.
+    std::vector<T> Pt(size_t(R) * p.S), ob(kHalf ? size_t(R) * p.Ev : 0);
+    std::vector<G> Pr(kHalfProducts ? Pt.size() : 0), kc(kHalf ? size_t(p.S) * p.E : 0), vc(kHalf ? size_t(p.S) * p.Ev : 0);
+    HeadOperand<T, St, G> qop(p.L, p.E);
     for (size_t b = b0; b < b1; ++b) {
-      if (!kHalf) transpose(p.q + p.oq[b], p.lq, p.L, p.E, qt.data());
+      Head<G> h;
+      const auto qv = qop.load(p.q + p.oq[b], p.lq);
+      h.q = qv.rows, h.lq = qv.ld, h.qt = qv.t;
+      h.k = head_rows(p.k + p.ok[b], p.lk, p.S, p.E, kc, h.lk);
+      h.v = head_rows(p.v + p.ov[b], p.lv, p.S, p.Ev, vc, h.lv);
       for (int r0 = 0; r0 < p.L; r0 += R) {
-        const int r1 = std::min(p.L, r0 + R), n = p.width(b, r0, r1);
-        p.weights_block(b, r0, r1, n, scale, kHalf ? nullptr : qt.data(), Pt.data());
+        const int r1 = std::min(p.L, r0 + R), n = p.width(b, r0, r1), rows = r1 - r0;
+        p.weights_block(b, r0, r1, n, scale, h, Pt.data());
         // out[r0:r1] = P v[0:n]
-        gemm<St>(true, false, r1 - r0, p.Ev, n, T(1), as_storage(Pt.data(), size_t(n) * R, Ps), R,
-                 p.v + p.ov[b], p.lv, T(0), o + oo[b] + r0 * lo, lo);
+        St* orow = o + oo[b] + r0 * lo;
+        if constexpr (kHalfProducts) {
+          gemm<G, T>(false, false, rows, p.Ev, n, T(1), block_rows<R>(Pt.data(), rows, n, Pr), n, h.v, h.lv, T(0),
+                     ob.data(), p.Ev);
+        } else if constexpr (kHalf) {
+          gemm<T>(true, false, rows, p.Ev, n, T(1), Pt.data(), R, h.v, h.lv, T(0), ob.data(), p.Ev);
+        } else {
+          gemm<T>(true, false, rows, p.Ev, n, T(1), Pt.data(), R, h.v, h.lv, T(0), orow, lo);
+        }
+        if constexpr (kHalf) store_rows(ob.data(), rows, p.Ev, orow, lo);
       }
     }
   });
@@ -342,35 +454,37 @@ void forward_kernel(const array& qa, const array& ka, const array& va, const arr
 
 // dq, dk, dv of sum(dout * attention(q, k, v, mask)). With P the weights and dP = dout v^T:
 // dv = P^T dout, dS = P * (dP - rowsum(P * dP)), dq = scale dS k, dk = scale dS^T q. Each block
-// works on the transposes (keys by queries), as weights_block leaves them. With half storage, P and
-// dS are rounded to it for their products, and dk and dv, which add up over the blocks of queries,
-// accumulate in T and are rounded once per (batch, head).
-template <typename T, typename St = T>
+// works on the transposes (keys by queries), as weights_block leaves them. With half products, P
+// and dS are rounded to the half type for them; with half storage, dk and dv, which add up over the
+// blocks of queries, accumulate in T and are rounded once per (batch, head), as dq's rows are.
+template <typename T, typename St = T, typename G = St>
 void backward_kernel(const array& qa, const array& ka, const array& va, const array* mask, const array& g,
                      std::vector<array>& outs, T scale) {
-  constexpr int R = kRowBlock<T, St>;
-  constexpr bool kHalf = !std::is_same_v<T, St>;
+  static_assert(std::is_same_v<G, St> || std::is_same_v<G, T>, "products of the storage type or of T");
+  constexpr int R = kRowBlock<T, G>;
+  constexpr bool kHalf = !std::is_same_v<T, St>, kHalfProducts = !std::is_same_v<T, G>;
   Problem<T, St> p(qa, ka, va, mask);
   const std::vector<int64_t> og = batch_offsets(g), odq = batch_offsets(outs[0]), odk = batch_offsets(outs[1]),
                              odv = batch_offsets(outs[2]);
   const int64_t lg = leading_dim(g), ldq = leading_dim(outs[0]), ldk = leading_dim(outs[1]),
                 ldv = leading_dim(outs[2]);
   const St* gp = kernels::ptr<St>(g);
-  kernels::note_gemm_backend(kernels::gemm_dtype<St>(), kernels::gemm_dtype<St>());
+  kernels::note_gemm_backend(kernels::gemm_dtype<G>(), kernels::gemm_dtype<G>());
   St *dq = kernels::ptr<St>(outs[0]), *dk = kernels::ptr<St>(outs[1]), *dv = kernels::ptr<St>(outs[2]);
   for_each_batch(p.batches, size_t(p.L) * p.S * (2 * p.E + 2 * p.Ev), [&](size_t b0, size_t b1) {
-    std::vector<T> Pt(size_t(R) * p.S), dPt(size_t(R) * p.S);
-    // Float operands: transposed copies of q and dout (see transpose); half ones are read as rows.
-    std::vector<St> qt(kHalf ? 0 : size_t(p.E) * p.L), gt(kHalf ? 0 : size_t(p.Ev) * p.L), Ps(kHalf ? Pt.size() : 0),
-        dPs(kHalf ? Pt.size() : 0);
+    std::vector<T> Pt(size_t(R) * p.S), dPt(size_t(R) * p.S), dqb(kHalf ? size_t(R) * p.E : 0);
+    std::vector<G> Ps(kHalfProducts ? Pt.size() : 0), dPs(Ps.size()), dSr(Ps.size()),
+        kc(kHalf ? size_t(p.S) * p.E : 0), vc(kHalf ? size_t(p.S) * p.Ev : 0);
+    // q and dout: float products read their transposed copies (see transpose), half ones their rows.
+    HeadOperand<T, St, G> qop(p.L, p.E), gop(p.L, p.Ev);
     // dk and dv of one (batch, head): the outputs themselves, or T accumulators with half storage.
     std::vector<T> dkT(kHalf ? size_t(p.S) * p.E : 0), dvT(kHalf ? size_t(p.S) * p.Ev : 0);
     for (size_t b = b0; b < b1; ++b) {
-      const St* gb = gp + og[b];
-      if constexpr (!kHalf) {
-        transpose(p.q + p.oq[b], p.lq, p.L, p.E, qt.data());
-        transpose(gb, lg, p.L, p.Ev, gt.data());
-      }
+      Head<G> h;
+      const auto qv = qop.load(p.q + p.oq[b], p.lq), gv = gop.load(gp + og[b], lg);
+      h.q = qv.rows, h.lq = qv.ld, h.qt = qv.t;
+      h.k = head_rows(p.k + p.ok[b], p.lk, p.S, p.E, kc, h.lk);
+      h.v = head_rows(p.v + p.ov[b], p.lv, p.S, p.Ev, vc, h.lv);
       T* dkb;
       T* dvb;
       int64_t lk_acc, lv_acc;
@@ -387,15 +501,15 @@ void backward_kernel(const array& qa, const array& ka, const array& va, const ar
       }
       for (int r0 = 0; r0 < p.L; r0 += R) {
         const int r1 = std::min(p.L, r0 + R), n = p.width(b, r0, r1), rows = r1 - r0;
-        p.weights_block(b, r0, r1, n, scale, kHalf ? nullptr : qt.data(), Pt.data());
+        p.weights_block(b, r0, r1, n, scale, h, Pt.data());
         // dv[0:n] += P^T dout
-        gemm<St, T>(false, false, n, p.Ev, rows, T(1), as_storage(Pt.data(), size_t(n) * R, Ps), R, gb + r0 * lg, lg,
-                    T(1), dvb, lv_acc);
+        gemm<G, T>(false, false, n, p.Ev, rows, T(1), as_storage(Pt.data(), size_t(n) * R, Ps), R, gv.rows + r0 * gv.ld,
+                   gv.ld, T(1), dvb, lv_acc);
         // dP^T = v[0:n] dout^T
-        if constexpr (kHalf) {
-          gemm<St, T>(false, true, n, rows, p.Ev, T(1), p.v + p.ov[b], p.lv, gb + r0 * lg, lg, T(0), dPt.data(), R);
+        if (gv.t) {
+          gemm<G, T>(false, false, n, rows, p.Ev, T(1), h.v, h.lv, gv.t + r0, p.L, T(0), dPt.data(), R);
         } else {
-          gemm<St, T>(false, false, n, rows, p.Ev, T(1), p.v + p.ov[b], p.lv, gt.data() + r0, p.L, T(0), dPt.data(), R);
+          gemm<G, T>(false, true, n, rows, p.Ev, T(1), h.v, h.lv, gv.rows + r0 * gv.ld, gv.ld, T(0), dPt.data(), R);
         }
         T dot[R] = {};
         for (int j = 0; j < n; ++j) {
@@ -408,18 +522,36 @@ void backward_kernel(const array& qa, const array& ka, const array& va, const ar
           for (int i = 0; i < R; ++i) dj[i] = pj[i] * (dj[i] - dot[i]) * scale;
         }
         // dq = dS k[0:n], dk[0:n] += dS^T q
-        const St* dS = as_storage(dPt.data(), size_t(n) * R, dPs);
-        gemm<St>(true, false, rows, p.E, n, T(1), dS, R, p.k + p.ok[b], p.lk, T(0), dq + odq[b] + r0 * ldq, ldq);
-        gemm<St, T>(false, false, n, p.E, rows, T(1), dS, R, p.q + p.oq[b] + r0 * p.lq, p.lq, T(1), dkb, lk_acc);
+        St* dqrow = dq + odq[b] + r0 * ldq;
+        if constexpr (kHalfProducts) {
+          gemm<G, T>(false, false, rows, p.E, n, T(1), block_rows<R>(dPt.data(), rows, n, dSr), n, h.k, h.lk, T(0),
+                     dqb.data(), p.E);
+        } else if constexpr (kHalf) {
+          gemm<T>(true, false, rows, p.E, n, T(1), dPt.data(), R, h.k, h.lk, T(0), dqb.data(), p.E);
+        } else {
+          gemm<T>(true, false, rows, p.E, n, T(1), dPt.data(), R, h.k, h.lk, T(0), dqrow, ldq);
+        }
+        if constexpr (kHalf) store_rows(dqb.data(), rows, p.E, dqrow, ldq);
+        gemm<G, T>(false, false, n, p.E, rows, T(1), as_storage(dPt.data(), size_t(n) * R, dPs), R, h.q + r0 * h.lq,
+                   h.lq, T(1), dkb, lk_acc);
       }
       if constexpr (kHalf) {  // the accumulated dk and dv, rounded once
-        for (int s = 0; s < p.S; ++s) {
-          for (int e = 0; e < p.E; ++e) dk[odk[b] + s * ldk + e] = St(dkT[size_t(s) * p.E + e]);
-          for (int e = 0; e < p.Ev; ++e) dv[odv[b] + s * ldv + e] = St(dvT[size_t(s) * p.Ev + e]);
-        }
+        store_rows(dkT.data(), p.S, p.E, dk + odk[b], ldk);
+        store_rows(dvT.data(), p.S, p.Ev, dv + odv[b], ldv);
       }
     }
   });
+}
+
+// Whether half q, k and v run their products on half operands (the GEMM seam's half kernels) or on
+// float32 copies of each head, made in cache: the latter where the seam has no half kernels, and on
+// AMX for heads narrower than 64, whose products are too small for its tiles to pay (a 128-query,
+// 32-wide head's forward and backward on one Xeon core: 13.5 ms half against 8.6 ms float32 per
+// layer of the benchmark's transformer; 64 and wider ran 1.3-2x faster half: benchmarks/README.md).
+bool half_products(const array& q, const array& v) {
+  const Dtype d = q.dtype();
+  if ((d != bfloat16 && d != float16) || !kernels::gemm_reads_half(d)) return false;
+  return !kernels::gemm_uses_amx(d) || std::max(q.shape(-1), v.shape(-1)) >= 64;
 }
 
 // inputs q, k, v[, mask]: the composition the fused kernels replace; its derivatives are those of
@@ -461,10 +593,13 @@ class ScaledDotProductAttentionBackward : public CustomBackward {
       return;
     }
     const array* mask = has_mask ? &in[3] : nullptr;
+    const bool hp = half_products(q, v);
     if (q.dtype() == bfloat16) {
-      backward_kernel<float, bfloat16_t>(q, k, v, mask, g, outs, float(scale_));
+      hp ? backward_kernel<float, bfloat16_t>(q, k, v, mask, g, outs, float(scale_))
+         : backward_kernel<float, bfloat16_t, float>(q, k, v, mask, g, outs, float(scale_));
     } else if (q.dtype() == float16) {
-      backward_kernel<float, float16_t>(q, k, v, mask, g, outs, float(scale_));
+      hp ? backward_kernel<float, float16_t>(q, k, v, mask, g, outs, float(scale_))
+         : backward_kernel<float, float16_t, float>(q, k, v, mask, g, outs, float(scale_));
     } else {
       dispatch_real(q.dtype(), [&](auto tag) {
         using T = decltype(tag);
@@ -508,10 +643,13 @@ class ScaledDotProductAttention : public Custom {
       return;
     }
     const array* mask = in.size() == 4 ? &in[3] : nullptr;
+    const bool hp = half_products(q, v);
     if (q.dtype() == bfloat16) {
-      forward_kernel<float, bfloat16_t>(q, k, v, mask, out, float(scale_));
+      hp ? forward_kernel<float, bfloat16_t>(q, k, v, mask, out, float(scale_))
+         : forward_kernel<float, bfloat16_t, float>(q, k, v, mask, out, float(scale_));
     } else if (q.dtype() == float16) {
-      forward_kernel<float, float16_t>(q, k, v, mask, out, float(scale_));
+      hp ? forward_kernel<float, float16_t>(q, k, v, mask, out, float(scale_))
+         : forward_kernel<float, float16_t, float>(q, k, v, mask, out, float(scale_));
     } else {
       dispatch_real(q.dtype(), [&](auto tag) {
         using T = decltype(tag);
@@ -576,10 +714,9 @@ array scaled_dot_product_attention(const array& queries_cast, const array& keys_
     throw std::invalid_argument(msg("[", op, "] needs floating-point queries, keys and values, got ", queries.dtype(),
                                     ", ", keys.dtype(), " and ", values.dtype()));
   }
-  // Half types stay half where the GEMM seam reads them as they are (the kernels' softmax and sums
-  // run in float32 either way); elsewhere they compute in float32, cast up here.
-  const bool half = (d == bfloat16 || d == float16) && kernels::gemm_reads_half(d);
-  const Dtype cd = half ? d : d == float64 ? float64 : float32;
+  // Half types stay half (half the bytes): the kernels compute the softmax and the sums in float32,
+  // and their products on half operands or on float32 copies of each head (half_products).
+  const Dtype cd = d == bfloat16 || d == float16 || d == float64 ? d : float32;
   Shape scores = lead;
   scores.push_back(queries.shape(-2));
   scores.push_back(keys.shape(-2));

@@ -1,8 +1,10 @@
-// Half-precision attention on both of its paths: cast up to float32 (a CPU without oneDNN half
-// kernels), and kept half with float32 softmax and sums (an AVX512-BF16 / AMX CPU; forced here with
-// force_gemm_reads_half, the GEMM seam then widening inside each product). Forward and the three
-// gradients, with no mask, a boolean causal mask and an additive mask, against float64 values of
-// the rounded inputs.
+// Half-precision attention on both of its paths, half storage either way with float32 softmax and
+// sums: products on float32 copies of each head (a CPU without oneDNN half kernels, and heads
+// narrower than 64 on AMX), and on half operands (an AVX512-BF16 / AMX CPU; forced here with
+// force_gemm_reads_half, the GEMM seam then widening inside each product where the CPU has no half
+// kernels). Forward and the three gradients, with no mask, a boolean causal mask and an additive
+// mask, heads 16 and 64 wide, dense and split from one qkv projection (rows one activation apart),
+// against float64 values of the rounded inputs.
 #include "loom/kernels/gemm.h"
 #include "../test_utils.h"
 
@@ -30,11 +32,29 @@ void expect_near_half(const array& got, const array& want, Dtype d, double rel, 
 }
 
 TEST_F(HalfAttentionPaths, ForwardAndGradients) {
-  const int B = 2, H = 3, L = 100, S = 100, E = 16;  // two blocks of queries on either path
-  for (Dtype d : {bfloat16, float16}) {
-    const array q = astype(testing::lcg_uniform({B, H, L, E}, -1, 1, 31), d);
-    const array k = astype(testing::lcg_uniform({B, H, S, E}, -1, 1, 32), d);
-    const array v = astype(testing::lcg_uniform({B, H, S, E}, -1, 1, 33), d);
+  const int B = 2, H = 3, L = 100, S = 100;  // two blocks of queries on either path
+  struct Case {
+    Dtype d;
+    int E;
+    bool split;
+  };
+  for (Case c : {Case{bfloat16, 16, false}, Case{float16, 16, false}, Case{bfloat16, 64, false}, Case{bfloat16, 16, true},
+                 Case{float16, 64, true}}) {
+    const Dtype d = c.d;
+    const int E = c.E;
+    array q = astype(testing::lcg_uniform({B, H, L, E}, -1, 1, 31), d);
+    array k = astype(testing::lcg_uniform({B, H, S, E}, -1, 1, 32), d);
+    array v = astype(testing::lcg_uniform({B, H, S, E}, -1, 1, 33), d);
+    if (c.split) {  // the same values as views of one (B, L, 3, H, E) buffer, as a qkv projection gives
+      const array qkv = contiguous(stack({transpose(q, {0, 2, 1, 3}), transpose(k, {0, 2, 1, 3}), transpose(v, {0, 2, 1, 3})}, 2));
+      eval(qkv);
+      auto part = [&](int i) {
+        return transpose(squeeze(slice(qkv, {0, 0, i, 0, 0}, {B, L, i + 1, H, E}), 2), {0, 2, 1, 3});
+      };
+      q = part(0), k = part(1), v = part(2);
+      eval(q, k, v);
+      ASSERT_EQ(q.strides()[2], 3 * H * E);
+    }
     const array cot = astype(testing::lcg_uniform({B, H, L, E}, -1, 1, 34), d);
     const array causal = less_equal(reshape(arange(S, int32), {1, S}), reshape(arange(L, int32), {L, 1}));
     const array additive = astype(testing::lcg_uniform({L, S}, -2, 0, 35), d);
@@ -51,7 +71,8 @@ TEST_F(HalfAttentionPaths, ForwardAndGradients) {
       for (int native : {0, 1}) {
         kernels::detail::force_gemm_reads_half(native);
         const std::string what = std::string(native ? "half operands" : "float32 operands") + ", " +
-                                 (d == bfloat16 ? "bfloat16" : "float16") + ", mask " + std::to_string(m);
+                                 (d == bfloat16 ? "bfloat16" : "float16") + ", E " + std::to_string(E) +
+                                 (c.split ? ", split" : "") + ", mask " + std::to_string(m);
         auto [o, g] = vjp(f, {q, k, v}, {cot});
         expect_near_half(o[0], o64[0], d, unit, what + ": output");
         expect_near_half(g[0], g64[0], d, 2 * unit, what + ": dq");
@@ -62,18 +83,17 @@ TEST_F(HalfAttentionPaths, ForwardAndGradients) {
   }
 }
 
-// The half path keeps half nodes: no float32 copies of q, k and v in the graph.
-TEST_F(HalfAttentionPaths, HalfNodesWhereTheSeamReadsHalf) {
+// Both paths keep half nodes: no float32 copies of q, k and v in the graph (the float32 path widens
+// each head inside the kernel).
+TEST_F(HalfAttentionPaths, HalfNodesOnBothPaths) {
   const array q = astype(testing::lcg_uniform({1, 2, 8, 4}, -1, 1, 41), bfloat16);
-  kernels::detail::force_gemm_reads_half(1);
-  const array o = fast::scaled_dot_product_attention(q, q, q, 0.5);
-  EXPECT_EQ(o.dtype(), bfloat16);
-  EXPECT_STREQ(o.primitive().name(), "ScaledDotProductAttention");
-  for (const array& in : o.inputs()) EXPECT_EQ(in.dtype(), bfloat16);
-  kernels::detail::force_gemm_reads_half(0);
-  const array o32 = fast::scaled_dot_product_attention(q, q, q, 0.5);
-  EXPECT_EQ(o32.dtype(), bfloat16);  // cast back from the float32 node
-  EXPECT_STRNE(o32.primitive().name(), "ScaledDotProductAttention");
+  for (int native : {0, 1}) {
+    kernels::detail::force_gemm_reads_half(native);
+    const array o = fast::scaled_dot_product_attention(q, q, q, 0.5);
+    EXPECT_EQ(o.dtype(), bfloat16);
+    EXPECT_STREQ(o.primitive().name(), "ScaledDotProductAttention");
+    for (const array& in : o.inputs()) EXPECT_EQ(in.dtype(), bfloat16);
+  }
 }
 
 // The profiler's rows of both kernels name their products' backend at any thread count: the products
