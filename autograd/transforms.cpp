@@ -221,7 +221,10 @@ std::pair<std::vector<array>, std::vector<array>> jvp(const VectorFn& fun, const
     std::vector<array> outs = a.outputs();
     std::vector<array> jv = a.primitive().jvp(ins, ts, args);
     for (size_t k = 0; k < outs.size(); ++k) {
-      if (is_inexact(outs[k].dtype())) tan.emplace(outs[k].id(), jv[k]);
+      // A tangent has its primal's dtype (Autocast's sum of a half array is float32, its tangent's sum half).
+      if (is_inexact(outs[k].dtype())) {
+        tan.emplace(outs[k].id(), jv[k].dtype() == outs[k].dtype() ? jv[k] : astype(jv[k], outs[k].dtype()));
+      }
     }
   }
   std::vector<array> result;

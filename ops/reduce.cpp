@@ -232,8 +232,29 @@ void reduce_run(const array& in, array& out, const std::vector<int>& axes, const
   for (int d = 0; d < nr - 1; ++d) walked *= p.red_shape[d];
   const bool outer = p.kept_shape.size() == 1 && p.kept_strides[0][0] == 1 && p.kept_strides[1][0] == 1;
   if (outer) {
-    // Reduce the leading axes: accumulate whole rows into the (contiguous) output.
     const int64_t kept = p.kept_shape[0];
+    // Few columns over many rows (a bias gradient, (4096, 384) summed over its rows): blocks of rows
+    // reduced in parallel and combined in order. The blocks depend on the shape alone, so the result
+    // does not depend on the thread count.
+    constexpr int64_t kRowBlock = 256;
+    if (nr == 1 && kept < 4096 && last_n >= 2 * kRowBlock && kept * last_n >= (int64_t(1) << 16)) {
+      const int64_t blocks = (last_n + kRowBlock - 1) / kRowBlock;
+      std::vector<unsigned char> partial = accumulators(k, size_t(blocks * kept));
+      kernels::parallel_for(static_cast<size_t>(blocks), [&](size_t b, size_t e) {
+        for (size_t c = b; c < e; ++c) {
+          const int64_t r0 = int64_t(c) * kRowBlock;
+          k.columns(op, x + r0 * last_s * xs, last_s, std::min(kRowBlock, last_n - r0),
+                    partial.data() + size_t(c) * size_t(kept) * k.acc_size, kept);
+        }
+      }, 1);
+      for (int64_t j = 0; j < kept; ++j) {
+        unsigned char* a = partial.data() + size_t(j) * k.acc_size;
+        for (int64_t c = 1; c < blocks; ++c) k.combine(op, a, partial.data() + size_t(c * kept + j) * k.acc_size);
+        k.store(a, y, j);
+      }
+      return;
+    }
+    // Reduce the leading axes: accumulate whole rows into the (contiguous) output.
     kernels::parallel_for(static_cast<size_t>(kept), [&](size_t b, size_t e) {
       std::vector<unsigned char> acc = accumulators(k, e - b);
       kernels::Walker<1> w(p.red_shape, p.red_strides, 0, std::max(nr - 1, 0));
@@ -348,6 +369,12 @@ class Reduce : public UnaryPrimitive {
       using SA = std::conditional_t<is_half_v<T>, float, S>;
       switch (type_) {
         case ReduceType::sum:
+          if constexpr (is_half_v<T>) {
+            if (out.dtype() == float32) {  // Autocast's sum of a half array: float32 out, no float32 copy in
+              reduce_kernel<T, float, float>(x, out, axes_, 0.0f, [](float a, float b) { return a + b; });
+              break;
+            }
+          }
           reduce_kernel<T, S, SA>(x, out, axes_, SA(0), [](SA a, SA b) { return kernels::wrapping_add(a, b); });
           break;
         case ReduceType::prod:
@@ -395,7 +422,9 @@ class Reduce : public UnaryPrimitive {
                          const std::vector<array>& outputs) override {
     // Complex: c conj(d out / d x) (input_grad is linear in the cotangent and holomorphic in x).
     if (is_complex(p[0].dtype())) return {conjugate(input_grad(p[0], outputs[0], conjugate(cot[0])))};
-    return {input_grad(p[0], outputs[0], cot[0])};
+    const array g = input_grad(p[0], outputs[0], cot[0]);
+    // A half input summed into float32 (Autocast) gets its gradient in its own dtype.
+    return {g.dtype() != p[0].dtype() && is_floating_point(p[0].dtype()) ? astype(g, p[0].dtype()) : g};
   }
   std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t, const std::vector<int>&) override {
     const array& x = p[0];
@@ -904,7 +933,8 @@ Dtype sum_dtype(Dtype d) {
   return d;
 }
 
-array reduce(const array& a, const std::vector<int>& axes_in, bool keepdims, ReduceType type) {
+// `widen`: a half input's sum in float32 (Autocast's float32 list), read as it is.
+array reduce(const array& a, const std::vector<int>& axes_in, bool keepdims, ReduceType type, bool widen = false) {
   const char* name = reduce_name(type);
   auto axes = detail::normalize_axes(axes_in, static_cast<int>(a.ndim()), name);
   if ((type == ReduceType::max || type == ReduceType::min)) {
@@ -918,6 +948,7 @@ array reduce(const array& a, const std::vector<int>& axes_in, bool keepdims, Red
   Dtype out_dtype = a.dtype();
   if (type == ReduceType::all || type == ReduceType::any) out_dtype = bool_;
   else if (type == ReduceType::sum || type == ReduceType::prod) out_dtype = sum_dtype(a.dtype());
+  if (widen && type == ReduceType::sum && (a.dtype() == bfloat16 || a.dtype() == float16)) out_dtype = float32;
   // Nothing to reduce (no axes, or a 0-d input): the values as they are, in the reduction's dtype.
   if (axes.empty()) return astype(a, out_dtype);
   Shape kshape = a.shape();
@@ -934,10 +965,14 @@ size_t reduced_count(const array& a, const std::vector<int>& axes, const char* n
   return n;
 }
 
-// sum and prod are in Autocast's float32 list (ops/autocast.h); max, min, all and any are exact in
-// any dtype.
-array autocast_for(const array& a, ReduceType t) {
-  return t == ReduceType::sum || t == ReduceType::prod ? detail::autocast_float32(a) : a;
+// sum and prod are in Autocast's float32 list (ops/autocast.h): a half input's sum reads it as it
+// is and accumulates and writes float32 (a bias gradient reads its bfloat16 cotangent once, with no
+// float32 copy); prod casts it up first. max, min, all and any are exact in any dtype.
+array reduce_autocast(const array& a, const std::vector<int>& axes, bool keepdims, ReduceType t) {
+  if (t == ReduceType::sum && (a.dtype() == bfloat16 || a.dtype() == float16) && autocast_dtype()) {
+    return reduce(a, axes, keepdims, t, true);
+  }
+  return reduce(t == ReduceType::prod ? detail::autocast_float32(a) : a, axes, keepdims, t);
 }
 
 }  // namespace
@@ -945,15 +980,15 @@ array autocast_for(const array& a, ReduceType t) {
 #define LOOM_REDUCTION(FN, TYPE)                                                                  \
   array FN(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {        \
     OnStream on(s);                                                                                \
-    return reduce(autocast_for(a, TYPE), axes, keepdims, TYPE);                                    \
+    return reduce_autocast(a, axes, keepdims, TYPE);                                               \
   }                                                                                                \
   array FN(const array& a, int axis, bool keepdims, StreamOrDevice s) {                            \
     OnStream on(s);                                                                                \
-    return reduce(autocast_for(a, TYPE), {axis}, keepdims, TYPE);                                  \
+    return reduce_autocast(a, {axis}, keepdims, TYPE);                                             \
   }                                                                                                \
   array FN(const array& a, bool keepdims, StreamOrDevice s) {                                      \
     OnStream on(s);                                                                                \
-    return reduce(autocast_for(a, TYPE), all_axes(a), keepdims, TYPE);                             \
+    return reduce_autocast(a, all_axes(a), keepdims, TYPE);                                        \
   }
 LOOM_REDUCTION(sum, ReduceType::sum)
 LOOM_REDUCTION(prod, ReduceType::prod)

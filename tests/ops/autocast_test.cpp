@@ -140,6 +140,33 @@ TEST(Autocast, Float32ListComputesInFloat32) {
   }
 }
 
+// A half array's sum under the policy reads it as it is (no float32 copy: a bias gradient's sum of
+// its bfloat16 cotangent), accumulates and returns float32; its gradient comes back in bfloat16, its
+// tangent in float32.
+TEST(Autocast, SumOfAHalfArrayReadsItAsItIs) {
+  array x = astype(lcg_uniform({300, 5}, -1, 1, 17), bfloat16);
+  const std::vector<double> xv = astype(x, float64).to_vector<double>();
+  std::vector<double> want(5, 0.0);
+  for (size_t i = 0; i < xv.size(); ++i) want[i % 5] += xv[i];
+  Autocast mixed(bfloat16);
+  array s = sum(x, 0);
+  EXPECT_EQ(s.dtype(), float32);
+  const array r = sum(x, {0}, true);  // the reduction node itself (sum(x, 0) reshapes it)
+  EXPECT_STREQ(r.primitive().name(), "Reduce");
+  ASSERT_EQ(r.inputs().size(), 1u);
+  EXPECT_EQ(r.inputs()[0].id(), x.id());
+  const std::vector<float> got = s.to_vector<float>();
+  for (int c = 0; c < 5; ++c) EXPECT_NEAR(got[c], want[c], 1e-4) << "column " << c;
+  auto f = [](const std::vector<array>& p) { return std::vector<array>{sum(p[0], 0)}; };
+  auto [outs, grads] = vjp(f, {x}, {array({1.0f, 2.0f, 3.0f, 4.0f, 5.0f})});
+  EXPECT_EQ(grads[0].dtype(), bfloat16);
+  EXPECT_EQ(grads[0].shape(), x.shape());
+  EXPECT_EQ(slice(grads[0], {7, 0}, {8, 5}).to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5}));
+  auto [jo, jt] = jvp(f, {x}, {ones_like(x)});
+  EXPECT_EQ(jt[0].dtype(), float32);
+  EXPECT_EQ(jt[0].to_vector<float>(), std::vector<float>(5, 300.0f));
+}
+
 TEST(Autocast, OtherOpsFollowTheirInputs) {
   const array h = astype(lcg_uniform({2, 3}, -1, 1, 15), bfloat16), f = lcg_uniform({2, 3}, -1, 1, 16);
   Autocast mixed(bfloat16);

@@ -441,3 +441,39 @@ TEST(Reduce, AllAndAnyOfLongBoolRowsAcrossThreads) {
   set_num_threads(saved);
   EXPECT_EQ(wrong, 0);
 }
+
+TEST(Reduce, FewColumnsOverManyRowsAreSummedInBlocksAcrossThreads) {
+  // (5000, 37) summed over its rows (a bias gradient's shape): the rows in fixed blocks reduced in
+  // parallel, so the result is the same at 1 and 2 threads, bit for bit, and within float32's
+  // rounding of the float64 sums; a max through the same path; an integer sum exactly.
+  const int saved = get_num_threads();
+  const int R = 5000, C = 37;
+  array x = loom::testing::lcg_uniform({R, C}, -1, 1, 71);
+  array xi = astype(multiply(x, array(1000.0f)), int32);
+  eval(x, xi);
+  const std::vector<double> xv = astype(x, float64).to_vector<double>();
+  const std::vector<int> iv = xi.to_vector<int>();
+  std::vector<double> want(C, 0.0), want_max(C, -1e300);
+  std::vector<long long> want_i(C, 0);
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) {
+      want[c] += xv[size_t(r) * C + c];
+      want_max[c] = std::max(want_max[c], xv[size_t(r) * C + c]);
+      want_i[c] += iv[size_t(r) * C + c];
+    }
+  }
+  std::vector<std::vector<float>> got;
+  for (int t : {1, 2}) {
+    set_num_threads(t);
+    got.push_back(sum(x, 0).to_vector<float>());
+    const std::vector<float> mx = max(x, 0).to_vector<float>();
+    const std::vector<int> si = sum(xi, 0).to_vector<int>();
+    for (int c = 0; c < C; ++c) {
+      EXPECT_NEAR(got.back()[c], want[c], 1e-4) << t << " threads, column " << c;
+      EXPECT_EQ(mx[c], float(want_max[c])) << t << " threads, column " << c;
+      EXPECT_EQ(si[c], want_i[c]) << t << " threads, column " << c;
+    }
+  }
+  set_num_threads(saved);
+  EXPECT_EQ(got[0], got[1]);
+}
