@@ -103,8 +103,71 @@ void run_share(const Gemm& g, GemmBackend b) {
   }
 }
 
+struct FloatBuffer {
+  explicit FloatBuffer(size_t n) : buf(allocator::malloc(n * sizeof(float))) {}
+  float* get() { return static_cast<float*>(buf.raw_ptr()); }
+  allocator::Buffer buf;
+  FloatBuffer(const FloatBuffer&) = delete;
+  FloatBuffer& operator=(const FloatBuffer&) = delete;
+  ~FloatBuffer() { allocator::free(buf); }
+};
+
+// A product of a transposed A over a long inner dimension (a weight gradient X^T dY over a batch's
+// tokens) on oneDNN: its shares of rows or columns would each be a strided block of A as stored,
+// which oneDNN's AMX kernels copy slowly (512 x 128 x 4096 ran no faster at 2 threads than at 1),
+// so it splits the inner dimension instead, into two halves whatever the thread count (the sum's
+// order does not depend on it), each into a float32 partial, added in order into C.
+bool splits_inner(const Gemm& g, GemmBackend b) {
+  return b == GemmBackend::dnnl && g.ta && g.in != float64 && g.in != complex64 && g.K >= 2048 &&
+         g.K >= 4 * std::max(g.M, g.N) && g.M * g.N * g.K >= 2 * kGemmSplitMacs;
+}
+
+template <typename Out>
+void add_partials(const float* p0, const float* p1, const Gemm& g) {
+  parallel_for(size_t(g.M), [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      Out* c = static_cast<Out*>(g.C) + int64_t(r) * g.ldc;
+      const float *a = p0 + r * size_t(g.N), *bb = p1 + r * size_t(g.N);
+      if (g.beta == 0.0) {
+        for (int64_t j = 0; j < g.N; ++j) c[j] = Out(a[j] + bb[j]);
+      } else {
+        const float beta = float(g.beta);
+        for (int64_t j = 0; j < g.N; ++j) c[j] = Out(a[j] + bb[j] + beta * static_cast<float>(c[j]));
+      }
+    }
+  }, std::max<size_t>(1, kParallelThreshold / size_t(std::max<int64_t>(g.N, 1))));
+}
+
+void run_inner_halves(const Gemm& g, GemmBackend b) {
+  const int64_t k0 = g.K / 2;
+  const size_t ia = size_of(g.in);
+  FloatBuffer part0(size_t(g.M * g.N)), part1(size_t(g.M * g.N));
+  const int nt = loom::detail::in_parallel() ? 1 : std::min(2, get_num_threads());
+  loom::detail::run_tasks(2, nt, [&](int64_t h) {
+    Gemm s = g;
+    s.out = float32, s.beta = 0.0, s.ldc = g.N;
+    s.K = h == 0 ? k0 : g.K - k0;
+    // Rows [k0, K) of A and of B as stored (A is transposed; B is (K, N), or (N, K) when transposed).
+    s.A = static_cast<const char*>(g.A) + size_t(h == 0 ? 0 : k0 * g.lda) * ia;
+    s.B = static_cast<const char*>(g.B) + size_t(h == 0 ? 0 : (g.tb ? k0 : k0 * g.ldb)) * ia;
+    s.C = h == 0 ? part0.get() : part1.get();
+    run_share(s, b);
+  });
+  if (g.out == bfloat16) {
+    add_partials<bfloat16_t>(part0.get(), part1.get(), g);
+  } else if (g.out == float16) {
+    add_partials<float16_t>(part0.get(), part1.get(), g);
+  } else {
+    add_partials<float>(part0.get(), part1.get(), g);
+  }
+}
+
 // Splits `g` into shares of C's rows (or columns, when it has more of those) over Loom's pool.
 void run_split(const Gemm& g, GemmBackend b) {
+  if (splits_inner(g, b)) {
+    run_inner_halves(g, b);
+    return;
+  }
   const int64_t split = std::max(g.M, g.N);
   const int nt = loom::detail::in_parallel() || g.M * g.N * g.K < kGemmSplitMacs ? 1 : get_num_threads();
   // Two parts per thread, of at least 32 rows or columns: each part packs the other operand again.
@@ -142,15 +205,6 @@ void convert_rows(const From* src, int64_t lds, int64_t rows, int64_t cols, To* 
     }
   }, std::max<size_t>(1, kParallelThreshold / size_t(std::max<int64_t>(cols, 1))));
 }
-
-struct FloatBuffer {
-  explicit FloatBuffer(size_t n) : buf(allocator::malloc(n * sizeof(float))) {}
-  float* get() { return static_cast<float*>(buf.raw_ptr()); }
-  allocator::Buffer buf;
-  FloatBuffer(const FloatBuffer&) = delete;
-  FloatBuffer& operator=(const FloatBuffer&) = delete;
-  ~FloatBuffer() { allocator::free(buf); }
-};
 
 // A half product on float32's backend: A and B widened as stored (their transposes kept), C computed
 // in float32 (from a widened C when beta != 0) and rounded once into a half C.

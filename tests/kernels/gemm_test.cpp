@@ -38,6 +38,9 @@ std::vector<Case> cases() {
   }
   v.push_back({false, false, 1, 1, 1, 0, 1.0, 0.0});
   v.push_back({false, true, 1, 700, 1500, 0, 1.0, 0.0});  // a matrix-vector product
+  // A transposed A over a long inner dimension (a weight gradient): oneDNN splits K in two halves.
+  v.push_back({true, false, 40, 30, 2500, 1, 1.0, 0.5});
+  v.push_back({true, true, 33, 32, 2049, 0, 2.0, 0.0});
   return v;
 }
 
@@ -165,6 +168,30 @@ TEST_F(GemmSeam, EachDtypeOnEachBackend) {
       check_half<bfloat16_t>(("bfloat16" + on).c_str());
       check_half<float16_t>(("float16" + on).c_str());
     }
+  }
+}
+
+// The inner dimension's halves are fixed by the shape, so a weight gradient's product is the same
+// at 1 and 2 threads, bit for bit, on oneDNN (where it splits K) as on OpenBLAS.
+TEST_F(GemmSeam, InnerSplitDoesNotDependOnTheThreadCount) {
+  const int64_t M = 48, N = 40, K = 4096;
+  std::vector<float> A(size_t(K * M)), B(size_t(K * N));
+  for (size_t i = 0; i < A.size(); ++i) A[i] = float((i * 37) % 101) / 101.0f - 0.5f;
+  for (size_t i = 0; i < B.size(); ++i) B[i] = float((i * 53) % 97) / 97.0f - 0.5f;
+  std::vector<bfloat16_t> Ah(A.begin(), A.end()), Bh(B.begin(), B.end());
+  for (GemmBackend b : {GemmBackend::openblas, GemmBackend::dnnl}) {
+    kernels::detail::force_gemm_backend(b);
+    std::vector<std::vector<float>> f32(2, std::vector<float>(size_t(M * N)));
+    std::vector<std::vector<bfloat16_t>> h(2, std::vector<bfloat16_t>(size_t(M * N)));
+    for (int t : {1, 2}) {
+      set_num_threads(t);
+      kernels::gemm<float>(true, false, M, N, K, 1.0f, A.data(), M, B.data(), N, 0.0f, f32[t - 1].data(), N);
+      kernels::gemm<bfloat16_t>(true, false, M, N, K, 1.0f, Ah.data(), M, Bh.data(), N, 0.0f, h[t - 1].data(), N);
+    }
+    EXPECT_EQ(f32[0], f32[1]) << "float32 on " << to_string(b);
+    int diff = 0;
+    for (size_t i = 0; i < h[0].size(); ++i) diff += float(h[0][i]) != float(h[1][i]);
+    EXPECT_EQ(diff, 0) << "bfloat16 on " << to_string(b);
   }
 }
 
