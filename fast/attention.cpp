@@ -372,6 +372,24 @@ const G* block_rows(const T* Pt, int rows, int n, std::vector<G>& buf) {
   return buf.data();
 }
 
+// out (rows x cols of St, row stride ldo) = X^T Y for a block X held transposed (n x R, as
+// weights_block leaves P, and the backward dS) and Y (n x cols, row stride ly): half products read
+// X's rows rounded (block_rows), float ones X^T as it is; half storage computes into `buf` (T) and
+// rounds once into out.
+template <int R, typename T, typename G, typename St>
+void block_times(const T* Xt, int rows, int n, const G* Y, int64_t ly, int cols, std::vector<G>& xrows,
+                 std::vector<T>& buf, St* out, int64_t ldo) {
+  constexpr bool kHalf = !std::is_same_v<T, St>;
+  if constexpr (!std::is_same_v<T, G>) {
+    gemm<G, T>(false, false, rows, cols, n, T(1), block_rows<R>(Xt, rows, n, xrows), n, Y, ly, T(0), buf.data(), cols);
+  } else if constexpr (kHalf) {
+    gemm<T>(true, false, rows, cols, n, T(1), Xt, R, Y, ly, T(0), buf.data(), cols);
+  } else {
+    gemm<T>(true, false, rows, cols, n, T(1), Xt, R, Y, ly, T(0), out, ldo);
+  }
+  if constexpr (kHalf) store_rows(buf.data(), rows, cols, out, ldo);
+}
+
 // The operands of one (batch, head) for products of G, from storage of St. Float storage: the stored
 // rows, and their transpose. Half products: the stored rows where they are dense, else a dense copy
 // (oneDNN's AMX kernels take dense operands only: a head's rows one activation row apart ran on its
@@ -437,16 +455,7 @@ void forward_kernel(const array& qa, const array& ka, const array& va, const arr
         const int r1 = std::min(p.L, r0 + R), n = p.width(b, r0, r1), rows = r1 - r0;
         p.weights_block(b, r0, r1, n, scale, h, Pt.data());
         // out[r0:r1] = P v[0:n]
-        St* orow = o + oo[b] + r0 * lo;
-        if constexpr (kHalfProducts) {
-          gemm<G, T>(false, false, rows, p.Ev, n, T(1), block_rows<R>(Pt.data(), rows, n, Pr), n, h.v, h.lv, T(0),
-                     ob.data(), p.Ev);
-        } else if constexpr (kHalf) {
-          gemm<T>(true, false, rows, p.Ev, n, T(1), Pt.data(), R, h.v, h.lv, T(0), ob.data(), p.Ev);
-        } else {
-          gemm<T>(true, false, rows, p.Ev, n, T(1), Pt.data(), R, h.v, h.lv, T(0), orow, lo);
-        }
-        if constexpr (kHalf) store_rows(ob.data(), rows, p.Ev, orow, lo);
+        block_times<R>(Pt.data(), rows, n, h.v, h.lv, p.Ev, Pr, ob, o + oo[b] + r0 * lo, lo);
       }
     }
   });
@@ -522,16 +531,7 @@ void backward_kernel(const array& qa, const array& ka, const array& va, const ar
           for (int i = 0; i < R; ++i) dj[i] = pj[i] * (dj[i] - dot[i]) * scale;
         }
         // dq = dS k[0:n], dk[0:n] += dS^T q
-        St* dqrow = dq + odq[b] + r0 * ldq;
-        if constexpr (kHalfProducts) {
-          gemm<G, T>(false, false, rows, p.E, n, T(1), block_rows<R>(dPt.data(), rows, n, dSr), n, h.k, h.lk, T(0),
-                     dqb.data(), p.E);
-        } else if constexpr (kHalf) {
-          gemm<T>(true, false, rows, p.E, n, T(1), dPt.data(), R, h.k, h.lk, T(0), dqb.data(), p.E);
-        } else {
-          gemm<T>(true, false, rows, p.E, n, T(1), dPt.data(), R, h.k, h.lk, T(0), dqrow, ldq);
-        }
-        if constexpr (kHalf) store_rows(dqb.data(), rows, p.E, dqrow, ldq);
+        block_times<R>(dPt.data(), rows, n, h.k, h.lk, p.E, dSr, dqb, dq + odq[b] + r0 * ldq, ldq);
         gemm<G, T>(false, false, n, p.E, rows, T(1), as_storage(dPt.data(), size_t(n) * R, dPs), R, h.q + r0 * h.lq,
                    h.lq, T(1), dkb, lk_acc);
       }
@@ -546,8 +546,8 @@ void backward_kernel(const array& qa, const array& ka, const array& va, const ar
 // Whether half q, k and v run their products on half operands (the GEMM seam's half kernels) or on
 // float32 copies of each head, made in cache: the latter where the seam has no half kernels, and on
 // AMX for heads narrower than 64, whose products are too small for its tiles to pay (a 128-query,
-// 32-wide head's forward and backward on one Xeon core: 13.5 ms half against 8.6 ms float32 per
-// layer of the benchmark's transformer; 64 and wider ran 1.3-2x faster half: benchmarks/README.md).
+// 32-wide head's forward and backward on one Xeon core: 13.3 ms half against 8.6 ms float32 per
+// layer of the benchmark's transformer; 64 and wider ran 1.3-2.4x faster half: benchmarks/README.md).
 bool half_products(const array& q, const array& v) {
   const Dtype d = q.dtype();
   if ((d != bfloat16 && d != float16) || !kernels::gemm_reads_half(d)) return false;
