@@ -177,16 +177,24 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
       }
     }
-    {
-      // quantized_matmul_4bit: the decode-time product of a quantized linear layer, against matmul.
-      const int K = 4096, N = 4096, M = 8;
+    for (const int M : {8, 512}) {
+      // quantized_matmul_4bit: the product of a quantized linear layer, against matmul: M = 8 at
+      // decode time, 512 for a prefill or a training batch; bfloat16 x too at 512 (weights
+      // dequantized into bfloat16 panels where the GEMM seam has bfloat16 kernels).
+      const int K = 4096, N = 4096;
       array x = random::normal({M, K}), w = random::normal({N, K}) * 0.02f;
       auto q = quantize(w, 64, 4);
+      array xh = astype(x, bfloat16);
+      auto qh = quantize(astype(w, bfloat16), 64, 4);
       array wt = transpose(w);
-      eval(x, w, q[0], q[1], q[2]);
-      const std::pair<const char*, std::function<array()>> cases[] = {
+      eval(x, w, q[0], q[1], q[2], xh, qh[0], qh[1], qh[2]);
+      std::vector<std::pair<const char*, std::function<array()>>> cases = {
           {"quantized_matmul_4bit", [&] { return quantized_matmul(x, q[0], q[1], q[2], true, 64, 4); }},
           {"matmul_f32", [&] { return matmul(x, wt); }}};
+      if (M > 8) {
+        cases.push_back({"quantized_matmul_4bit_bf16", [&] { return quantized_matmul(xh, qh[0], qh[1], qh[2], true, 64, 4); }});
+      }
+      const std::string name = "quantized_matmul_" + std::to_string(M) + "x4096x4096";
       for (const auto& [impl, op] : cases) {
         op().eval();
         const int reps = quick ? 10 : 50;
@@ -197,9 +205,9 @@ int main(int argc, char** argv) {
           y.eval();
           ms.push_back(bench::now_ms() - t0);
         }
-        std::printf("{\"bench\":\"quantized_matmul_8x4096x4096\",\"op\":\"%s\",\"impl\":\"loom\",\"threads\":%d,"
+        std::printf("{\"bench\":\"%s\",\"op\":\"%s\",\"impl\":\"loom\",\"threads\":%d,"
                     "\"median_ms\":%.3f,\"n\":%d}\n",
-                    impl, threads, bench::median(ms), reps);
+                    name.c_str(), impl, threads, bench::median(ms), reps);
         std::fflush(stdout);
       }
     }

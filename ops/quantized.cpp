@@ -520,7 +520,8 @@ const bool kDequantizeLoads =
 // ---- quantized matmul ----
 
 // Dequantizes columns [c0, c1) (multiples of the group size) of rows [r0, r1) of a packed matrix
-// with `cols` columns into `dst` (row stride ld), as T (float or double).
+// with `cols` columns into `dst` (row stride ld), as T (float, double, or a half type: decoded in
+// float and rounded once).
 struct Packed {
   const uint32_t* w;
   const void* scales;  // T (affine) or uint8
@@ -531,6 +532,7 @@ struct Packed {
 
 template <typename T>
 void dequant_block(const Packed& P, int r0, int r1, int c0, int c1, T* dst, int64_t ld) {
+  using C = compute_t<T>;
   const int64_t words_row = int64_t(P.cols) * P.bits / 32, groups_row = P.cols / P.gs;
   const int gwords = P.gs * P.bits / 32;
   for (int r = r0; r < r1; ++r) {
@@ -540,18 +542,18 @@ void dequant_block(const Packed& P, int r0, int r1, int c0, int c1, T* dst, int6
       const uint32_t* wg = P.w + int64_t(r) * words_row + int64_t(c / P.gs) * gwords;
       T* o = d + (c - c0);
       if (P.mode == QMode::affine) {
-        const T sc = static_cast<const T*>(P.scales)[g], bi = static_cast<const T*>(P.biases)[g];
+        const C sc = C(static_cast<const T*>(P.scales)[g]), bi = C(static_cast<const T*>(P.biases)[g]);
         with_bits(P.bits, [&](auto bc) {
-          decode_group<decltype(bc)::value>(wg, P.gs, o, [&](uint32_t q) { return T(q) * sc + bi; });
+          decode_group<decltype(bc)::value>(wg, P.gs, o, [&](uint32_t q) { return T(C(q) * sc + bi); });
         });
       } else {
         const uint8_t s8 = static_cast<const uint8_t*>(P.scales)[g];
-        const T sc = P.mode == QMode::nvfp4 ? from_e4m3(s8) : from_e8m0(s8);
+        const C sc = P.mode == QMode::nvfp4 ? from_e4m3(s8) : from_e8m0(s8);
         if (P.bits == 8) {
           const float* e4 = e4m3_table();
-          decode_group<8>(wg, P.gs, o, [&](uint32_t q) { return T(e4[q]) * sc; });
+          decode_group<8>(wg, P.gs, o, [&](uint32_t q) { return T(C(e4[q]) * sc); });
         } else {
-          decode_group<4>(wg, P.gs, o, [&](uint32_t q) { return T(kFp4[q]) * sc; });
+          decode_group<4>(wg, P.gs, o, [&](uint32_t q) { return T(C(kFp4[q]) * sc); });
         }
       }
     }
@@ -560,7 +562,8 @@ void dequant_block(const Packed& P, int r0, int r1, int c0, int c1, T* dst, int6
 
 // out (M, N) = x (M, K) @ W.T (transpose: W is (N, K) packed along K) or x @ W (W is (K, N) packed
 // along N). Column blocks of the output are independent: each dequantizes its slab of W into a
-// float buffer of about 512 KB and runs one GEMM; the blocks run on Loom's threads.
+// buffer of T of about 512 KB and runs one GEMM (a half T: on the seam's half kernels); the blocks
+// run on Loom's threads.
 template <typename T>
 void qmm_matrix(const T* x, int M, int K, int N, const Packed& P, bool transpose, T* out) {
   if (M == 0 || N == 0) return;
@@ -624,7 +627,8 @@ int64_t batch_count(const array& a) {
   return n;
 }
 
-// Inputs: x (float32 or float64), w, scales[, biases] (x's dtype for affine; uint8 otherwise)[, lhs,
+// Inputs: x (float32, float64, or bfloat16 / float16 where the GEMM seam reads them), w, scales[,
+// biases] (x's dtype for affine; uint8 otherwise)[, lhs,
 // rhs indices (int32) for the gathered form]. The output has x's dtype.
 class QuantizedMatmul : public UnaryPrimitive {
  public:
@@ -656,6 +660,10 @@ class QuantizedMatmul : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& in, array& out) override {
     if (out.dtype() == float64) {
       run<double>(in, out);
+    } else if (out.dtype() == bfloat16) {
+      run<bfloat16_t>(in, out);
+    } else if (out.dtype() == float16) {
+      run<float16_t>(in, out);
     } else {
       run<float>(in, out);
     }
@@ -974,8 +982,14 @@ Dtype qmm_dtype(QMode m, const array& x, Dtype sdt, const char* op) {
   return d;
 }
 
-// The kernel's dtype: float64 stays, the rest compute in float32.
-Dtype compute_dtype(Dtype d) { return d == float64 ? float64 : float32; }
+// The kernel's dtype: float64 stays; a half type stays where the GEMM seam reads it as it is (the
+// weights dequantized into half panels, half products on oneDNN's kernels: on AMX several times
+// float32's rate); the rest compute in float32.
+Dtype compute_dtype(Dtype d) {
+  if (d == float64) return float64;
+  if ((d == bfloat16 || d == float16) && kernels::gemm_reads_half(d)) return d;
+  return float32;
+}
 array as_compute(const array& a, Dtype d) { return astype(astype(a, d), compute_dtype(d)); }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "../test_utils.h"
 #include "loom/autograd/check.h"
 #include "loom/autograd/transforms.h"
+#include "loom/kernels/gemm.h"
 #include "loom/ops/quantized.h"
 
 using namespace loom;
@@ -327,6 +328,45 @@ TEST(QuantizedMatmul, ShapesDtypesAndBatches) {
   auto ql = quantize(randn({1000, 1024}, 40));
   EXPECT_LT(max_abs_diff(quantized_matmul(xl, ql[0], ql[1], ql[2]), matmul(xl, transpose(dequantize(ql[0], ql[1], ql[2])))),
             1e-3);
+}
+
+// Half x on both of its paths: kept half, with the weights dequantized into half panels for half
+// products (where the GEMM seam reads the half type; forced here, the seam then widening inside each
+// product on a CPU without half kernels), and cast to float32 elsewhere. Each against float64
+// products of the rounded inputs, within the half type's unit (the panels' and the result's
+// rounding) times sum |x| |w|; the gradient with respect to x the same way.
+TEST(QuantizedMatmul, HalfXOnBothPaths) {
+  for (int native : {0, 1}) {
+    kernels::detail::force_gemm_reads_half(native);
+    for (Dtype d : {bfloat16, float16}) {
+      const double unit = d == bfloat16 ? 1.0 / 128 : 1.0 / 1024;
+      for (bool tr : {true, false}) {
+        const std::string what = std::string(native ? "half panels" : "float32") + (d == bfloat16 ? ", bfloat16" : ", float16") +
+                                 (tr ? ", transposed" : "");
+        const array x = randn({40, 256}, 51, d), cot = randn({40, 128}, 53, d);
+        auto q = quantize(randn(tr ? Shape{128, 256} : Shape{256, 128}, 52, d), 64, 4);
+        const array y = quantized_matmul(x, q[0], q[1], q[2], tr, 64, 4);
+        ASSERT_EQ(y.dtype(), d) << what;
+        ASSERT_EQ(y.primitive().name() == std::string("QuantizedMatmul"), bool(native)) << what;  // else a cast of it
+        const array wd = astype(dequantize(q[0], q[1], q[2], 64, 4), float64);
+        const array w = tr ? transpose(wd) : wd;  // (256, 128)
+        const array x64 = astype(x, float64);
+        const array err = abs(subtract(astype(y, float64), matmul(x64, w)));
+        EXPECT_TRUE(all(less_equal(err, multiply(matmul(abs(x64), abs(w)), array(unit)))).item<bool>())
+            << what << ": largest error " << max(err).item<double>();
+        auto f = [&](const std::vector<array>& p) {
+          return std::vector<array>{quantized_matmul(p[0], q[0], q[1], q[2], tr, 64, 4)};
+        };
+        const array dx = vjp(f, {x}, {cot}).second[0];
+        ASSERT_EQ(dx.dtype(), d) << what;
+        const array c64 = astype(cot, float64);
+        const array derr = abs(subtract(astype(dx, float64), matmul(c64, transpose(w))));
+        EXPECT_TRUE(all(less_equal(derr, multiply(matmul(abs(c64), abs(transpose(w))), array(unit)))).item<bool>())
+            << what << ": dx, largest error " << max(derr).item<double>();
+      }
+    }
+  }
+  kernels::detail::force_gemm_reads_half(-1);
 }
 
 TEST(QuantizedMatmul, FloatingModes) {
