@@ -69,16 +69,19 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=$type -DLOOM_SANITIZE=$sanitize 
   -DLOOM_NATIVE=$native -DLOOM_ISA_VARIANTS=$variants "${extra[@]}" "${launcher[@]}" >/dev/null
 # Every online core: nproc would honour OMP_NUM_THREADS, which MPI users often export as 1.
 cmake --build "$build" -j "$(getconf _NPROCESSORS_ONLN)"
-# Kernels use up to 2 threads; the tests themselves run one at a time.
+# Two tests at a time (as many as the cores): the test binaries are mostly one thread's work, and
+# the longest (test_ops, about 2 minutes sanitized) then runs beside the others. The tests that
+# start mpirun or time faults are RUN_SERIAL (tests/ and examples/CMakeLists.txt).
+jobs=(-j "$(getconf _NPROCESSORS_ONLN)")
 labels=()
 [ -n "${LOOM_TEST_LABELS:-}" ] && labels=(-L "$LOOM_TEST_LABELS")
-cd "$build" && ctest --output-on-failure --timeout 600 "${labels[@]}"
+cd "$build" && ctest "${jobs[@]}" --output-on-failure --timeout 600 "${labels[@]}"
 if [ "$sanitize" != "ON" ] && [ -z "${LOOM_TEST_LABELS:-}" ] && [ "$with_mpi" = "ON" ]; then
   # The GEMM seam's oneDNN backend on any CPU: every float32 (and half) product of the op, autograd,
   # fused-op, nn and optim tests (bfloat16 training against float32 among them) through oneDNN
   # (kernels/gemm.h), its primitive cache and its threading.
   echo "== the op, autograd, fast, conv, nn and optim tests with every product on oneDNN (LOOM_GEMM=dnnl)"
-  LOOM_GEMM=dnnl ctest --output-on-failure --timeout 600 -L '^(kernels|ops|autograd|fast|conv|nn|optim)$'
+  LOOM_GEMM=dnnl ctest "${jobs[@]}" --output-on-failure --timeout 600 -L '^(kernels|ops|autograd|fast|conv|nn|optim)$'
 fi
 if [ -d "$build/glibc-hwcaps" ]; then
   # The lower copies, as a CPU without AVX-512 (x86-64-v3) and without AVX2 (the baseline) loads them.
@@ -94,7 +97,7 @@ if [ -d "$build/glibc-hwcaps" ]; then
     # Not the tests whose subject is process faults, hosts or installing: no kernel of theirs
     # depends on the copy.
     echo "== the same tests on the $isa copy of the library"
-    GLIBC_TUNABLES="glibc.cpu.hwcaps=$mask" LOOM_EXPECT_ISA="$isa" ctest --output-on-failure --timeout 600 \
+    GLIBC_TUNABLES="glibc.cpu.hwcaps=$mask" LOOM_EXPECT_ISA="$isa" ctest "${jobs[@]}" --output-on-failure --timeout 600 \
       -E '^(distributed_faults|multihost_mnist|install_consumer)$'
   done
 fi
