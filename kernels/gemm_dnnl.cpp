@@ -11,14 +11,15 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <list>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <stdexcept>
 #include <unordered_map>
 
-#include "loom/core/allocator.h"
 #include "loom/kernels/gemm_backends.h"
 
 namespace loom::kernels::backends {
@@ -132,21 +133,25 @@ struct Entry {
 // The scratchpad of every primitive a thread runs (packed panels of B, partial sums): the user's,
 // one per thread, grown as needed and kept. With the library's scratchpad (and Debian's build's
 // concurrent execution) each call allocated and freed its own, megabytes for a large product: page
-// faults on every call, at 2 threads half the rate of one thread.
+// faults on every call, at 2 threads half the rate of one thread. Backend memory, as OpenBLAS's
+// own buffers are, not arrays': it is not counted in get_active_memory (which would otherwise grow
+// whenever a pool worker ran its first product, whatever the graph).
 void* thread_scratch(size_t bytes) {
   struct Scratch {
-    allocator::Buffer buf;
-    ~Scratch() {
-      if (buf.ptr) allocator::free(buf);
-    }
+    void* ptr = nullptr;
+    size_t size = 0;
+    ~Scratch() { std::free(ptr); }
   };
   thread_local Scratch s;
-  if (bytes > s.buf.size) {
-    if (s.buf.ptr) allocator::free(s.buf);
-    s.buf = allocator::Buffer{};
-    s.buf = allocator::malloc(bytes);
+  if (bytes > s.size) {
+    std::free(s.ptr);
+    s.ptr = nullptr, s.size = 0;
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    s.ptr = std::aligned_alloc(64, rounded);
+    if (!s.ptr) throw std::bad_alloc();
+    s.size = rounded;
   }
-  return s.buf.ptr;
+  return s.ptr;
 }
 
 // Made on the calling thread, with one OpenMP thread in force (OneOmpThread). Throws dnnl::error
