@@ -326,23 +326,13 @@ const G* as_storage(const T* block, size_t n, std::vector<G>& buf) {
   }
 }
 
-// dst (rows x cols, row stride cols) = src (row stride ls), converted to To.
+// dst (rows x cols, row stride ld) = src (row stride ls), converted to To (widened, or rounded once).
 template <typename From, typename To>
-void copy_rows(const From* src, int64_t ls, int rows, int cols, To* dst) {
+void convert_rows(const From* src, int64_t ls, int rows, int cols, To* dst, int64_t ld) {
   for (int i = 0; i < rows; ++i) {
     const From* s = src + int64_t(i) * ls;
-    To* d = dst + int64_t(i) * cols;
+    To* d = dst + int64_t(i) * ld;
     for (int j = 0; j < cols; ++j) d[j] = To(s[j]);
-  }
-}
-
-// dst (rows x cols, row stride ld) = src (row stride cols) rounded to the storage type.
-template <typename T, typename St>
-void store_rows(const T* src, int rows, int cols, St* dst, int64_t ld) {
-  for (int i = 0; i < rows; ++i) {
-    const T* s = src + int64_t(i) * cols;
-    St* d = dst + int64_t(i) * ld;
-    for (int j = 0; j < cols; ++j) d[j] = St(s[j]);
   }
 }
 
@@ -357,7 +347,7 @@ const G* head_rows(const St* src, int64_t ls, int rows, int cols, std::vector<G>
       return src;
     }
   }
-  copy_rows(src, ls, rows, cols, buf.data());
+  convert_rows(src, ls, rows, cols, buf.data(), cols);
   ld = cols;
   return buf.data();
 }
@@ -387,7 +377,7 @@ void block_times(const T* Xt, int rows, int n, const G* Y, int64_t ly, int cols,
   } else {
     gemm<T>(true, false, rows, cols, n, T(1), Xt, R, Y, ly, T(0), out, ldo);
   }
-  if constexpr (kHalf) store_rows(buf.data(), rows, cols, out, ldo);
+  if constexpr (kHalf) convert_rows(buf.data(), cols, rows, cols, out, ldo);
 }
 
 // The operands of one (batch, head) for products of G, from storage of St. Float storage: the stored
@@ -411,22 +401,19 @@ class HeadOperand {
     const G* t;
   };
   View load(const St* src, int64_t ls) {
-    if constexpr (std::is_same_v<St, T>) {
-      transpose(src, ls, rows_, cols_, t_.data());
-      return {src, ls, t_.data()};
-    } else if constexpr (std::is_same_v<G, St>) {
-      return {head_rows(src, ls, rows_, cols_, r_, ld_), ld_, nullptr};
+    int64_t ld = 0;
+    const G* rows = head_rows(src, ls, rows_, cols_, r_, ld);
+    if constexpr (std::is_same_v<G, T>) {
+      transpose(rows, ld, rows_, cols_, t_.data());
+      return {rows, ld, t_.data()};
     } else {
-      copy_rows(src, ls, rows_, cols_, r_.data());
-      transpose(r_.data(), int64_t(cols_), rows_, cols_, t_.data());
-      return {r_.data(), cols_, t_.data()};
+      return {rows, ld, nullptr};
     }
   }
 
  private:
   std::vector<G> t_, r_;
   int rows_, cols_;
-  int64_t ld_ = 0;
 };
 
 
@@ -536,8 +523,8 @@ void backward_kernel(const array& qa, const array& ka, const array& va, const ar
                    h.lq, T(1), dkb, lk_acc);
       }
       if constexpr (kHalf) {  // the accumulated dk and dv, rounded once
-        store_rows(dkT.data(), p.S, p.E, dk + odk[b], ldk);
-        store_rows(dvT.data(), p.S, p.Ev, dv + odv[b], ldv);
+        convert_rows(dkT.data(), p.E, p.S, p.E, dk + odk[b], ldk);
+        convert_rows(dvT.data(), p.Ev, p.S, p.Ev, dv + odv[b], ldv);
       }
     }
   });

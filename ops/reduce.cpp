@@ -933,7 +933,7 @@ Dtype sum_dtype(Dtype d) {
   return d;
 }
 
-// `widen`: a half input's sum in float32 (Autocast's float32 list), read as it is.
+// `widen`: a half input's sum in float32 (Autocast's float32 list, see reduce_autocast), read as it is.
 array reduce(const array& a, const std::vector<int>& axes_in, bool keepdims, ReduceType type, bool widen = false) {
   const char* name = reduce_name(type);
   auto axes = detail::normalize_axes(axes_in, static_cast<int>(a.ndim()), name);
@@ -948,7 +948,7 @@ array reduce(const array& a, const std::vector<int>& axes_in, bool keepdims, Red
   Dtype out_dtype = a.dtype();
   if (type == ReduceType::all || type == ReduceType::any) out_dtype = bool_;
   else if (type == ReduceType::sum || type == ReduceType::prod) out_dtype = sum_dtype(a.dtype());
-  if (widen && type == ReduceType::sum && (a.dtype() == bfloat16 || a.dtype() == float16)) out_dtype = float32;
+  if (widen) out_dtype = float32;
   // Nothing to reduce (no axes, or a 0-d input): the values as they are, in the reduction's dtype.
   if (axes.empty()) return astype(a, out_dtype);
   Shape kshape = a.shape();
