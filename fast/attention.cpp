@@ -531,14 +531,15 @@ void backward_kernel(const array& qa, const array& ka, const array& va, const ar
 }
 
 // Whether half q, k and v run their products on half operands (the GEMM seam's half kernels) or on
-// float32 copies of each head, made in cache: the latter where the seam has no half kernels, and on
-// AMX for heads narrower than 64, whose products are too small for its tiles to pay (a 128-query,
-// 32-wide head's forward and backward on one Xeon core: 13.3 ms half against 8.6 ms float32 per
-// layer of the benchmark's transformer; 64 and wider ran 1.3-2.4x faster half: benchmarks/README.md).
+// float32 copies of each head, made in cache: the latter where the seam has no half kernels, and for
+// heads narrower than 64, whose products are too small for the half kernels to pay: a 128-query,
+// 32-wide head's forward and backward took 13.3 ms half against 8.6 ms float32 per layer of the
+// benchmark's transformer on one AMX Xeon core, and the step's attention 71 against 40 ms on one
+// AVX512-BF16 Zen 4 core; 64 and wider ran 1.3-2.4x faster half on AMX (benchmarks/README.md).
 bool half_products(const array& q, const array& v) {
   const Dtype d = q.dtype();
   if ((d != bfloat16 && d != float16) || !kernels::gemm_reads_half(d)) return false;
-  return !kernels::gemm_uses_amx(d) || std::max(q.shape(-1), v.shape(-1)) >= 64;
+  return std::max(q.shape(-1), v.shape(-1)) >= 64;
 }
 
 // inputs q, k, v[, mask]: the composition the fused kernels replace; its derivatives are those of

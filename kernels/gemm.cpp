@@ -292,11 +292,6 @@ bool gemm_reads_half(Dtype d) {
   return !route(d, d).via_float32;
 }
 
-bool gemm_uses_amx(Dtype d) {
-  const Route r = route(d, d);
-  return (d == bfloat16 || d == float16) && r.backend == GemmBackend::dnnl && !r.via_float32 && backends::dnnl_amx();
-}
-
 namespace detail {
 void force_gemm_reads_half(int on) { test_reads_half.store(on < 0 ? -1 : on ? 1 : 0, std::memory_order_relaxed); }
 void force_gemm_backend(GemmBackend b) {

@@ -77,10 +77,6 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, S alpha, const In* 
 /// each call (a caller then converts once, up front).
 bool gemm_reads_half(Dtype d);
 
-/// Whether the seam runs products of half dtype `d` on AMX (oneDNN's AMX kernels: fast on large
-/// products, but each call sets up its tiles and packs B, so small ones may run faster as float32).
-bool gemm_uses_amx(Dtype d);
-
 /// Names the backend of products of `in` into `out` in the profiler's row of the running node, for a
 /// kernel whose products run inside its own pool tasks (attention's per-head loop), where the seam
 /// cannot (a task knows no node). Once per node; nothing while the profiler is off.

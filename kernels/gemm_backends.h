@@ -36,7 +36,5 @@ bool dnnl_supports(Dtype in, Dtype out);
 // The implementation oneDNN picks for a 256^3 product of the pair ("brg:avx512_core_amx_bf16").
 std::string dnnl_impl(Dtype in, Dtype out);
 detail::DnnlCacheStats dnnl_stats();
-// Whether oneDNN runs AMX kernels on this CPU (ONEDNN_MAX_CPU_ISA may turn them off).
-bool dnnl_amx();
 
 }  // namespace loom::kernels::backends

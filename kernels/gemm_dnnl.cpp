@@ -379,9 +379,4 @@ std::string dnnl_impl(Dtype in, Dtype out) {
 
 detail::DnnlCacheStats dnnl_stats() { return cache().stats(); }
 
-bool dnnl_amx() {
-  static const bool amx = dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
-  return amx;
-}
-
 }  // namespace loom::kernels::backends
