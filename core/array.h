@@ -186,6 +186,8 @@ class array {
       if (auto d = desc_.lock()) return array(std::move(d));
       return std::nullopt;
     }
+    /// True once the array is gone (cheaper than lock()).
+    bool expired() const { return desc_.expired(); }
 
    private:
     friend class array;

@@ -14,7 +14,9 @@
 // through them in each input's own dtype: float32 parameters get float32 gradients. An array is cast
 // once per dtype while it and its cast live (as torch.autocast's cache): the q, k and v projections
 // of one activation, or a tied weight's uses, share one cast, where their cotangents add up (in the
-// cast's dtype, as in PyTorch) before flowing back. The backward
+// cast's dtype, as in PyTorch) before flowing back. An evaluated array (a parameter) is cast once
+// per value: later graphs reuse the cast the first computed (the micro-batches of one optimizer step
+// share one half copy of each weight), which lives as long as the parameter. The backward
 // graph is built with the policy of the thread that builds it (nn::value_and_grad's compute_dtype
 // covers both passes).
 //

@@ -127,6 +127,7 @@ inline std::vector<Entry> registry() {
       checked("Full", {{kCover, "CoverageGrad.CreationAndCopies", "full"}}),
       none("Arange", "no array inputs: a constant"),
       checked("AsType", {{kCover, "CoverageGrad.CreationAndCopies", "astype"}}),
+      checked("CastOfValue", {{"tests/ops/autocast_test.cpp", "Autocast.CastsAnEvaluatedArrayOncePerValue", "Autocast"}}),
       checked("Copy", {{kCover, "CoverageGrad.CreationAndCopies", "copy"}}),
       checked("Contiguous", {{kCover, "CoverageGrad.CreationAndCopies", "contiguous"}}),
       none("StopGradient",

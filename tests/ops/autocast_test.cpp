@@ -255,5 +255,83 @@ TEST(Autocast, CastsAnArrayOncePerGraph) {
   EXPECT_FALSE(cast.lock().has_value());
 }
 
+// A parameter (an evaluated array) is cast once per value: the first graph computes its bfloat16
+// copy, later graphs of vjp's traced copies of the same array reuse it (a CastOfValue node, no
+// AsType), with the same values, gradients and tangents (against central differences; every value
+// here is exact in bfloat16, so they agree exactly); a new array of other values gets its own cast,
+// and the kept copy goes with its source.
+TEST(Autocast, CastsAnEvaluatedArrayOncePerValue) {
+  // Multiples of 1/2 in [-2, 2]: the products' sums are exact in bfloat16 too.
+  auto exact = [](const Shape& shape, unsigned seed, float step = 0.5f) {
+    array a = multiply(round(divide(lcg_uniform(shape, -2, 2, seed), array(step))), array(step));
+    eval(a);
+    return a;
+  };
+  const array x = exact({16, 8}, 31), c = exact({16, 4}, 32);
+  array w = exact({8, 4}, 33);
+  std::string cast_node;  // the primitive behind the product's bfloat16 weight, as the last call built it
+  auto f = [&](const std::vector<array>& p) {
+    Autocast mixed(bfloat16);
+    const array y = matmul(x, p[0]);
+    cast_node = y.inputs()[1].primitive().name();
+    return std::vector<array>{sum(multiply(astype(y, float32), c))};
+  };
+  const array want_grad = matmul(transpose(x), c);  // f is linear in w: its gradient is x^T c
+  auto [v1, g1] = vjp(f, {w}, {array(1.f)});
+  EXPECT_EQ(cast_node, "AsType");
+  eval(v1, g1);
+  auto [v2, g2] = vjp(f, {w}, {array(1.f)});
+  EXPECT_EQ(cast_node, "CastOfValue") << "the second graph cast the weight again";
+  expect_same(v2[0], v1[0]);
+  expect_same(g2[0], g1[0]);
+  expect_same(g2[0], want_grad);
+  // Central differences of f along each element and along a direction (jvp through the kept cast).
+  float eps = 0.5f;
+  std::vector<float> fd;
+  for (int k = 0; k < 32; ++k) {
+    const array e = reshape(astype(equal(arange(32, int32), array(k)), float32), {8, 4});
+    const float up = f({add(w, multiply(e, array(eps)))})[0].item<float>();
+    const float down = f({subtract(w, multiply(e, array(eps)))})[0].item<float>();
+    fd.push_back((up - down) / (2 * eps));
+  }
+  expect_same(g2[0], array(fd, {8, 4}));
+  const array t = exact({8, 4}, 34, 2.f);  // -2, 0 or 2: w +- eps t stays on the grid
+  eps = 0.25f;
+  auto [o3, t3] = jvp(f, {w}, {t});
+  EXPECT_EQ(cast_node, "CastOfValue");
+  const float along = (f({add(w, multiply(t, array(eps)))})[0].item<float>() -
+                       f({subtract(w, multiply(t, array(eps)))})[0].item<float>()) / (2 * eps);
+  EXPECT_EQ(t3[0].item<float>(), along);
+  expect_same(o3[0], v1[0]);
+  // Other values, another cast: nothing stale is read.
+  const array::Weak old = w.weak();
+  w = exact({8, 4}, 35);
+  EXPECT_FALSE(old.lock().has_value());
+  auto [v4, g4] = vjp(f, {w}, {array(1.f)});
+  EXPECT_EQ(cast_node, "AsType");
+  const array want4 = sum(multiply(matmul(astype(x, float64), astype(w, float64)), astype(c, float64)));
+  EXPECT_EQ(v4[0].item<float>(), want4.item<double>());
+  // The kept copy ends with its source: once w and the graphs are gone, the memory is back.
+  eval(v4, g4);
+  v1.clear(), g1.clear(), v2.clear(), g2.clear(), v4.clear(), g4.clear(), o3.clear(), t3.clear();
+  const size_t before = get_active_memory();
+  {
+    array big = lcg_uniform({256, 256}, -1, 1, 36);
+    eval(big);
+    const size_t with_big = get_active_memory();
+    for (int i = 0; i < 2; ++i) {
+      Autocast mixed(bfloat16);
+      eval(matmul(big, big));
+    }
+    EXPECT_GE(get_active_memory(), with_big + 256 * 256 * 2) << "the cast was not kept";
+  }
+  array z = exact({8, 4}, 37);
+  {
+    Autocast mixed(bfloat16);
+    eval(matmul(x, z));  // a miss: sweeps the entry of the dead source
+  }
+  EXPECT_LE(get_active_memory(), before + 4096) << "a dead source's cast stayed";
+}
+
 }  // namespace
 }  // namespace loom

@@ -7,6 +7,8 @@
 
 #include "../test_utils.h"
 #include "loom/core/eval.h"
+#include "loom/core/profile.h"
+#include "loom/nn/average_gradients.h"
 #include "loom/nn/linear.h"
 #include "loom/nn/losses.h"
 #include "loom/nn/module.h"
@@ -85,6 +87,63 @@ TEST(MixedPrecision, Bfloat16TrainingMatchesFloat32) {
   const float l32 = run(std::nullopt), l16 = run(bfloat16);
   EXPECT_LT(l32, 0.35f);  // it learned (chance: log 3 = 1.1)
   EXPECT_NEAR(l16, l32, 0.05f * l32 + 0.01f);
+}
+
+// Gradient accumulation under bfloat16: the micro-batches of a step share one cast of each weight
+// (the first casts, the others reuse it: one AsType per weight per step, not per micro-batch), and
+// training is bit for bit that of a loop whose every micro-batch casts the weights afresh.
+TEST(MixedPrecision, MicroBatchesShareOneCastOfEachWeight) {
+  struct Casts {
+    int64_t made = 0, reused = 0;  // AsType and CastOfValue nodes run by the later micro-batches
+  };
+  auto run = [](bool fresh_casts, Casts* casts) {
+    random::seed(5);
+    MixedNet model;
+    eval(model.parameters());  // evaluated from the first micro-batch on
+    optim::AdamW opt(1e-2);
+    nn::GradientAccumulator acc(3);
+    auto step = nn::value_and_grad(
+        model, [&](const array& a, const array& b) { return mixed_loss(model, a, b); }, bfloat16);
+    std::vector<float> losses;
+    for (int i = 0; i < 12; ++i) {
+      // Lazy copies of the parameters are no evaluated arrays: each micro-batch casts them again.
+      if (fresh_casts) model.update(tree_map(model.parameters(), [](const array& p) { return copy(p); }));
+      auto [x, y] = mixed_batch(16, 200 + i);
+      auto [l, g] = step(x, y);
+      const bool later = i % 3 != 0;
+      if (later) profile::start();
+      if (auto mean = acc.accumulate(g)) {
+        opt.update(model, *mean);
+        eval(l, model.parameters(), opt.state());
+      } else {
+        eval(l, acc.state());
+      }
+      if (later) {
+        profile::stop();
+        for (const auto& k : profile::key_averages()) {
+          if (k.name == "AsType") casts->made += k.calls;
+          if (k.name == "CastOfValue") casts->reused += k.calls;
+        }
+      }
+      losses.push_back(l.item<float>());
+    }
+    std::vector<float> params;
+    for (const auto& [name, p] : model.parameters()) {
+      for (float v : astype(flatten(p), float32).to_vector<float>()) params.push_back(v);
+    }
+    return std::make_pair(losses, params);
+  };
+  Casts kept, fresh;
+  const auto [lk, pk] = run(false, &kept);
+  const auto [lf, pf] = run(true, &fresh);
+  EXPECT_EQ(lk, lf);
+  EXPECT_EQ(pk, pf);
+  // In the 8 later micro-batches the fresh loop casts the 4 parameters (2 weights, 2 biases) each
+  // time, the other loop reuses the first micro-batch's casts; the rest (the input, the logits, the
+  // gradients back to float32) is cast by both.
+  EXPECT_EQ(fresh.made - kept.made, 8 * 4);
+  EXPECT_EQ(kept.reused, 8 * 4);
+  EXPECT_EQ(fresh.reused, 0);
 }
 
 TEST(DynamicLossScaler, ScalesAndUnscales) {
