@@ -334,7 +334,7 @@ TEST(QuantizedMatmul, ShapesDtypesAndBatches) {
 // products (where the GEMM seam reads the half type; forced here, the seam then widening inside each
 // product on a CPU without half kernels), and cast to float32 elsewhere. Each against float64
 // products of the rounded inputs, within the half type's unit (the panels' and the result's
-// rounding) times sum |x| |w|; the gradient with respect to x the same way.
+// rounding) times sum |x| |w|; the gradient with respect to x the same way; and gather_qmm's pairs.
 TEST(QuantizedMatmul, HalfXOnBothPaths) {
   for (int native : {0, 1}) {
     kernels::detail::force_gemm_reads_half(native);
@@ -363,6 +363,23 @@ TEST(QuantizedMatmul, HalfXOnBothPaths) {
         const array derr = abs(subtract(astype(dx, float64), matmul(c64, transpose(w))));
         EXPECT_TRUE(all(less_equal(derr, multiply(matmul(abs(c64), abs(transpose(w))), array(unit)))).item<bool>())
             << what << ": dx, largest error " << max(derr).item<double>();
+        // gather_qmm, the same kernel over a stack of 3 weights: each index pair against float64.
+        auto qs = quantize(randn(tr ? Shape{3, 128, 256} : Shape{3, 256, 128}, 54, d), 64, 4);
+        const array xs = randn({2, 40, 256}, 55, d);
+        array li(std::vector<int32_t>{1, 0, 1}, {3}, int32), ri(std::vector<int32_t>{2, 2, 0}, {3}, int32);
+        const array ys = gather_qmm(xs, qs[0], qs[1], qs[2], li, ri, tr, 64, 4);
+        ASSERT_EQ(ys.dtype(), d) << what;
+        ASSERT_EQ(ys.shape(), (Shape{3, 40, 128})) << what;
+        ASSERT_EQ(ys.primitive().name() == std::string("GatherQMM"), bool(native)) << what;
+        const array ws = astype(dequantize(qs[0], qs[1], qs[2], 64, 4), float64);
+        const std::vector<int32_t> lv = li.to_vector<int32_t>(), rv = ri.to_vector<int32_t>();
+        for (int i = 0; i < 3; ++i) {
+          const array wi = tr ? transpose(take(ws, rv[i], 0)) : take(ws, rv[i], 0);
+          const array xi = astype(take(xs, lv[i], 0), float64);
+          const array gerr = abs(subtract(astype(take(ys, i, 0), float64), matmul(xi, wi)));
+          EXPECT_TRUE(all(less_equal(gerr, multiply(matmul(abs(xi), abs(wi)), array(unit)))).item<bool>())
+              << what << ": gather_qmm pair " << i << ", largest error " << max(gerr).item<double>();
+        }
       }
     }
   }
