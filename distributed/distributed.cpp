@@ -198,6 +198,105 @@ array sum_scatter(const array& x, std::optional<Group> group, StreamOrDevice s) 
   return detail::sum_scatter_node(x, g);
 }
 
+Mesh::Mesh(const std::vector<std::pair<std::string, int>>& axes, std::optional<Group> world) : world_(resolve(world)) {
+  std::string listed;
+  int known = 1, inferred = -1;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const auto& [name, size] = axes[i];
+    listed += msg(i ? " x " : "", name, "=", size);
+    if (name.empty()) throw std::invalid_argument("[Mesh] an axis needs a name");
+    for (size_t j = 0; j < i; ++j) {
+      if (axes[j].first == name) throw std::invalid_argument(msg("[Mesh] axis '", name, "' is named twice"));
+    }
+    if (size == -1 && inferred < 0) {
+      inferred = static_cast<int>(i);
+    } else if (size < 1) {
+      throw std::invalid_argument(msg("[Mesh] axis '", name, "' has size ", size,
+                                      ": sizes are >= 1, and one axis may be -1 (inferred)"));
+    } else {
+      known *= size;
+    }
+  }
+  if (axes.empty()) throw std::invalid_argument("[Mesh] needs at least one axis");
+  const int n = world_.size();
+  if (inferred >= 0 ? n % known != 0 : known != n) {
+    throw std::invalid_argument(msg("[Mesh] axes ", listed, " cannot hold the world's ", n, " ranks"));
+  }
+  for (const auto& [name, size] : axes) {
+    names_.push_back(name);
+    sizes_.push_back(size == -1 ? n / known : size);
+  }
+  // Row-major coordinates of this rank; each axis's group: the ranks equal on every other axis.
+  const int r = world_.rank(), k = static_cast<int>(sizes_.size());
+  std::vector<int> coord(k), stride(k);
+  for (int i = k - 1, s = 1; i >= 0; --i) {
+    stride[i] = s;
+    coord[i] = (r / s) % sizes_[i];
+    s *= sizes_[i];
+  }
+  for (int i = 0; i < k; ++i) groups_.push_back(world_.split(r - coord[i] * stride[i], coord[i]));
+}
+
+int Mesh::index(const std::string& axis) const {
+  for (size_t i = 0; i < names_.size(); ++i) {
+    if (names_[i] == axis) return static_cast<int>(i);
+  }
+  std::string have;
+  for (size_t i = 0; i < names_.size(); ++i) have += (i ? ", " : "") + names_[i];
+  throw std::invalid_argument(msg("[Mesh] no axis named '", axis, "'; the mesh has ", have));
+}
+
+const Group& Mesh::group(const std::string& axis) const { return groups_[index(axis)]; }
+
+array all_to_all(const array& x, std::optional<Group> group, StreamOrDevice s) { return all_to_all(x, 0, 0, group, s); }
+
+array all_to_all(const array& x, int split_axis, int concat_axis, std::optional<Group> group, StreamOrDevice s) {
+  OnStream on(s);
+  Group g = resolve(group);
+  const int nd = static_cast<int>(x.ndim()), n = g.size();
+  if (nd == 0) throw std::invalid_argument("[all_to_all] needs an array of at least 1 dimension");
+  for (int a : {split_axis, concat_axis}) {
+    if (a < -nd || a >= nd) {
+      throw std::invalid_argument(msg("[all_to_all] axis ", a, " is out of range for shape ", shape_str(x.shape())));
+    }
+  }
+  const int sa = split_axis < 0 ? split_axis + nd : split_axis, ca = concat_axis < 0 ? concat_axis + nd : concat_axis;
+  if (x.shape(sa) % n != 0) {
+    throw std::invalid_argument(msg("[all_to_all] ", shape_str(x.shape()), " cannot be split among a group of ", n,
+                                    ": axis ", sa, " (", x.shape(sa), ") must be a multiple of the group size"));
+  }
+  if (n == 1) return x;
+  if (sa == 0 && ca == 0) return detail::all_to_all_node(x, g);
+  // The primitive exchanges blocks of axis 0: move the split axis there, exchange, then lay the
+  // received blocks (rank-major) along the concat axis.
+  const int block = x.shape(sa) / n;
+  array y = detail::all_to_all_node(moveaxis(x, sa, 0), g);  // (S, rest...): block j from rank j
+  Shape blocks = y.shape();
+  blocks[0] = block;
+  blocks.insert(blocks.begin(), n);
+  array z = moveaxis(moveaxis(reshape(y, blocks), 1, sa + 1), 0, ca);  // x's axes, n just before concat_axis
+  Shape out = x.shape();
+  out[sa] = block;
+  out[ca] *= n;
+  return reshape(z, out);
+}
+
+array broadcast(const array& x, int root, std::optional<Group> group, StreamOrDevice s) {
+  OnStream on(s);
+  Group g = resolve(group);
+  if (root < 0 || root >= g.size()) {
+    throw std::invalid_argument(msg("[broadcast] root rank ", root, " is outside the group of size ", g.size()));
+  }
+  if (g.size() == 1) return x;
+  return detail::broadcast_node(x, root, g);
+}
+
+void barrier(std::optional<Group> group) {
+  Group g = resolve(group);
+  if (g.size() == 1) return;
+  detail::barrier_node(g).eval();
+}
+
 array send(const array& x, int dst, std::optional<Group> group, StreamOrDevice s) {
   OnStream on(s);
   Group g = resolve(group);

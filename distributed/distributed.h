@@ -4,6 +4,9 @@
 
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "loom/core/array.h"
 
@@ -26,6 +29,35 @@ class Group {
 
  private:
   std::shared_ptr<detail::GroupImpl> impl_;
+};
+
+/// The world's ranks as a grid with named axes (PyTorch's DeviceMesh): rank r sits at the row-major
+/// coordinates of r in the axes' sizes, and each axis has the group of the ranks that differ from r
+/// only along it, ordered by their coordinate there. On 4 ranks, `Mesh({{"dp", 2}, {"tp", 2}})` puts
+/// ranks 0 and 1 in one tp group and ranks 0 and 2 in one dp group: tensor parallel inside a tp
+/// group (nn::shard_linear(..., mesh.group("tp"))) and data parallel across it
+/// (nn::average_gradients(grads, ..., mesh.group("dp"))). One axis may be -1: the size that makes
+/// the product the world's. Every rank must build the same mesh at the same point of its program
+/// (the groups are made by collective splits). Throws std::invalid_argument naming the axes when
+/// their sizes do not multiply to the world size, a name repeats or is empty, or a size is < 1.
+class Mesh {
+ public:
+  explicit Mesh(const std::vector<std::pair<std::string, int>>& axes, std::optional<Group> world = std::nullopt);
+  /// The group of `axis`; std::invalid_argument for a name the mesh does not have.
+  const Group& group(const std::string& axis) const;
+  int size(const std::string& axis) const { return group(axis).size(); }
+  /// This rank's coordinate along `axis` (its rank in that axis's group).
+  int coordinate(const std::string& axis) const { return group(axis).rank(); }
+  const std::vector<std::string>& axis_names() const { return names_; }
+  const std::vector<int>& shape() const { return sizes_; }
+  const Group& world() const { return world_; }
+
+ private:
+  int index(const std::string& axis) const;
+  std::vector<std::string> names_;
+  std::vector<int> sizes_;
+  std::vector<Group> groups_;
+  Group world_;
 };
 
 /// True when Loom was built with a multi-process backend (MPI; false in a LOOM_WITH_MPI=OFF build).
@@ -71,6 +103,26 @@ array all_gather(const array& x, std::optional<Group> group = std::nullopt, Stre
 /// gradient is all_gather of the cotangent. Throws std::invalid_argument when axis 0 is missing or not
 /// a multiple of the group size; a group of size 1 returns `x`.
 array sum_scatter(const array& x, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
+/// All-to-all (what expert parallelism routes tokens with): `x`'s axis `split_axis` is cut into
+/// group-size equal blocks, block j is sent to rank j, and the blocks this rank receives are
+/// concatenated along `concat_axis` in rank order. The result has x's shape with split_axis divided
+/// and concat_axis multiplied by the group size (the same shape when they are one axis; the default,
+/// axis 0 for both, is PyTorch's all_to_all_single with equal splits). Its gradient is the
+/// all-to-all of the cotangent with the two axes swapped. Throws std::invalid_argument for a 0-d x,
+/// an axis out of range, or a split axis that is not a multiple of the group size; a group of size
+/// 1 returns `x`.
+array all_to_all(const array& x, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
+array all_to_all(const array& x, int split_axis, int concat_axis, std::optional<Group> group = std::nullopt,
+                 StreamOrDevice s = {});
+/// Rank `root`'s `x` on every rank. Every rank passes an array of the same shape and dtype (the
+/// values of the others' are not read, as PyTorch's broadcast overwrites them). The gradient reaching
+/// root's x is the sum of every rank's cotangent; the others' x get zero. Throws
+/// std::invalid_argument for a root outside the group; a group of size 1 returns `x`.
+array broadcast(const array& x, int root, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
+/// Blocks until every rank of the group has called it (not lazy: it runs now). A rank that never
+/// arrives ends the job after the collective timeout, one that died after the peer timeout, as in
+/// any collective; ranks that meet another collective instead all throw, naming each one's.
+void barrier(std::optional<Group> group = std::nullopt);
 /// Sends `x` to `dst`; the result (x itself) must be evaluated for the send to happen.
 array send(const array& x, int dst, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
 /// Receives an array of `shape` and `dtype` from `src`.

@@ -329,6 +329,81 @@ class SumScatter : public WholeArray {
   }
 };
 
+// x's axis 0 cut into size() equal blocks: block j goes to member j, and the result's block j is what
+// member j sent this one. A permutation of the group's blocks, so its vjp is itself (the cotangent of
+// block j comes back from the member it went to) and so is its jvp.
+class AllToAll : public WholeArray {
+ public:
+  explicit AllToAll(Group g) : WholeArray(kAllToAllKind, std::move(g)) {}
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>&) override {
+    const array x = axes[0] == 0 ? moveaxis(in[0], 0, 1) : in[0];
+    return {{all_to_all_node(x, group_)}, {axes[0] == 0 ? 1 : axes[0]}};
+  }
+  const char* name() const override { return "all_to_all"; }
+  void communicate(const array& x, const array& out) const override {
+    impl().all_to_all(x.raw_data(), out.raw_data(), x.size() / static_cast<size_t>(impl().size()), x.dtype());
+  }
+  std::vector<array> vjp(const std::vector<array>&, const std::vector<array>& cot, const std::vector<int>&,
+                         const std::vector<array>&) override {
+    return {all_to_all_node(cot[0], group_)};
+  }
+  std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
+    return {all_to_all_node(t[0], group_)};
+  }
+};
+
+// Member root's x, on every member; each member passes an x of that shape and dtype, which only the
+// root's kernel reads. Root's x reached every member, so its gradient is the sum of every member's
+// cotangent, and the others' x reached nothing: zero (computed from that same sum, so that every
+// member runs the all_sum whatever its rank).
+class Broadcast : public Communication {
+ public:
+  Broadcast(int root, Group g) : Communication(kBroadcastKind, std::move(g)), root_(root) {}
+  Run prepare(const std::vector<array>& in, array& out) override {
+    out.alloc();  // x's own buffer when nothing else reads it (donors)
+    if (group_.rank() == root_) kernels::copy_into(in[0], out);
+    return {out, [this, out]() {
+              if (out.size() != 0) impl().broadcast(out.raw_data(), out.size(), out.dtype(), root_);
+            }};
+  }
+  void check_agreement(const array& x) override {
+    detail::check_agreement(impl(), name(), kind_, x, layout_hash({x.shape()}), root_);
+  }
+  uint64_t donors(const std::vector<array>& in, int) const override { return row_contiguous_donors(in, {0}); }
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
+                                                       const std::vector<array>&) override {
+    return {{broadcast_node(in[0], root_, group_)}, {axes[0]}};
+  }
+  std::vector<array> vjp(const std::vector<array>&, const std::vector<array>& cot, const std::vector<int>&,
+                         const std::vector<array>&) override {
+    const array s = all_sum(cot[0], group_);
+    return {where(array(group_.rank() == root_), s, zeros_like(s))};
+  }
+  std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
+    return {broadcast_node(t[0], root_, group_)};
+  }
+  const char* name() const override { return "broadcast"; }
+  bool supports_complex() const override { return true; }
+
+ private:
+  int root_;
+};
+
+// Every member waits here until all have arrived: the signature check before the (empty) run is
+// the exchange that makes it so, and the fault watch covers the wait like any collective's.
+class Barrier : public Communication {
+ public:
+  explicit Barrier(Group g) : Communication(kBarrierKind, std::move(g)) {}
+  Run prepare(const std::vector<array>&, array& out) override {
+    out.alloc();
+    *static_cast<bool*>(out.raw_data()) = true;
+    return {out, [] {}};
+  }
+  const char* name() const override { return "barrier"; }
+  bool is_differentiable() const override { return false; }
+};
+
 // No batching rule: the receiving rank's recv depends on no batched input, so it could not know the
 // batched shape. (Recv has no inputs: vmap never meets it.)
 class Send : public Communication {
@@ -401,6 +476,16 @@ array sum_scatter_node(const array& x, const Group& g) {
   s[0] /= g.size();
   return array(s, x.dtype(), std::make_shared<SumScatter>(g), {x});
 }
+
+array all_to_all_node(const array& x, const Group& g) {
+  return array(x.shape(), x.dtype(), std::make_shared<AllToAll>(g), {x});
+}
+
+array broadcast_node(const array& x, int root, const Group& g) {
+  return array(x.shape(), x.dtype(), std::make_shared<Broadcast>(root, g), {x});
+}
+
+array barrier_node(const Group& g) { return array(Shape{}, bool_, std::make_shared<Barrier>(g), {}); }
 
 array send_node(const array& x, int dst, const Group& g) {
   return array(x.shape(), x.dtype(), std::make_shared<Send>(dst, g), {x});

@@ -15,7 +15,8 @@ using loom::detail::shape_str;
 
 namespace {
 
-const char* const kKindNames[] = {"all_sum", "all_max", "all_min", "all_gather", "send/recv", "all_mean", "sum_scatter"};
+const char* const kKindNames[] = {"all_sum",     "all_max",    "all_min",   "all_gather", "send/recv",
+                                  "all_mean",    "sum_scatter", "all_to_all", "broadcast", "barrier"};
 
 // 64-bit FNV-1a: signatures are compared by this hash, so a difference anywhere in them shows.
 uint64_t fnv(const void* data, size_t n, uint64_t h = 1469598103934665603ull) {
@@ -29,15 +30,16 @@ struct Signature {
   int32_t kind = 0;
   int32_t dtype = 0;
   int32_t ndim = 0;
-  int32_t unused = 0;
+  int32_t root = -1;  // a broadcast's
   int64_t bytes = 0;  // what a send carries: a receiver that expected otherwise still drains it
   uint64_t sequence = 0;
   uint64_t layout = 0;
   int64_t dims[8] = {};  // the first 8 axes, for messages; `layout` covers every axis
 
-  static Signature of(int kind, const array& x, uint64_t sequence, uint64_t layout) {
+  static Signature of(int kind, const array& x, uint64_t sequence, uint64_t layout, int root = -1) {
     Signature sig;
     sig.kind = kind;
+    sig.root = root;
     sig.dtype = static_cast<int32_t>(x.dtype().val);
     sig.ndim = static_cast<int32_t>(x.ndim());
     sig.sequence = sequence;
@@ -57,7 +59,9 @@ struct Signature {
   Shape shape() const { return Shape(dims, dims + std::min(ndim, 8)); }
   std::string str() const {
     const bool known = kind >= 0 && kind < static_cast<int>(std::size(kKindNames));
-    return msg(known ? kKindNames[kind] : "an unknown collective", " ", typed_shape(dt(), shape()));
+    if (known && kind == kBarrierKind) return "barrier";
+    return msg(known ? kKindNames[kind] : "an unknown collective", " ", typed_shape(dt(), shape()),
+               root >= 0 ? msg(" from root ", root) : std::string());
   }
 };
 
@@ -75,8 +79,8 @@ uint64_t layout_hash(const std::vector<Shape>& parts) {
   return h;
 }
 
-void check_agreement(GroupImpl& group, const char* name, int kind, const array& x, uint64_t layout) {
-  const Signature mine = Signature::of(kind, x, group.next_sequence(), layout);
+void check_agreement(GroupImpl& group, const char* name, int kind, const array& x, uint64_t layout, int root) {
+  const Signature mine = Signature::of(kind, x, group.next_sequence(), layout, root);
   if (group.agree(mine.hash())) return;
   // Every member saw the disagreement (agree's result is the same everywhere), so every member takes
   // this path and the gather below matches on all of them.

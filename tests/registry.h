@@ -247,6 +247,11 @@ inline std::vector<Entry> registry() {
                           {kCover, "distributed_worker()", "dist::all_gather"}}),
       checked("sum_scatter", {{kCover, "DistributedGrad.CollectivesUnderMpirun", "distributed_worker"},
                               {kCover, "distributed_worker()", "dist::sum_scatter"}}),
+      checked("all_to_all", {{kCover, "DistributedGrad.CollectivesUnderMpirun", "distributed_worker"},
+                             {kCover, "distributed_worker()", "dist::all_to_all"}}),
+      checked("broadcast", {{kCover, "DistributedGrad.CollectivesUnderMpirun", "distributed_worker"},
+                            {kCover, "distributed_worker()", "dist::broadcast"}}),
+      none("barrier", "synchronization only: it carries no data"),
       none("send", "communication side effect; the result is the input, passed on without a gradient"),
       none("recv", "data from another process: a constant to autograd"),
       // ---- hadamard_transform and view (ops/hadamard.cpp, ops/view.cpp) ----

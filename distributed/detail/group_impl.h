@@ -36,6 +36,10 @@ class GroupImpl {
   virtual void all_gather(const void* in, void* out, size_t count, Dtype dtype) = 0;
   /// `in` holds size() blocks of `count` elements; out = block rank() of `in` reduced over the group.
   virtual void reduce_scatter(const void* in, void* out, size_t count, Dtype dtype, ReduceOp op) = 0;
+  /// `in` holds size() blocks of `count` elements; out's block j = member j's block rank() (MPI_Alltoall).
+  virtual void all_to_all(const void* in, void* out, size_t count, Dtype dtype) = 0;
+  /// `buf`'s `count` elements of member `root`, written into every member's `buf`.
+  virtual void broadcast(void* buf, size_t count, Dtype dtype, int root) = 0;
   /// Messages between two members arrive in the order they were sent.
   virtual void send(const void* in, size_t count, Dtype dtype, int dst) = 0;
   virtual void recv(void* out, size_t count, Dtype dtype, int src) = 0;

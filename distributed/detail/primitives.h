@@ -19,6 +19,9 @@ array all_reduce_node(const array& x, ReduceKind k, const Group& group);
 array all_reduce_flat_node(const std::vector<array>& xs, ReduceKind k, const Group& group);
 array all_gather_node(const array& x, const Group& group);
 array sum_scatter_node(const array& x, const Group& group);
+array all_to_all_node(const array& x, const Group& group);
+array broadcast_node(const array& x, int root, const Group& group);
+array barrier_node(const Group& group);
 array send_node(const array& x, int dst, const Group& group);
 array recv_node(const Shape& shape, Dtype dtype, int src, const Group& group);
 

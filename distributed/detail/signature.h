@@ -18,7 +18,7 @@ class GroupImpl;
 
 /// Collective kinds, as signatures carry them.
 enum Kind { kSumKind = 0, kMaxKind = 1, kMinKind = 2, kGatherKind = 3, kPointToPointKind = 4, kMeanKind = 5,
-           kScatterKind = 6 };
+           kScatterKind = 6, kAllToAllKind = 7, kBroadcastKind = 8, kBarrierKind = 9 };
 
 /// "float32 (2,3)": how collectives are named in errors.
 std::string typed_shape(Dtype d, const Shape& s);
@@ -27,11 +27,11 @@ std::string typed_shape(Dtype d, const Shape& s);
 /// buckets hold the same number of elements in a different layout disagree on it.
 uint64_t layout_hash(const std::vector<Shape>& parts);
 
-/// Collectives: compares this rank's signature (`kind` of `x`, with `layout`) with every other
-/// member's, numbering it with the group's sequence; throws naming each rank's collective when any
-/// differs. Costs one small reduction on the group, in which a rank that arrives early backs off
-/// instead of spinning.
-void check_agreement(GroupImpl& group, const char* name, int kind, const array& x, uint64_t layout);
+/// Collectives: compares this rank's signature (`kind` of `x`, with `layout`, and `root` for a
+/// broadcast) with every other member's, numbering it with the group's sequence; throws naming each
+/// rank's collective when any differs. Costs one small reduction on the group, in which a rank that
+/// arrives early backs off instead of spinning (so it is also a barrier).
+void check_agreement(GroupImpl& group, const char* name, int kind, const array& x, uint64_t layout, int root = -1);
 /// send / recv: the sender sends its signature before the data; the receiver compares it with what it
 /// expects and, when they differ, takes the data anyway (so the sender is not left blocked) and throws.
 void send_signature(GroupImpl& group, int dst, int kind, const array& x);

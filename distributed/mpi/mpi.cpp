@@ -188,6 +188,14 @@ class MpiGroup : public GroupImpl {
     mpi_count(count * static_cast<size_t>(size()), "sum_scatter");  // the whole input's count fits too
     check_mpi(MPI_Reduce_scatter_block(in, out, n, mpi_type(dtype), mpi_op(dtype, op), comm_), "sum_scatter");
   }
+  void all_to_all(const void* in, void* out, size_t count, Dtype dtype) override {
+    const int n = mpi_count(count, "all_to_all");
+    mpi_count(count * static_cast<size_t>(size()), "all_to_all");  // the whole input's count fits too
+    check_mpi(MPI_Alltoall(in, n, mpi_type(dtype), out, n, mpi_type(dtype), comm_), "all_to_all");
+  }
+  void broadcast(void* buf, size_t count, Dtype dtype, int root) override {
+    check_mpi(MPI_Bcast(buf, mpi_count(count, "broadcast"), mpi_type(dtype), root, comm_), "broadcast");
+  }
   void send(const void* in, size_t count, Dtype dtype, int dst) override {
     check_mpi(MPI_Send(in, mpi_count(count, "send"), mpi_type(dtype), dst, 0, comm_), "send");
   }

@@ -254,6 +254,10 @@ std::string distributed_worker() {
       {"all_min", [&](const array& a) { return dist::all_min(a * 2.0, world); }},
       {"all_gather", [&](const array& a) { return sin(dist::all_gather(transpose(a), world)); }},
       {"sum_scatter", [&](const array& a) { return cos(dist::sum_scatter(a * a, world)); }},
+      // all_to_all in its two forms: blocks of axis 0 kept there, and moved to axis 1.
+      {"all_to_all", [&](const array& a) { return dist::all_to_all(a * a, world); }},
+      {"all_to_all(0, 1)", [&](const array& a) { return sin(dist::all_to_all(a, 0, 1, world)); }},
+      {"broadcast", [&](const array& a) { return exp(dist::broadcast(a * 3.0, size - 1, world)); }},
       // The flat forms: one collective over several arrays (one a strided view), as a 1-D result.
       {"all_sum_flat", [&](const array& a) { return dist::all_sum_flat({a * a, transpose(a)}, world); }},
       {"all_mean_flat", [&](const array& a) { return dist::all_mean_flat({exp(a), sum(a, 0), a}, world); }},

@@ -1,6 +1,8 @@
 // Runs alone (a group of size 1) and under mpirun -np 2 / -np 3; every assertion holds for any size.
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "../test_utils.h"
 #include "loom/distributed/distributed.h"
@@ -545,4 +547,170 @@ TEST(Distributed, FlatReductionsRejectBadInput) {
   EXPECT_THROW_MSG(dist::all_sum_flat({array({1.0f}), array({1.0}, float64)}), std::invalid_argument,
                    "array 0 is float32, array 1 is float64");
   EXPECT_THROW_MSG(dist::all_mean_flat({array({1, 2})}), std::invalid_argument, "[all_mean_flat] needs floating-point arrays, got int32");
+}
+
+// Rank q's x for the all_to_all tests: value 1000 q + its row-major index, so that every element
+// names the rank and the place it came from.
+array rank_values(int q, const Shape& shape, Dtype d) {
+  int size = 1;
+  for (int v : shape) size *= v;
+  return astype(add(reshape(arange(0.0, double(size), 1.0, float64), shape), array(1000.0 * q)), d);
+}
+
+TEST(Distributed, AllToAllExchangesBlocks) {
+  auto g = dist::init();
+  const int n = g.size(), r = g.rank();
+  // Axis 0 to axis 0 (PyTorch's all_to_all_single): the result's block j is rank j's block r.
+  for (Dtype d : {int32, bfloat16, float32, float64, complex64}) {
+    const array x = rank_values(r, {2 * n, 3}, d);
+    std::vector<array> want;
+    for (int j = 0; j < n; ++j) want.push_back(slice(rank_values(j, {2 * n, 3}, d), {2 * r, 0}, {2 * r + 2, 3}));
+    const array y = dist::all_to_all(x);
+    ASSERT_EQ(y.dtype(), d);
+    EXPECT_TRUE(array_equal(y, concatenate(want, 0)).item<bool>()) << to_string(d) << ": " << y;
+  }
+  // Other axes: split axis 1 and concatenate along 0 (and the reverse, and one axis counted from the
+  // end), against slicing every rank's x here.
+  struct Case {
+    int split, concat;
+    Shape shape;
+  };
+  for (const Case& c : {Case{1, 0, {2, 3 * n}}, Case{0, 1, {2 * n, 3}}, Case{-1, -1, {2, 2, 2 * n}}, Case{2, 0, {2, 3, n}}}) {
+    const std::string what = "split " + std::to_string(c.split) + ", concat " + std::to_string(c.concat);
+    const int sa = c.split < 0 ? c.split + 3 : c.split;
+    std::vector<array> want;
+    for (int j = 0; j < n; ++j) {
+      const array xj = rank_values(j, c.shape, float32);
+      const int b = c.shape[sa] / n;
+      want.push_back(slice(xj, [&] {
+        Shape lo(c.shape.size(), 0);
+        lo[sa] = r * b;
+        return lo;
+      }(), [&] {
+        Shape hi = c.shape;
+        hi[sa] = (r + 1) * b;
+        return hi;
+      }()));
+    }
+    const array y = dist::all_to_all(rank_values(r, c.shape, float32), c.split, c.concat);
+    const array w = concatenate(want, c.concat);
+    ASSERT_EQ(y.shape(), w.shape()) << what;
+    EXPECT_TRUE(array_equal(y, w).item<bool>()) << what << ": " << y << "\nwant\n" << w;
+  }
+  // Its gradient: L_r = sum(c_r * all_to_all(x_r)) summed over ranks has d/dx_r = all_to_all(c):
+  // block j of rank r's gradient is rank j's c block r.
+  const array c = rank_values(r, {2 * n, 3}, float32);
+  const array gx = grad([&](const array& v) { return sum(c * dist::all_to_all(v)); })(zeros({2 * n, 3}));
+  EXPECT_TRUE(array_equal(gx, dist::all_to_all(c)).item<bool>()) << gx;
+  EXPECT_THROW_MSG(dist::all_to_all(array(1.0f)), std::invalid_argument, "[all_to_all] needs an array of at least 1");
+  EXPECT_THROW_MSG(dist::all_to_all(ones({2, 2}), 2, 0), std::invalid_argument,
+                   "[all_to_all] axis 2 is out of range for shape (2,2)");
+  if (n > 1) {
+    EXPECT_THROW_MSG(dist::all_to_all(ones({n + 1, 2})), std::invalid_argument,
+                     "axis 0 (" + std::to_string(n + 1) + ") must be a multiple of the group size");
+    // Ranks whose blocks differ all throw, naming each rank's collective.
+    EXPECT_THROW_MSG(eval(dist::all_to_all(ones({n, r + 2}))), std::runtime_error,
+                     "rank 0: all_to_all float32 (" + std::to_string(n) + ",2); rank 1: all_to_all float32 (" +
+                         std::to_string(n) + ",3)");
+  } else {
+    const array x = ones({3});
+    EXPECT_EQ(dist::all_to_all(x).id(), x.id());
+  }
+}
+
+TEST(Distributed, BroadcastFromEveryRoot) {
+  auto g = dist::init();
+  const int n = g.size(), r = g.rank();
+  for (int root = 0; root < n; ++root) {
+    for (Dtype d : {bool_, int64, bfloat16, float32, complex64}) {
+      // The others pass arrays of the shape with their own values, which are not read.
+      const array y = dist::broadcast(rank_values(r, {2, 3}, d), root);
+      EXPECT_TRUE(array_equal(y, rank_values(root, {2, 3}, d)).item<bool>()) << "root " << root << ", " << to_string(d);
+    }
+    // The gradient: L_r = sum(w_r * broadcast(x_r)) summed over ranks reaches root's x as the sum of
+    // every w, the others' as zero; the tangent is broadcast too.
+    const array w = full({2, 3}, array(float(r + 1)));
+    const array gx = grad([&](const array& v) { return sum(w * dist::broadcast(v, root)); })(ones({2, 3}));
+    expect_array(gx, {2, 3}, std::vector<double>(6, r == root ? n * (n + 1) / 2.0 : 0.0));
+    auto [out, tan] = jvp([&](const array& v) { return dist::broadcast(v, root); }, ones({2}), full({2}, array(float(r))));
+    expect_array(tan, {2}, {double(root), double(root)});
+  }
+  const array x = ones({2});
+  EXPECT_THROW_MSG(dist::broadcast(x, n), std::invalid_argument,
+                   "[broadcast] root rank " + std::to_string(n) + " is outside the group of size " + std::to_string(n));
+  EXPECT_THROW_MSG(dist::broadcast(x, -1), std::invalid_argument, "[broadcast] root rank -1 is outside");
+  if (n == 1) {
+    EXPECT_EQ(dist::broadcast(x, 0).id(), x.id());
+    return;
+  }
+  // Ranks that name different roots all throw, naming each one's.
+  EXPECT_THROW_MSG(eval(dist::broadcast(ones({4}), r == 0 ? 0 : 1)), std::runtime_error,
+                   "rank 0: broadcast float32 (4) from root 0; rank 1: broadcast float32 (4) from root 1");
+}
+
+TEST(Distributed, BarrierWaitsForEveryRank) {
+  auto g = dist::init();
+  const int n = g.size(), r = g.rank();
+  dist::barrier();  // alone: returns at once
+  if (n == 1) return;
+  // The last rank arrives 300 ms late: every other one waits for it.
+  dist::barrier();
+  const auto start = std::chrono::steady_clock::now();
+  if (r == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  dist::barrier();
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(waited, 0.25) << "rank " << r << " left the barrier before the last rank reached it";
+  // A rank that meets another collective instead: every rank throws, naming each one's.
+  if (r == 0) {
+    EXPECT_THROW_MSG(dist::barrier(), std::runtime_error, "rank 0: barrier; rank 1: all_sum float32 (1)");
+  } else {
+    EXPECT_THROW_MSG(eval(dist::all_sum(ones({1}))), std::runtime_error, "rank 0: barrier; rank 1: all_sum float32 (1)");
+  }
+  dist::barrier();  // still in step
+}
+
+// Every factorization dp x tp of the world: rank r sits at (r / tp, r % tp), its tp group holds the
+// ranks of its row and its dp group those of its column, in coordinate order.
+TEST(Distributed, MeshGroupsAreTheAxesOfTheGrid) {
+  auto g = dist::init();
+  const int n = g.size(), r = g.rank();
+  auto members = [](const dist::Group& group, int world_rank) {
+    const std::vector<int32_t> v = dist::all_gather(array(std::vector<int32_t>{world_rank}, {1}, int32), group)
+                                       .to_vector<int32_t>();
+    return std::vector<int>(v.begin(), v.end());
+  };
+  for (int dp = 1; dp <= n; ++dp) {
+    if (n % dp != 0) continue;
+    const int tp = n / dp;
+    const dist::Mesh mesh({{"dp", dp}, {"tp", tp}});
+    const std::string what = "dp " + std::to_string(dp) + " x tp " + std::to_string(tp);
+    EXPECT_EQ(mesh.shape(), (std::vector<int>{dp, tp})) << what;
+    EXPECT_EQ(mesh.coordinate("dp"), r / tp) << what;
+    EXPECT_EQ(mesh.coordinate("tp"), r % tp) << what;
+    std::vector<int> row, column;
+    for (int j = 0; j < tp; ++j) row.push_back(r / tp * tp + j);
+    for (int i = 0; i < dp; ++i) column.push_back(i * tp + r % tp);
+    EXPECT_EQ(members(mesh.group("tp"), r), row) << what;
+    EXPECT_EQ(members(mesh.group("dp"), r), column) << what;
+    // A collective over one axis sums that axis only.
+    EXPECT_EQ(dist::all_sum(array(float(r)), mesh.group("tp")).item<float>(), float(tp * (r / tp * tp) + tp * (tp - 1) / 2))
+        << what;
+  }
+  // Three axes, one inferred.
+  const dist::Mesh three({{"pp", 1}, {"dp", -1}, {"tp", 1}});
+  EXPECT_EQ(three.shape(), (std::vector<int>{1, n, 1}));
+  EXPECT_EQ(three.size("dp"), n);
+  EXPECT_EQ(three.axis_names(), (std::vector<std::string>{"pp", "dp", "tp"}));
+  EXPECT_EQ(three.world().size(), n);
+  const std::string world = std::to_string(n);
+  EXPECT_THROW_MSG(dist::Mesh({{"dp", n + 1}}), std::invalid_argument,
+                   "[Mesh] axes dp=" + std::to_string(n + 1) + " cannot hold the world's " + world + " ranks");
+  EXPECT_THROW_MSG(dist::Mesh({{"dp", n}, {"tp", 2}}), std::invalid_argument,
+                   "[Mesh] axes dp=" + world + " x tp=2 cannot hold the world's " + world + " ranks");
+  EXPECT_THROW_MSG(dist::Mesh({{"dp", n}, {"dp", 1}}), std::invalid_argument, "[Mesh] axis 'dp' is named twice");
+  EXPECT_THROW_MSG(dist::Mesh({{"", n}}), std::invalid_argument, "[Mesh] an axis needs a name");
+  EXPECT_THROW_MSG(dist::Mesh({{"dp", 0}}), std::invalid_argument, "[Mesh] axis 'dp' has size 0");
+  EXPECT_THROW_MSG(dist::Mesh({{"dp", -1}, {"tp", -1}}), std::invalid_argument, "[Mesh] axis 'tp' has size -1");
+  EXPECT_THROW_MSG(dist::Mesh({}), std::invalid_argument, "[Mesh] needs at least one axis");
+  EXPECT_THROW_MSG(three.group("ep"), std::invalid_argument, "[Mesh] no axis named 'ep'; the mesh has pp, dp, tp");
 }

@@ -34,8 +34,11 @@ struct FsdpNet : nn::Module {
 
 // 20 AdamW steps on rows [first, first + rows); `mode` 0: plain, 1: the whole model fully sharded,
 // 2: each linear layer sharded by itself and the rest (the norm) by the model's handle, 3: as 2 with the
-// layers called through FullyShardedModule::checkpoint.
-nn::ParamTree train_fsdp(int first, int rows, int mode, std::optional<Dtype> compute = std::nullopt) {
+// layers called through FullyShardedModule::checkpoint. With a `mesh` (mode 1 only): HSDP, the model
+// sharded over its "shard" axis and the gradient slices averaged over its "replicate" axis.
+nn::ParamTree train_fsdp(int first, int rows, int mode, std::optional<Dtype> compute = std::nullopt,
+                         const dist::Mesh* mesh = nullptr) {
+  const dist::Group shard_group = mesh ? mesh->group("shard") : dist::init();
   random::seed(42);
   FsdpNet model;
   const array X = random::normal({96, 6}, random::key(7)), Y = random::normal({96, 12}, random::key(8));
@@ -44,7 +47,7 @@ nn::ParamTree train_fsdp(int first, int rows, int mode, std::optional<Dtype> com
     f1 = nn::fully_shard(model.l1, std::nullopt, compute);
     f2 = nn::fully_shard(model.l2, std::nullopt, compute);
   }
-  if (mode) whole = nn::fully_shard(model, std::nullopt, compute);
+  if (mode) whole = nn::fully_shard(model, shard_group, compute);
   if (mode >= 2 && dist::init().size() > 1) {
     EXPECT_EQ(whole->paths(), (std::vector<std::string>{"ln.weight", "ln.bias"}));  // the layers' are theirs
   }
@@ -69,15 +72,15 @@ nn::ParamTree train_fsdp(int first, int rows, int mode, std::optional<Dtype> com
   auto step = nn::value_and_grad(model, [&](const array& x, const array& y) { return mean(square(forward(x) - y)); });
   for (int s = 0; s < 20; ++s) {
     auto [loss, grads] = step(slice(X, {first, 0}, {first + rows, 6}), slice(Y, {first, 0}, {first + rows, 12}));
-    opt.update(model, grads);
+    opt.update(model, mesh ? nn::average_gradients(grads, 32 << 20, std::nullopt, mesh->group("replicate")) : grads);
     eval(loss, model.parameters(), opt.state());
   }
   // This rank holds 1/N of each parameter; gathered, they are the whole parameters.
   nn::ParamTree out;
-  const int n = mode ? dist::init().size() : 1;
+  const int n = mode ? shard_group.size() : 1;
   for (auto [name, p] : model.parameters()) {
     EXPECT_EQ(p.shape(0) * n, 12) << name;
-    out.insert(name, n > 1 ? dist::all_gather(p) : p);
+    out.insert(name, n > 1 ? dist::all_gather(p, shard_group) : p);
   }
   return out;
 }
@@ -104,6 +107,20 @@ TEST(FullyShard, TrainingEqualsOneProcessOnTheWholeBatch) {
   expect_same(train_fsdp(r * per_rank, per_rank, 3), plain, 1e-5);
   // bfloat16 compute: the same training to bfloat16's precision.
   expect_same(train_fsdp(r * per_rank, per_rank, 1, bfloat16), plain, 5e-2);
+}
+
+// HSDP (PyTorch's 2-D fully_shard): sharded inside the "shard" axis of a mesh, replicated across its
+// "replicate" axis; every factorization of the world trains as one process on the whole batch.
+TEST(FullyShard, HybridShardingOverAMeshEqualsOneProcess) {
+  auto g = dist::init();
+  const int n = g.size(), per_rank = 48 / n, r = g.rank();
+  const nn::ParamTree plain = train_fsdp(0, 48, 0);
+  for (int replicas = 1; replicas <= n; ++replicas) {
+    if (n % replicas != 0) continue;
+    SCOPED_TRACE("replicate " + std::to_string(replicas) + " x shard " + std::to_string(n / replicas));
+    const dist::Mesh mesh({{"replicate", replicas}, {"shard", n / replicas}});
+    expect_same(train_fsdp(r * per_rank, per_rank, 1, std::nullopt, &mesh), plain, 1e-5);
+  }
 }
 
 // checkpoint() frees each layer's gathered parameters after its forward pass and gathers them again

@@ -210,6 +210,16 @@ struct Block : nn::Module {
 
 }  // namespace
 
+// How Block's layers split: q, k, v and fc1 by output features, o and fc2 by input features.
+static nn::ShardingFn block_rule() {
+  return [](const std::string& path, const array& w) -> std::optional<std::pair<int, nn::Segments>> {
+    const std::string layer = path.substr(0, path.find('.'));
+    if (layer == "q" || layer == "k" || layer == "v" || layer == "fc1") return nn::sharding_rule("all-to-sharded")(path, w);
+    if (layer == "o" || layer == "fc2") return nn::sharding_rule("sharded-to-all")(path, w);
+    return std::nullopt;
+  };
+}
+
 // The split block's loss is the unsplit block's; each rank's gradients are the unsplit gradients'
 // slices (and the whole gradient of the replicated norms); 20 AdamW steps follow the unsplit run to 1e-5.
 TEST(TensorParallel, TransformerBlockTrainsAsTheUnsplitBlock) {
@@ -229,12 +239,7 @@ TEST(TensorParallel, TransformerBlockTrainsAsTheUnsplitBlock) {
   auto [l0, g0] = vg_full();
   auto [l1, g1] = vg_split();
   EXPECT_NEAR(l1.item<float>(), l0.item<float>(), 1e-5 * std::fabs(l0.item<float>()));
-  const nn::ShardingFn rule = [](const std::string& path, const array& w) -> std::optional<std::pair<int, nn::Segments>> {
-    const std::string layer = path.substr(0, path.find('.'));
-    if (layer == "q" || layer == "k" || layer == "v" || layer == "fc1") return nn::sharding_rule("all-to-sharded")(path, w);
-    if (layer == "o" || layer == "fc2") return nn::sharding_rule("sharded-to-all")(path, w);
-    return std::nullopt;
-  };
+  const nn::ShardingFn rule = block_rule();
   const nn::ParamTree want = nn::shard(g0, rule, g);
   ASSERT_EQ(want.size(), g1.size());
   for (const auto& [name, grad] : g1) {
@@ -244,6 +249,47 @@ TEST(TensorParallel, TransformerBlockTrainsAsTheUnsplitBlock) {
 
   optim::AdamW opt_full(1e-2), opt_split(1e-2);
   expect_trains_alike(full, split, vg_full, vg_split, opt_full, opt_split, rule, g);
+}
+
+// A 2-D mesh, tensor parallel inside "tp" and data parallel across "dp" (each dp coordinate takes its
+// share of the global batch, the gradients averaged over dp only): every factorization of the world
+// trains the block as one process does on the whole batch, step for step, and ends with the unsplit
+// parameters' slices.
+TEST(TensorParallel, TwoDimensionalMeshTrainsAsTheOneProcessModel) {
+  auto g = dist::init();
+  const int n = g.size(), dims = 24, heads = 12, batch = 12;  // heads and batch divide among 1 to 4
+  for (int dp = 1; dp <= n; ++dp) {
+    if (n % dp != 0) continue;
+    const dist::Mesh mesh({{"dp", dp}, {"tp", n / dp}});
+    SCOPED_TRACE("dp " + std::to_string(dp) + " x tp " + std::to_string(n / dp));
+    random::seed(11);
+    Block full(dims, heads, std::nullopt);
+    random::seed(11);
+    Block split(dims, heads, mesh.group("tp"));
+    random::seed(3);
+    const array x = random::normal({batch, 5, dims}), target = random::normal({batch, 5, dims});
+    const int per = batch / dp, d = mesh.coordinate("dp");
+    const array xs = slice(x, {d * per, 0, 0}, {(d + 1) * per, 5, dims});
+    const array ts = slice(target, {d * per, 0, 0}, {(d + 1) * per, 5, dims});
+    auto vg_full = nn::value_and_grad(full, [&]() { return mean(square(full(x) - target)); });
+    auto vg_split = nn::value_and_grad(split, [&]() { return mean(square(split(xs) - ts)); });
+    optim::AdamW opt_full(1e-2), opt_split(1e-2);
+    for (int step = 0; step < 10; ++step) {
+      auto [lf, gf] = vg_full();
+      opt_full.update(full, gf);
+      auto [ls, gs] = vg_split();
+      opt_split.update(split, nn::average_gradients(gs, 32 << 20, std::nullopt, mesh.group("dp")));
+      const array loss = dist::all_mean(ls, mesh.group("dp"));
+      eval(lf, loss, full.parameters(), split.parameters(), opt_full.state(), opt_split.state());
+      const float want = lf.item<float>();
+      EXPECT_NEAR(loss.item<float>(), want, 1e-5 * std::max(1.0f, std::fabs(want))) << "step " << step;
+    }
+    const nn::ParamTree trained = nn::shard(full.parameters(), block_rule(), mesh.group("tp"));
+    for (const auto& [name, p] : split.parameters()) {
+      SCOPED_TRACE(name);
+      expect_close(p, trained.at(name), 1e-4, name);
+    }
+  }
 }
 
 // nn::TransformerEncoder split by shard(): heads and MLP columns across the ranks, a causal mask, and
