@@ -254,7 +254,7 @@ TEST(TensorParallel, TransformerBlockTrainsAsTheUnsplitBlock) {
 // A 2-D mesh, tensor parallel inside "tp" and data parallel across "dp" (each dp coordinate takes its
 // share of the global batch, the gradients averaged over dp only): every factorization of the world
 // trains the block as one process does on the whole batch, step for step, and ends with the unsplit
-// parameters' slices.
+// parameters' slices, which a gathered checkpoint puts back together.
 TEST(TensorParallel, TwoDimensionalMeshTrainsAsTheOneProcessModel) {
   auto g = dist::init();
   const int n = g.size(), dims = 24, heads = 12, batch = 12;  // heads and batch divide among 1 to 4
@@ -289,6 +289,25 @@ TEST(TensorParallel, TwoDimensionalMeshTrainsAsTheOneProcessModel) {
       SCOPED_TRACE(name);
       expect_close(p, trained.at(name), 1e-4, name);
     }
+    // The gathered checkpoint, written by the tp group of dp coordinate 0 (the others hold the same
+    // slices), is the one-process run's: parameters and AdamW state.
+    const std::string path = shared_path("loom_mesh_dp" + std::to_string(dp), g);
+    if (mesh.coordinate("dp") == 0) optim::save_gathered_checkpoint(path, split, opt_split, mesh.group("tp"));
+    dist::barrier();
+    random::seed(99);
+    Block loaded(dims, heads, std::nullopt);
+    optim::AdamW opt_loaded(1e-2);
+    optim::load_checkpoint(path, loaded, opt_loaded);
+    for (const auto& [name, p] : full.parameters()) {
+      SCOPED_TRACE(name);
+      expect_close(loaded.parameters().at(name), p, 1e-4, name);
+    }
+    for (const auto& [key, a] : opt_full.state()) {
+      SCOPED_TRACE(key);
+      expect_close(opt_loaded.state().at(key), a, 1e-4, key);
+    }
+    dist::barrier();  // every rank has read it
+    if (g.rank() == 0) std::remove(path.c_str());
   }
 }
 
