@@ -7,6 +7,8 @@
 //   fully_sharded_checkpoint  the same, the blocks called through FullyShardedModule::checkpoint (each
 //                    block's full parameters held only while it runs; its forward recomputed backward)
 //   tensor_parallel  TransformerEncoderLayer::shard: heads and MLP columns split (the ranks share one batch)
+//   tp2_dp           a distributed::Mesh of dp = N/2 x tp = 2 (at 4+ ranks): tensor parallel inside each
+//                    pair, which shares a batch, and average_gradients across the pairs
 // The blocks are nn::TransformerEncoderLayer (pre-norm, 8 heads, GELU MLP of 1024).
 // One JSON line per mode: state_mb (parameters + averaged gradients + optimizer state held by one rank,
 // the largest rank's), peak_mb (Loom's peak memory during a step, the largest rank's) and median_ms (the
@@ -79,15 +81,18 @@ double megabytes(const nn::ParamTree& t, bool skip_step = false) {
 double largest(double v, const distributed::Group& g) { return distributed::all_max(array(v, float64), g).item<double>(); }
 
 void run(const std::string& mode, const distributed::Group& world, int warmup, int reps) {
-  const bool tp = mode == "tensor_parallel";
+  const bool mesh2d = mode == "tp2_dp", tp = mode == "tensor_parallel" || mesh2d;
+  std::optional<distributed::Mesh> mesh;
+  if (mesh2d) mesh.emplace(std::vector<std::pair<std::string, int>>{{"dp", -1}, {"tp", 2}}, world);
+  const distributed::Group tp_group = mesh ? mesh->group("tp") : world;
   random::seed(1);
-  LM model(tp ? std::optional<distributed::Group>(world) : std::nullopt);
+  LM model(tp ? std::optional<distributed::Group>(tp_group) : std::nullopt);
   if (mode == "fully_sharded" || mode == "fully_sharded_checkpoint") model.fully_shard();
   model.checkpointed = mode == "fully_sharded_checkpoint";
   optim::AdamW opt(1e-3);
   if (mode == "zero1" || mode == "zero2") opt.shard_state(world, mode == "zero1" ? 1 : 2);
   // Data-parallel modes read a batch of their own; the tensor-parallel ranks share one.
-  const uint64_t data_key = tp ? 0 : static_cast<uint64_t>(world.rank());
+  const uint64_t data_key = mesh ? static_cast<uint64_t>(mesh->coordinate("dp")) : tp ? 0 : static_cast<uint64_t>(world.rank());
   const array tokens = random::randint(0, kVocab, {kBatch, kTokens + 1}, int32, random::key(100 + data_key));
   const array x = slice(tokens, {0, 0}, {kBatch, kTokens}), y = slice(tokens, {0, 1}, {kBatch, kTokens + 1});
   eval(x, y);
@@ -102,6 +107,7 @@ void run(const std::string& mode, const distributed::Group& world, int warmup, i
     const double t0 = bench::now_ms();
     auto [loss, grads] = step(x, y);
     if (mode == "replicated") grads = nn::average_gradients(grads, 32 << 20, std::nullopt, world);
+    if (mesh) grads = nn::average_gradients(grads, 32 << 20, std::nullopt, mesh->group("dp"));
     opt.update(model, grads);
     eval(loss, grads, model.parameters(), opt.state());
     const double t = bench::now_ms() - t0;
@@ -133,4 +139,5 @@ int main() {
   for (const char* mode : {"replicated", "zero1", "zero2", "fully_sharded", "fully_sharded_checkpoint", "tensor_parallel"}) {
     run(mode, world, warmup, reps);
   }
+  if (world.size() >= 4 && world.size() % 2 == 0) run("tp2_dp", world, warmup, reps);
 }
