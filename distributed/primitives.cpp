@@ -280,6 +280,12 @@ class WholeArray : public Communication {
 
  protected:
   virtual void communicate(const array& x, const array& out) const = 0;
+  // The vmap rule of a collective whose ranks' blocks lie along axis 0: a batch there moves to axis
+  // 1 first, and `node` makes the collective of the moved x.
+  template <class Node>
+  static std::pair<std::vector<array>, std::vector<int>> vmap_off_axis0(const array& x, int axis, Node node) {
+    return {{node(axis == 0 ? moveaxis(x, 0, 1) : x)}, {axis == 0 ? 1 : axis}};
+  }
 };
 
 class AllGather : public WholeArray {
@@ -287,9 +293,7 @@ class AllGather : public WholeArray {
   explicit AllGather(Group g) : WholeArray(kGatherKind, std::move(g)) {}
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
                                                        const std::vector<array>&) override {
-    // Ranks' parts are stacked along axis 0: the batch must be elsewhere.
-    const array x = axes[0] == 0 ? moveaxis(in[0], 0, 1) : in[0];
-    return {{all_gather_node(x, group_)}, {axes[0] == 0 ? 1 : axes[0]}};
+    return vmap_off_axis0(in[0], axes[0], [this](const array& x) { return all_gather_node(x, group_); });
   }
   const char* name() const override { return "all_gather"; }
   void communicate(const array& x, const array& out) const override {
@@ -313,8 +317,7 @@ class SumScatter : public WholeArray {
   explicit SumScatter(Group g) : WholeArray(kScatterKind, std::move(g)) {}
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
                                                        const std::vector<array>&) override {
-    const array x = axes[0] == 0 ? moveaxis(in[0], 0, 1) : in[0];
-    return {{sum_scatter_node(x, group_)}, {axes[0] == 0 ? 1 : axes[0]}};
+    return vmap_off_axis0(in[0], axes[0], [this](const array& x) { return sum_scatter_node(x, group_); });
   }
   const char* name() const override { return "sum_scatter"; }
   void communicate(const array& x, const array& out) const override {
@@ -337,8 +340,7 @@ class AllToAll : public WholeArray {
   explicit AllToAll(Group g) : WholeArray(kAllToAllKind, std::move(g)) {}
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
                                                        const std::vector<array>&) override {
-    const array x = axes[0] == 0 ? moveaxis(in[0], 0, 1) : in[0];
-    return {{all_to_all_node(x, group_)}, {axes[0] == 0 ? 1 : axes[0]}};
+    return vmap_off_axis0(in[0], axes[0], [this](const array& x) { return all_to_all_node(x, group_); });
   }
   const char* name() const override { return "all_to_all"; }
   void communicate(const array& x, const array& out) const override {

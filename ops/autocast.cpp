@@ -6,7 +6,6 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "loom/core/copy.h"
 #include "loom/core/primitive.h"
 #include "loom/core/serialize.h"
 #include "loom/ops/ops.h"
@@ -66,39 +65,38 @@ struct Kept {
 
 // AsType of an evaluated source (a parameter, a frozen weight, an input batch), which leaves its
 // result in `kept` when it runs: the later graphs that cast the same source reuse it (ValueCasts).
+// Everything else is AsType's own (its kernel, derivatives, name and saved form).
 class KeptCast : public UnaryPrimitive {
  public:
-  KeptCast(Dtype d, std::shared_ptr<Kept> kept) : dtype_(d), kept_(std::move(kept)) {}
-  void save(detail::Writer& w) const override { w.put(dtype_); }
-  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return {in.at(0)}; }
+  KeptCast(Dtype d, std::shared_ptr<Kept> kept) : cast_(detail::astype_primitive(d)), kept_(std::move(kept)) {}
+  void save(detail::Writer& w) const override { cast_->save(w); }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return cast_->output_shapes(in); }
   void eval_cpu(const std::vector<array>& in, array& out) override {
-    out.alloc();
-    kernels::copy_strided(in[0], out.raw_data(), dtype_, out.strides());
-    array v(out.shape(), dtype_, std::make_shared<KeptCast>(dtype_, nullptr), {});
+    std::vector<array> outs{out};
+    cast_->eval_cpu(in, outs);
+    array v(out.shape(), out.dtype(), cast_, {});  // the result's buffer, without its graph
     v.copy_shared_buffer(out);
     v.set_evaluated();
     v.detach();
-    if (kept_) {
-      std::lock_guard<std::mutex> lock(kept_->m);
-      kept_->value = std::move(v);
-      kept_->ready.store(true, std::memory_order_release);
-    }
+    std::lock_guard<std::mutex> lock(kept_->m);
+    kept_->value = std::move(v);
+    kept_->ready.store(true, std::memory_order_release);
   }
-  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>&,
-                         const std::vector<array>&) override {
-    return {astype(cot[0], p[0].dtype())};
+  std::vector<array> vjp(const std::vector<array>& p, const std::vector<array>& cot, const std::vector<int>& argnums,
+                         const std::vector<array>& outs) override {
+    return cast_->vjp(p, cot, argnums, outs);
   }
-  std::vector<array> jvp(const std::vector<array>&, const std::vector<array>& t, const std::vector<int>&) override {
-    return {astype(t[0], dtype_)};
+  std::vector<array> jvp(const std::vector<array>& p, const std::vector<array>& t, const std::vector<int>& argnums) override {
+    return cast_->jvp(p, t, argnums);
   }
   std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& in, const std::vector<int>& axes,
-                                                       const std::vector<array>&) override {
-    return {{astype(in[0], dtype_)}, {axes[0]}};
+                                                       const std::vector<array>& outs) override {
+    return cast_->vmap(in, axes, outs);
   }
-  const char* name() const override { return "AsType"; }
+  const char* name() const override { return cast_->name(); }
 
  private:
-  Dtype dtype_;
+  std::shared_ptr<Primitive> cast_;
   std::shared_ptr<Kept> kept_;
 };
 

@@ -298,6 +298,8 @@ array eye(int n, int m, int k, Dtype dtype, StreamOrDevice s) {
 }
 array identity(int n, Dtype dtype, StreamOrDevice s) { OnStream on(s); return eye(n, n, 0, dtype); }
 
+std::shared_ptr<Primitive> detail::astype_primitive(Dtype d) { return std::make_shared<AsType>(d); }
+
 array astype(const array& a, Dtype dtype, StreamOrDevice s) {
   OnStream on(s);
   if (a.dtype() == dtype) return a;

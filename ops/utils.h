@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -9,7 +10,15 @@
 
 #include "loom/core/array.h"
 
+namespace loom {
+class Primitive;
+}
+
 namespace loom::detail {
+
+/// The primitive of astype(x, d) (ops/creation.cpp), for a primitive that runs a cast and adds
+/// something of its own (the autocast policy's kept casts).
+std::shared_ptr<Primitive> astype_primitive(Dtype d);
 
 /// For ops that compute in a real floating dtype (casting integers there): complex64 would lose its
 /// imaginary part in that cast, so it is an error naming `op`.
