@@ -7,7 +7,8 @@
 // (the optimizer state, and the averaged gradients, sharded: Optimizer::shard_state), fully_sharded
 // (every parameter sharded, each block gathered by itself: nn::fully_shard) or tensor_parallel (each
 // block's heads and MLP columns split across the ranks, which all train on the whole batch:
-// TransformerEncoderLayer::shard).
+// TransformerEncoderLayer::shard). --tp N with replicated lays the ranks out as a dp x tp mesh
+// (distributed::Mesh): tensor parallel inside each group of N ranks, data parallel across them.
 #include <loom/loom.h>
 
 #include <CLI/CLI.hpp>
@@ -99,7 +100,7 @@ double now_s() {
 int main(int argc, char** argv) {
   int steps = 300, batch = 32, context = 128, threads = 0, sample_bytes = 300, log_every = 25, val_windows = 256;
   double lr = 3e-4, temperature = 0.8;
-  int profile_steps = 5;
+  int profile_steps = 5, tp = 1;
   uint64_t seed = 0;
   std::string dir = "/usr/share/games/fortunes", prompt = "The ", mode = "replicated", profile_path;
   std::string compute = "float32";
@@ -116,6 +117,11 @@ int main(int argc, char** argv) {
   app.add_option("--temperature", temperature, "sampling temperature for the second sample")->capture_default_str();
   app.add_option("--mode", mode, "how the ranks share the training state")
       ->check(CLI::IsMember({"replicated", "zero1", "zero2", "fully_sharded", "tensor_parallel"}))
+      ->capture_default_str();
+  app.add_option("--tp", tp,
+                 "with --mode replicated: tensor parallel inside groups of this many ranks (a dp x tp mesh), data "
+                 "parallel across them")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--compute-dtype", compute,
                  "mixed precision: products in this dtype, parameters and optimizer float32 (float16 scales the loss)")
@@ -140,24 +146,38 @@ int main(int argc, char** argv) {
   set_num_threads(threads);
   random::seed(seed);
   const bool lead = world.rank() == 0;
+  if (tp > 1 && (mode != "replicated" || world.size() % tp != 0)) {
+    if (lead) {
+      std::fprintf(stderr, "--tp %d needs --mode replicated and a number of ranks that it divides (%d ranks, --mode %s)\n",
+                   tp, world.size(), mode.c_str());
+    }
+    return 2;
+  }
+  std::optional<distributed::Mesh> mesh;
+  if (tp > 1) mesh.emplace(std::vector<std::pair<std::string, int>>{{"dp", -1}, {"tp", tp}}, world);
+  // The ranks that read different batches and average their gradients.
+  const distributed::Group dp_group = mesh ? mesh->group("dp") : world;
 
   auto text = std::make_shared<data::TextDataset>(data::fortune_files(dir), context);
   const int64_t windows = text->size(), held_out = std::max<int64_t>(1, windows / 10);
   // Tensor-parallel ranks split the model, not the batch: each reads the whole of every batch.
   const bool tensor_parallel = mode == "tensor_parallel";
   data::DataLoader loader(data::Subset(text, 0, windows - held_out), batch, data::LoaderOptions{true, seed, data::Remainder::drop},
-                          tensor_parallel ? data::Shard() : data::Shard(world));
+                          tensor_parallel ? data::Shard() : data::Shard(dp_group));
   if (lead) {
-    std::printf("fortunes: %lld bytes, %lld windows of %d (%lld held out); %d rank(s) x %d thread(s), batch %d, %s, "
+    std::printf("fortunes: %lld bytes, %lld windows of %d (%lld held out); %d rank(s) x %d thread(s), batch %d, %s%s, "
                 "compute %s\n",
                 static_cast<long long>(text->num_bytes()), static_cast<long long>(windows), context,
-                static_cast<long long>(held_out), world.size(), threads, batch, mode.c_str(), compute.c_str());
+                static_cast<long long>(held_out), world.size(), threads, batch, mode.c_str(),
+                mesh ? (" over a dp " + std::to_string(dp_group.size()) + " x tp " + std::to_string(tp) + " mesh").c_str() : "",
+                compute.c_str());
   }
 
   LM model(context, 128, 4, 4, 512);
   optim::AdamW optimizer(lr, {0.9, 0.999}, 1e-8, 0.01);
   if (mode == "fully_sharded") model.fully_shard();
   if (tensor_parallel) model.tensor_parallel(world);
+  if (mesh) model.tensor_parallel(mesh->group("tp"));
   if (mode == "zero1" || mode == "zero2") optimizer.shard_state(world, mode == "zero1" ? 1 : 2);
   // Mixed precision (docs/mixed-precision.md): the policy for forward and backward; float16 also
   // scales the loss, and a step whose gradients overflow is skipped on every rank.
@@ -183,7 +203,7 @@ int main(int argc, char** argv) {
     auto [losses, grads] = loss_and_grad(x, y);
     const array loss = losses[1];
     // The sharded modes average inside; tensor-parallel gradients are the whole batch's already.
-    if (mode == "replicated") grads = nn::average_gradients(grads);
+    if (mode == "replicated") grads = nn::average_gradients(grads, 32 << 20, std::nullopt, dp_group);
     if (scaler) {
       scaler->step(optimizer, model, grads);  // false: skipped (the gradients overflowed)
     } else {
@@ -199,9 +219,9 @@ int main(int argc, char** argv) {
     recent += loss.item<float>();
     if (step % log_every == 0 || step == steps) {
       // The loss of the global batch: the mean of the ranks' (tensor-parallel ranks share one batch).
-      const double global = tensor_parallel || world.size() == 1
+      const double global = tensor_parallel || dp_group.size() == 1
                                 ? recent
-                                : distributed::all_sum(array(recent, float64), world).item<double>() / world.size();
+                                : distributed::all_sum(array(recent, float64), dp_group).item<double>() / dp_group.size();
       int n = step % log_every == 0 ? log_every : step % log_every;
       double elapsed = now_s() - t0;
       if (lead) {
@@ -216,14 +236,15 @@ int main(int argc, char** argv) {
 
   // Held-out loss on the first val_windows windows of the last 10%: each rank scores a slice of
   // them and one all_sum combines the sums. A fully sharded or tensor-parallel model computes only
-  // with every rank taking part in its collectives, so there every rank scores them all (and
-  // generates the samples).
+  // with every rank (of its tp group, on a mesh) taking part in its collectives, so there every rank
+  // scores them all, or its dp coordinate's slice (and generates the samples).
   model.eval();
-  const bool together = mode == "fully_sharded" || tensor_parallel;
+  const bool together = mode == "fully_sharded" || tensor_parallel || mesh;
+  const bool split_val = !(mode == "fully_sharded" || tensor_parallel);
   data::Subset val(text, windows - held_out, windows);
   const int64_t nval = std::min<int64_t>(val_windows, held_out);
-  const int64_t vb = together ? 0 : nval * world.rank() / world.size();
-  const int64_t ve = together ? nval : nval * (world.rank() + 1) / world.size();
+  const int64_t vb = split_val ? nval * dp_group.rank() / dp_group.size() : 0;
+  const int64_t ve = split_val ? nval * (dp_group.rank() + 1) / dp_group.size() : nval;
   array total = zeros({});
   for (int64_t b = vb; b < ve; b += 32) {
     std::vector<int64_t> idx;
@@ -232,7 +253,7 @@ int main(int argc, char** argv) {
     total = total + nn::losses::cross_entropy(model(x), y, "sum");
     eval(total);
   }
-  double val_loss = (together ? total : distributed::all_sum(total, world)).item<double>() / (double(nval) * context);
+  double val_loss = (split_val ? distributed::all_sum(total, dp_group) : total).item<double>() / (double(nval) * context);
   if (lead) {
     std::printf("held-out loss %.4f (%.3f bits per byte) after %d steps, %.1f s\n", val_loss, val_loss / std::log(2.0),
                 steps, now_s() - t0);
