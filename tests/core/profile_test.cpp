@@ -88,7 +88,10 @@ TEST(Profile, AFusedGroupIsOneEntryNamingItsMembers) {
   EXPECT_EQ(stats[0].bytes_read, 4096u * 4);  // x, once, though three members read it
   EXPECT_EQ(stats[0].bytes_written, 4096u * 4);
   EXPECT_EQ(stats[0].flops, 3.0 * 4096);  // one operation per element per member
-  EXPECT_NEAR(stats[0].share, 1.0, 0.5);
+  // Its share of the time inside eval is a fraction, nothing tighter: eval's own work around a
+  // 4096-element kernel is comparable to it, and a preempted CI machine makes it larger still.
+  EXPECT_GT(stats[0].share, 0.0);
+  EXPECT_LE(stats[0].share, 1.0);
 }
 
 TEST(Profile, RecordsOnlyBetweenStartAndStop) {
