@@ -25,6 +25,7 @@ std::shared_ptr<CommThread::Job> CommThread::submit(std::function<void()> fn) {
   job->fn = std::move(fn);
   {
     std::lock_guard<std::mutex> lock(mu_);
+    job->number = submitted_++;
     queue_.push_back(job);
   }
   cv_.notify_all();
@@ -34,6 +35,7 @@ std::shared_ptr<CommThread::Job> CommThread::submit(std::function<void()> fn) {
 void CommThread::wait(const std::shared_ptr<Job>& job) {
   std::unique_lock<std::mutex> lock(mu_);
   done_cv_.wait(lock, [&] { return job->done.load(); });  // the fault watch ends the job if a peer never comes
+  if (job == failed_ && skip_below_ <= failed_->number) skip_below_ = submitted_;  // its eval now knows
   if (job->error) std::rethrow_exception(job->error);
 }
 
@@ -45,14 +47,22 @@ void CommThread::loop() {
     if (queue_.empty()) return;  // stop_
     auto job = queue_.front();
     queue_.pop_front();
+    // (skip_below_ <= failed_->number: its eval has not heard yet; after, the jobs submitted before it did)
+    const bool skip = failed_ && job->number > failed_->number &&
+                      (skip_below_ <= failed_->number || job->number < skip_below_);
     lock.unlock();
-    try {
-      job->fn();
-    } catch (...) {
-      job->error = std::current_exception();
+    if (skip) {
+      job->error = failed_->error;
+    } else {
+      try {
+        job->fn();
+      } catch (...) {
+        job->error = std::current_exception();
+      }
     }
     job->fn = nullptr;  // drop the arrays it holds before eval hears it is done
     lock.lock();
+    if (job->error && !skip) failed_ = job, skip_below_ = 0;
     job->done = true;
     done_cv_.notify_all();
   }

@@ -297,27 +297,64 @@ void barrier(std::optional<Group> group) {
   detail::barrier_node(g).eval();
 }
 
+namespace {
+void check_peer(const char* op, const char* role, int peer, const Group& g) {
+  if (peer < 0 || peer >= g.size()) {
+    throw std::invalid_argument(msg("[", op, "] ", role, " rank ", peer, " is outside the group of size ", g.size()));
+  }
+  if (peer == g.rank()) {
+    throw std::invalid_argument(msg("[", op, "] rank ", peer, std::string(role) == "destination" ? " cannot send to itself" : " cannot receive from itself"));
+  }
+}
+void check_shape(const char* op, const Shape& shape) {
+  for (int d : shape) {
+    if (d < 0) throw std::invalid_argument(msg("[", op, "] negative dimension in shape ", shape_str(shape)));
+  }
+}
+}  // namespace
+
 array send(const array& x, int dst, std::optional<Group> group, StreamOrDevice s) {
   OnStream on(s);
+  return send(x, dst, std::vector<array>{}, group);
+}
+
+array send(const array& x, int dst, const std::vector<array>& after, std::optional<Group> group) {
   Group g = resolve(group);
-  if (dst < 0 || dst >= g.size()) {
-    throw std::invalid_argument(msg("[send] destination rank ", dst, " is outside the group of size ", g.size()));
-  }
-  if (dst == g.rank()) throw std::invalid_argument(msg("[send] rank ", dst, " cannot send to itself"));
-  return detail::send_node(x, dst, g);
+  check_peer("send", "destination", dst, g);
+  return detail::send_node(x, dst, g, after);
 }
 
 array recv(const Shape& shape, Dtype dtype, int src, std::optional<Group> group, StreamOrDevice s) {
   OnStream on(s);
+  return recv(shape, dtype, src, std::vector<array>{}, group);
+}
+
+array recv(const Shape& shape, Dtype dtype, int src, const std::vector<array>& after, std::optional<Group> group) {
   Group g = resolve(group);
-  if (src < 0 || src >= g.size()) {
-    throw std::invalid_argument(msg("[recv] source rank ", src, " is outside the group of size ", g.size()));
-  }
-  if (src == g.rank()) throw std::invalid_argument(msg("[recv] rank ", src, " cannot receive from itself"));
-  for (int d : shape) {
-    if (d < 0) throw std::invalid_argument(msg("[recv] negative dimension in shape ", shape_str(shape)));
-  }
-  return detail::recv_node(shape, dtype, src, g);
+  check_peer("recv", "source", src, g);
+  check_shape("recv", shape);
+  return detail::recv_node(shape, dtype, src, g, after);
+}
+
+array send_recv(const array& x, int dst, const Shape& shape, Dtype dtype, int src, std::optional<Group> group,
+                StreamOrDevice s) {
+  OnStream on(s);
+  return send_recv(x, dst, shape, dtype, src, std::vector<array>{}, group);
+}
+
+array send_recv(const array& x, int dst, const Shape& shape, Dtype dtype, int src, const std::vector<array>& after,
+                std::optional<Group> group) {
+  Group g = resolve(group);
+  check_peer("send_recv", "destination", dst, g);
+  check_peer("send_recv", "source", src, g);
+  check_shape("send_recv", shape);
+  return detail::send_recv_node(x, dst, shape, dtype, src, g, after);
+}
+
+array agree(const std::string& description, std::optional<Group> group, const std::vector<array>& after) {
+  Group g = resolve(group);
+  if (g.size() == 1) return array(true);
+  return detail::agree_node(description, g, after);
 }
 
 array recv_like(const array& x, int src, std::optional<Group> group, StreamOrDevice s) {

@@ -128,5 +128,29 @@ array send(const array& x, int dst, std::optional<Group> group = std::nullopt, S
 /// Receives an array of `shape` and `dtype` from `src`.
 array recv(const Shape& shape, Dtype dtype, int src, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
 array recv_like(const array& x, int src, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
+/// Sends `x` to `dst` while receiving an array of `shape` and `dtype` from `src` (dst itself, or
+/// another rank), and returns what arrived. The two messages travel at once and the send does not
+/// wait for `dst` to take it, so two ranks that each send the other a large array this way cannot
+/// block each other, as a send before a recv on both sides can. It pairs with the peers' send and
+/// recv in either order, or their own send_recv. (Not in MLX; MPI_Sendrecv.)
+array send_recv(const array& x, int dst, const Shape& shape, Dtype dtype, int src,
+                std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
+
+/// Messages in a fixed order. eval starts a message as soon as its inputs are ready, and a recv has
+/// none, so of several messages in one graph a rank could start them in an order its peers do not
+/// expect. These forms start only after every array of `after` (the result of another message, or
+/// of agree) has started on this rank: a chain of them starts in the chain's order. nn::Pipeline's
+/// schedules are such chains. (Not in MLX.)
+array send(const array& x, int dst, const std::vector<array>& after, std::optional<Group> group = std::nullopt);
+array recv(const Shape& shape, Dtype dtype, int src, const std::vector<array>& after,
+           std::optional<Group> group = std::nullopt);
+array send_recv(const array& x, int dst, const Shape& shape, Dtype dtype, int src, const std::vector<array>& after,
+                std::optional<Group> group = std::nullopt);
+/// A lazy check that every rank of the group passes the same `description` (of what the ranks are
+/// about to run: a schedule of messages, say): evaluated, it throws std::runtime_error on every rank,
+/// naming each rank's description (its first 239 bytes), when any differs. Returns a bool scalar,
+/// true, to order messages `after` it. A group of size 1 agrees at once. (Not in MLX.)
+array agree(const std::string& description, std::optional<Group> group = std::nullopt,
+            const std::vector<array>& after = {});
 
 }  // namespace loom::distributed

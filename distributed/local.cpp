@@ -36,6 +36,10 @@ class SingleProcess : public GroupImpl {
   void recv(void*, size_t, Dtype, int src) override {
     throw std::invalid_argument("[recv] a group of size 1 has no other rank");
   }
+  void send_recv(const void*, void*, size_t, const void*, size_t, int, const std::function<std::pair<void*, size_t>()>&,
+                 int) override {
+    throw std::invalid_argument("[send_recv] a group of size 1 has no other rank");
+  }
   bool agree(uint64_t) override { return true; }
   [[noreturn]] void abort() override { std::abort(); }
 

@@ -407,7 +407,7 @@ class Barrier : public Communication {
 };
 
 // No batching rule: the receiving rank's recv depends on no batched input, so it could not know the
-// batched shape. (Recv has no inputs: vmap never meets it.)
+// batched shape. Inputs past a send's x, and a recv's inputs, only order them (`after`).
 class Send : public Communication {
  public:
   Send(int dst, Group g) : Communication(kPointToPointKind, std::move(g)), dst_(dst) {}
@@ -445,6 +445,56 @@ class Recv : public Communication {
 
  private:
   int src_;
+};
+
+// A send to dst and a receive from src as one exchange (exchange_checked: the signatures and the data
+// both ways, the sends not waiting for the peer). Inputs past x only order it (after).
+class SendRecv : public Communication {
+ public:
+  SendRecv(int dst, int src, Group g) : Communication(kPointToPointKind, std::move(g)), dst_(dst), src_(src) {}
+  Run prepare(const std::vector<array>& in, array& out) override {
+    out.alloc();
+    array x = kernels::row_contiguous(in[0]);
+    return {x, [this, x, out]() { exchange_checked(impl(), dst_, kind_, x, src_, out); }};
+  }
+  void check_agreement(const array&) override {}  // the exchange carries the signatures
+  const char* name() const override { return "send_recv"; }
+  bool supports_complex() const override { return true; }
+  bool is_differentiable() const override { return false; }
+
+ private:
+  int dst_, src_;
+};
+
+// Every member passed the same description, or every member throws naming each one's: a check that
+// the members are about to run the same schedule of messages (nn::Pipeline's), made in its order.
+class Agree : public Communication {
+ public:
+  Agree(std::string what, Group g) : Communication(kAgreeKind, std::move(g)), what_(std::move(what)) {}
+  Run prepare(const std::vector<array>&, array& out) override {
+    out.alloc();
+    *static_cast<bool*>(out.raw_data()) = true;
+    return {out, [this]() { check(); }};
+  }
+  void check_agreement(const array&) override {}  // the run is the check
+  const char* name() const override { return "agree"; }
+  bool is_differentiable() const override { return false; }
+
+ private:
+  static constexpr size_t kShown = 240;  // bytes of each member's description in the error
+  void check() const {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a of the whole description
+    for (unsigned char c : what_) h = (h ^ c) * 1099511628211ull;
+    if (impl().agree(h)) return;
+    const int n = impl().size();
+    std::vector<char> mine(kShown, 0), all(kShown * static_cast<size_t>(n));
+    std::memcpy(mine.data(), what_.data(), std::min(what_.size(), kShown - 1));
+    impl().all_gather(mine.data(), all.data(), kShown, uint8);
+    std::string list;
+    for (int r = 0; r < n; ++r) list += msg(r ? "; " : "", "rank ", r, ": ", std::string(all.data() + r * kShown));
+    throw std::runtime_error(msg("[agree] the ranks disagree: ", list));
+  }
+  std::string what_;
 };
 
 }  // namespace
@@ -489,12 +539,25 @@ array broadcast_node(const array& x, int root, const Group& g) {
 
 array barrier_node(const Group& g) { return array(Shape{}, bool_, std::make_shared<Barrier>(g), {}); }
 
-array send_node(const array& x, int dst, const Group& g) {
-  return array(x.shape(), x.dtype(), std::make_shared<Send>(dst, g), {x});
+array send_node(const array& x, int dst, const Group& g, const std::vector<array>& after) {
+  std::vector<array> in{x};
+  in.insert(in.end(), after.begin(), after.end());
+  return array(x.shape(), x.dtype(), std::make_shared<Send>(dst, g), std::move(in));
 }
 
-array recv_node(const Shape& shape, Dtype dtype, int src, const Group& g) {
-  return array(shape, dtype, std::make_shared<Recv>(src, g), {});
+array recv_node(const Shape& shape, Dtype dtype, int src, const Group& g, const std::vector<array>& after) {
+  return array(shape, dtype, std::make_shared<Recv>(src, g), after);
+}
+
+array send_recv_node(const array& x, int dst, const Shape& shape, Dtype dtype, int src, const Group& g,
+                     const std::vector<array>& after) {
+  std::vector<array> in{x};
+  in.insert(in.end(), after.begin(), after.end());
+  return array(shape, dtype, std::make_shared<SendRecv>(dst, src, g), std::move(in));
+}
+
+array agree_node(const std::string& what, const Group& g, const std::vector<array>& after) {
+  return array(Shape{}, bool_, std::make_shared<Agree>(what, g), after);
 }
 
 }  // namespace loom::distributed::detail

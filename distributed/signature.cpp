@@ -16,7 +16,7 @@ using loom::detail::shape_str;
 namespace {
 
 const char* const kKindNames[] = {"all_sum",     "all_max",    "all_min",   "all_gather", "send/recv",
-                                  "all_mean",    "sum_scatter", "all_to_all", "broadcast", "barrier"};
+                                  "all_mean",    "sum_scatter", "all_to_all", "broadcast", "barrier", "agree"};
 
 // 64-bit FNV-1a: signatures are compared by this hash, so a difference anywhere in them shows.
 uint64_t fnv(const void* data, size_t n, uint64_t h = 1469598103934665603ull) {
@@ -128,6 +128,23 @@ void check_signature_from(GroupImpl& group, int src, int kind, const array& expe
   throw std::runtime_error(msg("[recv] rank ", group.rank(), " expects ",
                                typed_shape(expected.dtype(), expected.shape()), " from rank ", src, ", which sends ",
                                typed_shape(theirs.dt(), theirs.shape()), theirs.ndim > 8 ? " (its first 8 axes)" : ""));
+}
+
+void exchange_checked(GroupImpl& group, int dst, int kind, const array& sent, int src, const array& out) {
+  const Signature mine = Signature::of(kind, sent, 0, layout_hash({sent.shape()}));
+  const Signature want = Signature::of(kind, out, 0, layout_hash({out.shape()}));
+  Signature theirs;
+  std::vector<char> scratch;  // what a peer sends that this rank did not expect, taken all the same
+  group.send_recv(&mine, &theirs, sizeof(Signature), sent.raw_data(), sent.nbytes(), dst, [&]() -> std::pair<void*, size_t> {
+    if (theirs == want) return {out.raw_data(), out.nbytes()};
+    scratch.resize(theirs.kind == kind && theirs.bytes >= 0 ? static_cast<size_t>(theirs.bytes) : 0);
+    return {scratch.data(), scratch.size()};
+  }, src);
+  if (theirs == want) return;
+  throw std::runtime_error(msg("[send_recv] rank ", group.rank(), " expects ", typed_shape(out.dtype(), out.shape()),
+                               " from rank ", src, ", which sends ",
+                               theirs.kind == kind ? typed_shape(theirs.dt(), theirs.shape()) : theirs.str(),
+                               theirs.ndim > 8 ? " (its first 8 axes)" : ""));
 }
 
 }  // namespace loom::distributed::detail

@@ -254,6 +254,8 @@ inline std::vector<Entry> registry() {
       none("barrier", "synchronization only: it carries no data"),
       none("send", "communication side effect; the result is the input, passed on without a gradient"),
       none("recv", "data from another process: a constant to autograd"),
+      none("send_recv", "a send and a recv at once: the received data is a constant to autograd"),
+      none("agree", "a check that every rank passed the same description: it carries no data"),
       // ---- hadamard_transform and view (ops/hadamard.cpp, ops/view.cpp) ----
       checked("Hadamard", {{"tests/ops/hadamard_test.cpp", "Hadamard.GradientsMatchFiniteDifferences", "hadamard_transform"}}),
       none("View", "reinterprets bits as another dtype: no derivative (vjp and jvp throw, as MLX's View has none)"),

@@ -19,6 +19,7 @@ class CommThread {
     std::function<void()> fn;
     std::atomic<bool> done{false};  // set under the thread's lock; read without it by ready()
     std::exception_ptr error;
+    uint64_t number = 0;  // in the order of submission
   };
 
   CommThread();
@@ -35,6 +36,12 @@ class CommThread {
   std::condition_variable cv_, done_cv_;
   std::deque<std::shared_ptr<Job>> queue_;
   bool stop_ = false;
+  // After a job fails, the jobs submitted after it are skipped with its error until its eval has
+  // heard of it (wait on the failed job): they belong to the eval that fails, and a message that
+  // follows a failed one would wait for a peer that is failing too (nn::Pipeline's chains).
+  uint64_t submitted_ = 0;
+  std::shared_ptr<Job> failed_;
+  uint64_t skip_below_ = 0;  // once failed_ was heard of: jobs numbered from here run again
   std::thread thread_;
 };
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,6 +44,12 @@ class GroupImpl {
   /// Messages between two members arrive in the order they were sent.
   virtual void send(const void* in, size_t count, Dtype dtype, int dst) = 0;
   virtual void recv(void* out, size_t count, Dtype dtype, int src) = 0;
+  /// Two messages to `dst` (`head`, then `in`: `head_bytes` and `in_bytes`) while two come from
+  /// `src`: its head into `head_in`, then its data into where `data_in()` says (called once the head
+  /// is in). The sends do not wait for `dst` to receive, so this pairs with a peer's send and recv in
+  /// either order, or its own send_recv, and two members exchanging this way cannot block each other.
+  virtual void send_recv(const void* head, void* head_in, size_t head_bytes, const void* in, size_t in_bytes, int dst,
+                         const std::function<std::pair<void*, size_t>()>& data_in, int src) = 0;
   /// Whether every member passed the same `value` (a collective's signature). Blocks until all have;
   /// a member that waits long backs off (sleeps between polls) instead of spinning a core.
   virtual bool agree(uint64_t value) = 0;

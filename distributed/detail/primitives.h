@@ -2,6 +2,7 @@
 // GroupImpl (group_impl.h).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "loom/distributed/distributed.h"
@@ -22,8 +23,12 @@ array sum_scatter_node(const array& x, const Group& group);
 array all_to_all_node(const array& x, const Group& group);
 array broadcast_node(const array& x, int root, const Group& group);
 array barrier_node(const Group& group);
-array send_node(const array& x, int dst, const Group& group);
-array recv_node(const Shape& shape, Dtype dtype, int src, const Group& group);
+// Point-to-point nodes: inputs past x (`after`) only order them (distributed.h).
+array send_node(const array& x, int dst, const Group& group, const std::vector<array>& after = {});
+array recv_node(const Shape& shape, Dtype dtype, int src, const Group& group, const std::vector<array>& after = {});
+array send_recv_node(const array& x, int dst, const Shape& shape, Dtype dtype, int src, const Group& group,
+                     const std::vector<array>& after = {});
+array agree_node(const std::string& what, const Group& group, const std::vector<array>& after = {});
 
 /// The public reductions with the kind as an argument (the vjp and jvp rules use them).
 array all_reduce(const array& x, ReduceKind k, const std::optional<Group>& group);

@@ -18,7 +18,8 @@ class GroupImpl;
 
 /// Collective kinds, as signatures carry them.
 enum Kind { kSumKind = 0, kMaxKind = 1, kMinKind = 2, kGatherKind = 3, kPointToPointKind = 4, kMeanKind = 5,
-           kScatterKind = 6, kAllToAllKind = 7, kBroadcastKind = 8, kBarrierKind = 9 };
+           kScatterKind = 6, kAllToAllKind = 7, kBroadcastKind = 8, kBarrierKind = 9,
+           kAgreeKind = 10 };
 
 /// "float32 (2,3)": how collectives are named in errors.
 std::string typed_shape(Dtype d, const Shape& s);
@@ -36,5 +37,9 @@ void check_agreement(GroupImpl& group, const char* name, int kind, const array& 
 /// expects and, when they differ, takes the data anyway (so the sender is not left blocked) and throws.
 void send_signature(GroupImpl& group, int dst, int kind, const array& x);
 void check_signature_from(GroupImpl& group, int src, int kind, const array& expected);
+/// send_recv: sends the signature of `sent` to `dst` while receiving `src`'s, then the data the same
+/// way, into `out` (of `expected`'s shape and dtype). When what `src` sends differs from `expected`,
+/// its data is taken anyway (the sender is not left blocked) and this throws, naming both.
+void exchange_checked(GroupImpl& group, int dst, int kind, const array& sent, int src, const array& out);
 
 }  // namespace loom::distributed::detail

@@ -202,6 +202,17 @@ class MpiGroup : public GroupImpl {
   void recv(void* out, size_t count, Dtype dtype, int src) override {
     check_mpi(MPI_Recv(out, mpi_count(count, "recv"), mpi_type(dtype), src, 0, comm_, MPI_STATUS_IGNORE), "recv");
   }
+  void send_recv(const void* head, void* head_in, size_t head_bytes, const void* in, size_t in_bytes, int dst,
+                 const std::function<std::pair<void*, size_t>()>& data_in, int src) override {
+    MPI_Request sends[2];
+    check_mpi(MPI_Isend(head, mpi_count(head_bytes, "send_recv"), MPI_BYTE, dst, 0, comm_, &sends[0]), "send_recv");
+    check_mpi(MPI_Isend(in, mpi_count(in_bytes, "send_recv"), MPI_BYTE, dst, 0, comm_, &sends[1]), "send_recv");
+    check_mpi(MPI_Recv(head_in, mpi_count(head_bytes, "send_recv"), MPI_BYTE, src, 0, comm_, MPI_STATUS_IGNORE),
+              "send_recv");
+    const auto [out, out_bytes] = data_in();
+    check_mpi(MPI_Recv(out, mpi_count(out_bytes, "send_recv"), MPI_BYTE, src, 0, comm_, MPI_STATUS_IGNORE), "send_recv");
+    check_mpi(MPI_Waitall(2, sends, MPI_STATUSES_IGNORE), "send_recv");
+  }
   bool agree(uint64_t value) override {
     // max(v) == ~max(~v) == min(v) exactly when every member passed the same v. The max is taken
     // by recursive doubling over point-to-point messages on a communicator of its own: on shared

@@ -199,6 +199,73 @@ TEST(Distributed, SendRecvRing) {
   EXPECT_THROW_MSG(dist::send(mine, n), std::invalid_argument, "outside the group");
 }
 
+// send_recv: every rank sends a large array (past MPI's eager limit, so a plain send would wait for
+// its receiver) to the next rank while receiving the previous one's: a ring that blocks with send
+// before recv on every rank runs at once. It pairs with a peer's plain recv and send too; what a
+// peer sends that this rank did not expect is taken and named; ordered messages start in their
+// chain's order; agree names each rank's description when they differ.
+TEST(Distributed, SendRecvExchangesOrderedMessagesAndAgree) {
+  auto g = dist::init();
+  const int n = g.size(), r = g.rank();
+  EXPECT_TRUE(dist::agree("alone or not").item<bool>());
+  if (n == 1) {
+    EXPECT_THROW_MSG(dist::send_recv(ones({2}), 0, {2}, float32, 0), std::invalid_argument,
+                     "[send_recv] rank 0 cannot send to itself");
+    return;
+  }
+  EXPECT_THROW_MSG(dist::send_recv(ones({2}), n, {2}, float32, 0), std::invalid_argument,
+                   "[send_recv] destination rank " + std::to_string(n) + " is outside the group of size");
+  EXPECT_THROW_MSG(dist::send_recv(ones({2}), (r + 1) % n, {-2}, float32, (r + n - 1) % n), std::invalid_argument,
+                   "[send_recv] negative dimension in shape (-2)");
+  const int next = (r + 1) % n, prev = (r + n - 1) % n, big = 1 << 20;
+  const array mine = full({big}, float(r));
+  array got = dist::send_recv(mine, next, {big}, float32, prev);
+  eval(got);
+  EXPECT_EQ(min(got).item<float>(), float(prev));
+  EXPECT_EQ(max(got).item<float>(), float(prev));
+  // Rank 0 exchanges with rank 1, which does a plain recv then send.
+  if (r == 0) {
+    array back = dist::send_recv(full({big}, 3.0f), 1, {4}, int32, 1);
+    expect_array(back, {4}, {5, 5, 5, 5});
+  } else if (r == 1) {
+    array in = dist::recv({big}, float32, 0);
+    eval(in);
+    EXPECT_EQ(sum(in).item<float>(), 3.0f * big);
+    eval(dist::send(full({4}, 5, int32), 0));
+  }
+  // A shape that differs: the receiver throws, naming both; the sender is not left waiting.
+  if (r == 0) {
+    EXPECT_THROW_MSG(eval(dist::send_recv(ones({3}), 1, {4}, float32, 1)), std::runtime_error,
+                     "[send_recv] rank 0 expects float32 (4) from rank 1, which sends float32 (5)");
+  } else if (r == 1) {
+    array back = dist::send_recv(ones({5}), 0, {3}, float32, 0);
+    eval(back);
+    expect_array(back, {3}, {1, 1, 1});
+  }
+  // A chain decides the order: rank 1 sends (a value it computes first) and then receives, as rank 0
+  // receives and then sends. Unchained, rank 1's receive (no inputs) would start before its send
+  // and both ranks would wait to receive.
+  if (r == 0) {
+    array in = dist::recv({4}, float32, 1);
+    eval(dist::send(in * 2.0f, 1, {in}));
+    expect_array(in, {4}, {2, 2, 2, 2});
+  } else if (r == 1) {
+    array out = dist::send(exp(zeros({4})) * 2.0f, 0);
+    array back = dist::recv({4}, float32, 0, {out});
+    expect_array(back, {4}, {4, 4, 4, 4});
+  }
+  // agree: the same description passes; different ones throw on every rank, naming each.
+  EXPECT_TRUE(dist::agree("the same plan").item<bool>());
+  std::string what;
+  try {
+    eval(dist::agree(r == 0 ? "plan A" : "plan B"));
+  } catch (const std::runtime_error& e) {
+    what = e.what();
+  }
+  EXPECT_NE(what.find("[agree] the ranks disagree: rank 0: plan A; rank 1: plan B"), std::string::npos) << what;
+  dist::barrier();
+}
+
 TEST(Distributed, SplitByParity) {
   auto g = dist::init();
   auto sub = g.split(g.rank() % 2);
