@@ -106,14 +106,12 @@ std::vector<array> dependent_tape(const std::vector<array>& outputs, std::unorde
   return tape;
 }
 
-std::pair<std::vector<array>, std::vector<array>> vjp_impl(const VectorFn& fun, const std::vector<array>& primals,
-                                                           const CotangentFn& make_cotangents,
-                                                           const std::vector<int>& argnums) {
-  detail::InTracing tracing;
-  Tracers traced(primals);
-  const std::vector<array>& tracers = traced.arrays;
-  std::vector<array> outputs = fun(tracers);
-  std::vector<array> cotangents = make_cotangents(outputs);
+namespace {
+// The backward half of a vjp: the products of `cotangents` (one per output, or fewer) with the
+// Jacobian of `outputs` with respect to `tracers[argnums]`.
+std::vector<array> backward(const std::vector<array>& primals, const std::vector<array>& tracers,
+                            const std::vector<array>& outputs, const std::vector<array>& cotangents,
+                            const std::vector<int>& argnums) {
   if (cotangents.size() > outputs.size()) {
     throw std::invalid_argument(msg("[vjp] ", cotangents.size(), " cotangents for ", outputs.size(), " outputs"));
   }
@@ -165,7 +163,18 @@ std::pair<std::vector<array>, std::vector<array>> vjp_impl(const VectorFn& fun, 
     auto c = cot.find(tracers[i].id());
     result.push_back(c != cot.end() ? c->second : zeros_like(primals[i]));
   }
-  return {outputs, result};
+  return result;
+}
+}  // namespace
+
+std::pair<std::vector<array>, std::vector<array>> vjp_impl(const VectorFn& fun, const std::vector<array>& primals,
+                                                           const CotangentFn& make_cotangents,
+                                                           const std::vector<int>& argnums) {
+  detail::InTracing tracing;
+  Tracers traced(primals);
+  std::vector<array> outputs = fun(traced.arrays);
+  std::vector<array> result = backward(primals, traced.arrays, outputs, make_cotangents(outputs), argnums);
+  return {std::move(outputs), std::move(result)};
 }
 
 }  // namespace detail
@@ -175,6 +184,27 @@ std::pair<std::vector<array>, std::vector<array>> vjp(const VectorFn& fun, const
   std::vector<int> argnums(primals.size());
   for (size_t i = 0; i < argnums.size(); ++i) argnums[i] = static_cast<int>(i);
   return detail::vjp_impl(fun, primals, [&](const std::vector<array>&) { return cotangents; }, argnums);
+}
+
+std::pair<std::vector<array>, VjpFn> vjp(const VectorFn& fun, const std::vector<array>& primals) {
+  struct Forward {
+    std::vector<array> primals, tracers, outputs;
+  };
+  auto f = std::make_shared<Forward>();
+  {
+    detail::InTracing tracing;
+    Tracers traced(primals);  // live while fun runs; afterwards the tracers are plain copies
+    f->outputs = fun(traced.arrays);
+    f->tracers = traced.arrays;
+  }
+  f->primals = primals;
+  std::vector<int> argnums(primals.size());
+  for (size_t i = 0; i < argnums.size(); ++i) argnums[i] = static_cast<int>(i);
+  VjpFn pullback = [f, argnums](const std::vector<array>& cotangents) {
+    detail::InTracing tracing;
+    return detail::backward(f->primals, f->tracers, f->outputs, cotangents, argnums);
+  };
+  return {f->outputs, std::move(pullback)};
 }
 
 std::pair<array, array> vjp(const UnaryFn& fun, const array& primal, const array& cotangent) {

@@ -20,6 +20,14 @@ using UnaryFn = std::function<array(const array&)>;
 std::pair<std::vector<array>, std::vector<array>> vjp(const VectorFn& fun, const std::vector<array>& primals,
                                                       const std::vector<array>& cotangents);
 std::pair<array, array> vjp(const UnaryFn& fun, const array& primal, const array& cotangent);
+/// The same in two halves, as JAX's vjp(fun, *primals): `fun`'s outputs at `primals` now, and a
+/// function that builds their vector-Jacobian products with cotangents given later (one per output,
+/// or fewer: the rest count as zero), one per primal. For a backward whose cotangents are built
+/// after other graph, as a pipeline stage's, which arrive from the next stage. The function keeps the
+/// traced forward and may be called more than once, before the forward is evaluated (an eval
+/// detaches what it computed from the graph, so a later call would find no path back). (Not in MLX.)
+using VjpFn = std::function<std::vector<array>(const std::vector<array>& cotangents)>;
+std::pair<std::vector<array>, VjpFn> vjp(const VectorFn& fun, const std::vector<array>& primals);
 
 /// Outputs of `fun` at `primals` and the Jacobian-vector products with `tangents` (one per primal).
 std::pair<std::vector<array>, std::vector<array>> jvp(const VectorFn& fun, const std::vector<array>& primals,

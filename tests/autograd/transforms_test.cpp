@@ -289,3 +289,37 @@ TEST(Transforms, GradientOfATransposedMatmulOperandIsComputedRowContiguous) {
   // g^T x = [[1*1 + 0.5*4, 1*2 + 0.5*5, 1*3 + 0.5*6], [-1*1 + 2*4, -1*2 + 2*5, -1*3 + 2*6]]
   loom::testing::expect_array(dw, {2, 3}, {3, 4.5, 6, 7, 8, 9});
 }
+
+// vjp in two halves: the forward now, the backward later with cotangents built in between (from the
+// forward's own outputs here); the same products as the one-call vjp, for each call of the pullback,
+// with missing cotangents counted as zero.
+TEST(Grad, VjpInTwoHalvesEqualsTheOneCallVjp) {
+  array x({0.5, -1.0, 2.0}, {3}, float64), w({1.5, 0.25, -0.5}, {3}, float64);
+  VectorFn f = [](const std::vector<array>& p) {
+    return std::vector<array>{sin(p[0] * p[1]), sum(exp(p[0]))};
+  };
+  auto [outs, pullback] = vjp(f, {x, w});
+  ASSERT_EQ(outs.size(), 2u);
+  EXPECT_FALSE(outs[0].is_evaluated());
+  const array c0 = outs[0] * 2.0, c1 = array(3.0, float64);  // built after the forward, from it
+  const std::vector<array> later = pullback({c0, c1});
+  // A second call, with only the first output's cotangent (the second's counts as zero), before
+  // anything is evaluated: evaluating the forward detaches it from the graph, as every eval does.
+  const std::vector<array> first_only = pullback({ones({3}, float64)});
+  const auto [o_once, once] = vjp(f, {x, w}, {c0, c1});
+  ASSERT_EQ(later.size(), 2u);
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(allclose(later[i], once[i], 0, 0).item<bool>()) << i;
+  // d/dx = cos(xw) w c0 + exp(x) c1, d/dw = cos(xw) x c0, by hand.
+  std::vector<double> dx, dw;
+  const double xs[3] = {0.5, -1.0, 2.0}, ws[3] = {1.5, 0.25, -0.5};
+  for (int i = 0; i < 3; ++i) {
+    const double c = 2 * std::sin(xs[i] * ws[i]);
+    dx.push_back(std::cos(xs[i] * ws[i]) * ws[i] * c + std::exp(xs[i]) * 3);
+    dw.push_back(std::cos(xs[i] * ws[i]) * xs[i] * c);
+  }
+  expect_array(later[0], {3}, dx, 1e-12);
+  expect_array(later[1], {3}, dw, 1e-12);
+  for (int i = 0; i < 3; ++i) dw[i] = std::cos(xs[i] * ws[i]) * xs[i];
+  expect_array(first_only[1], {3}, dw, 1e-12);
+  EXPECT_THROW_MSG(pullback({c0, c1, c1}), std::invalid_argument, "[vjp] 3 cotangents for 2 outputs");
+}
