@@ -8,12 +8,28 @@ array Sequential::operator()(const array& x) const {
   return y;
 }
 
-Module* Sequential::layer(size_t i) const {
-  if (i >= modules_.size()) {
+namespace {
+void check_layer(size_t i, size_t n) {
+  if (i >= n) {
     throw std::out_of_range("[nn::Sequential] layer " + std::to_string(i) + " is out of range for " +
-                            std::to_string(modules_.size()) + " layers");
+                            std::to_string(n) + " layers");
   }
+}
+}  // namespace
+
+Module* Sequential::layer(size_t i) const {
+  check_layer(i, modules_.size());
   return modules_[i].get();
+}
+
+std::shared_ptr<Module> Sequential::shared_layer(size_t i) const {
+  check_layer(i, modules_.size());
+  return modules_[i];
+}
+
+const Sequential::Fn& Sequential::call(size_t i) const {
+  check_layer(i, calls_.size());
+  return calls_[i];
 }
 
 }  // namespace loom::nn

@@ -72,6 +72,10 @@ class Sequential : public Module {
   size_t size() const { return calls_.size(); }
   /// Layer i as a module (nullptr for a callable); throws std::out_of_range past the end.
   Module* layer(size_t i) const;
+  /// Layer i as held, shared (nullptr for a callable), and its call: how nn::Pipeline keeps a stage's
+  /// layers. Both throw std::out_of_range past the end.
+  std::shared_ptr<Module> shared_layer(size_t i) const;
+  const Fn& call(size_t i) const;
   /// Layer i as an M; throws std::invalid_argument if it is not one.
   template <typename M>
   M& get(size_t i) const {
