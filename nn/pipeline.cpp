@@ -184,7 +184,11 @@ PipelineStep Pipeline::run(const array& x, const array& y, const LossFn& loss_fn
           " layers");
   array token = dist::agree(plan, group_);
 
-  // The messages, in this stage's order; each starts after the one before it (token).
+  // The messages, in this stage's order; each starts after the one before it (token), and a receive
+  // also after the pass before it (order): a stage receives a micro-batch once it is ready to work
+  // on it. (Where eval runs messages inline, blocking, a receive started early would hold up the
+  // pass that the peer is waiting for.)
+  array order = token;  // the last pass's result: the next pass's input waits for it (depends)
   const std::vector<detail::PipelineMessage> messages = detail::pipeline_messages(schedule, p, m, s, backward);
   size_t next = 0;
   std::map<std::pair<int, int>, array> received;  // (kind, micro-batch) -> what arrived
@@ -209,7 +213,7 @@ PipelineStep Pipeline::run(const array& x, const array& y, const LossFn& loss_fn
     }
     ++next;
     Boundary b = kind == detail::PipelineMessage::gradient ? out_shape.at(i) : shape_of(g, nullptr);
-    token = dist::recv(b.shape, b.dtype, g.peer, {token}, group_);
+    token = dist::recv(b.shape, b.dtype, g.peer, {token, order}, group_);
     return token;
   };
   auto post = [&](detail::PipelineMessage::Kind kind, int i, const array& data) {
@@ -235,7 +239,6 @@ PipelineStep Pipeline::run(const array& x, const array& y, const LossFn& loss_fn
   std::vector<array> acc;   // the gradients so far, summed in micro-batch order
   array loss_sum = array(0.0f);
   bool have_loss = false;
-  array order = token;  // the last pass's result: the next pass's input waits for it (depends)
 
   const std::vector<detail::PipelineAction> actions =
       backward ? detail::pipeline_actions(schedule, p, m, s) : [m] {
@@ -284,7 +287,9 @@ PipelineStep Pipeline::run(const array& x, const array& y, const LossFn& loss_fn
       }
       order = out;
     } else {
-      const array cot = s == last ? full({}, 1.0 / m, loss_sum.dtype()) : receive(detail::PipelineMessage::gradient, i);
+      // (On the last stage the seed waits for the pass before, as a received gradient does.)
+      const array cot = s == last ? depends({full({}, 1.0 / m, loss_sum.dtype())}, {order})[0]
+                                  : receive(detail::PipelineMessage::gradient, i);
       std::vector<array> g = pullbacks[i]({cot});
       pullbacks[i] = nullptr;  // the micro-batch's forward graph goes once its backward is built
       if (s > 0) {
