@@ -49,6 +49,7 @@
 #include "loom/nn/losses.h"
 #include "loom/nn/average_gradients.h"
 #include "loom/nn/distributed.h"
+#include "loom/nn/moe.h"
 #include "loom/nn/pipeline.h"
 #include "loom/optim/optimizers.h"
 #include "loom/optim/schedulers.h"

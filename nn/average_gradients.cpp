@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <optional>
+#include <set>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "loom/core/eval.h"
@@ -129,6 +131,35 @@ ParamTree average_gradients(const ParamTree& grads, std::ptrdiff_t all_reduce_si
     return grads;
   }
   return average(grads, all_reduce_size, communication_type, g, nullptr);
+}
+
+ParamTree average_gradients(const ParamTree& grads, const std::vector<std::string>& local,
+                            std::ptrdiff_t all_reduce_size, std::optional<Dtype> communication_type,
+                            std::optional<distributed::Group> group) {
+  std::set<std::string> mine(local.begin(), local.end());
+  std::vector<std::pair<std::string, array>> shared;
+  for (const auto& [name, g] : grads) {
+    if (!mine.count(name)) shared.emplace_back(name, g);
+  }
+  if (shared.size() + mine.size() != grads.size()) {
+    std::string missing;
+    for (const std::string& n : mine) {
+      if (!grads.contains(n)) missing += (missing.empty() ? "" : ", ") + n;
+    }
+    throw std::invalid_argument("[nn::average_gradients] local names not among the gradients: " + missing);
+  }
+  const distributed::Group g = group ? *group : distributed::init();
+  const ParamTree averaged =
+      shared.empty() ? ParamTree{} : average_gradients(tree_unflatten(shared), all_reduce_size, communication_type, g);
+  std::vector<std::pair<std::string, array>> out;
+  for (const auto& [name, grad] : grads) {
+    if (!mine.count(name)) {
+      out.emplace_back(name, averaged.at(name));
+    } else {
+      out.emplace_back(name, g.size() == 1 ? grad : divide(grad, array(static_cast<float>(g.size()), grad.dtype())));
+    }
+  }
+  return tree_unflatten(out);
 }
 
 Join::Join(std::ptrdiff_t all_reduce_size, std::optional<Dtype> communication_type,

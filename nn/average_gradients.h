@@ -22,6 +22,15 @@ namespace loom::nn {
 ParamTree average_gradients(const ParamTree& grads, std::ptrdiff_t all_reduce_size = 32 << 20,
                             std::optional<Dtype> communication_type = std::nullopt,
                             std::optional<distributed::Group> group = std::nullopt);
+/// The same for a model some of whose parameters are this rank's own part of a whole spread over
+/// the group (the experts of an nn::MoE with expert parallelism): the gradients named in `local` are
+/// not averaged but divided by the group's size, since the tokens of every rank reached them (each is
+/// already the sum over the ranks' losses); the others are averaged as above. So a step equals the
+/// one-process step on the whole batch. Every name must be among the gradients (std::invalid_argument).
+ParamTree average_gradients(const ParamTree& grads, const std::vector<std::string>& local,
+                            std::ptrdiff_t all_reduce_size = 32 << 20,
+                            std::optional<Dtype> communication_type = std::nullopt,
+                            std::optional<distributed::Group> group = std::nullopt);
 
 /// Gradient accumulation (what PyTorch's `DDP.no_sync()` gives): the gradients of `steps`
 /// micro-batches are summed on each rank with no communication, and every `steps`-th call to
