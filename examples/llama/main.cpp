@@ -4,7 +4,10 @@
 //   layers.i: h = x + attention(attention_norm(x)),  y = h + feed_forward(ffn_norm(h))
 //     attention:    q, k, v = wq x, wk x, wv x (no biases), split into heads; RoPE on q and k;
 //                   causal softmax(q k^T / sqrt(head_dim)) v (fast::scaled_dot_product_attention); wo
-//     feed_forward: w2(silu(w1 x) * w3 x)  (SwiGLU, no biases)
+//     feed_forward: w2(silu(w1 x) * w3 x)  (SwiGLU, no biases); with --moe E, an nn::MoE of E GELU
+//                   experts instead (top-k routing, capacity, Switch's load-balancing loss added with
+//                   weight --moe-aux), spread over the ranks when they divide E (expert parallelism:
+//                   the tokens travel to their experts and back by all_to_all)
 //     attention_norm, ffn_norm: RMSNorm
 //   norm (RMSNorm) -> output (dims -> 256, no bias)
 // N(0, 0.02) weights, RMSNorm weights 1; AdamW(lr, weight decay 0.01); cross entropy.
@@ -81,22 +84,34 @@ struct FeedForward : nn::Module {
   }
 };
 
+struct MoEOptions {
+  int experts = 0, top_k = 2;
+  double capacity_factor = 1.25;
+  std::optional<distributed::Group> group;  // expert parallel over it
+};
+
 struct Block : nn::Module {
   nn::RMSNorm attention_norm, ffn_norm;
   Attention attention;
   FeedForward feed_forward;
+  std::unique_ptr<nn::MoE> moe;  // instead of feed_forward, with --moe
 
-  Block(int dims, int heads, int hidden)
-      : attention_norm(dims), ffn_norm(dims), attention(dims, heads), feed_forward(dims, hidden) {
+  Block(int dims, int heads, int hidden, const MoEOptions& m)
+      : attention_norm(dims), ffn_norm(dims), attention(dims, heads), feed_forward(m.experts ? 1 : dims, m.experts ? 1 : hidden) {
     register_module("attention_norm", attention_norm);
     register_module("attention", attention);
     register_module("ffn_norm", ffn_norm);
-    register_module("feed_forward", feed_forward);
+    if (m.experts) {
+      moe = std::make_unique<nn::MoE>(dims, hidden, m.experts, m.top_k, m.capacity_factor, m.group);
+      register_module("moe", *moe);
+    } else {
+      register_module("feed_forward", feed_forward);
+    }
   }
 
   array operator()(const array& x, const array& mask) const {
     array h = x + attention(attention_norm(x), mask);
-    return h + feed_forward(ffn_norm(h));
+    return h + (moe ? (*moe)(ffn_norm(h)) : feed_forward(ffn_norm(h)));
   }
 };
 
@@ -106,21 +121,35 @@ struct Llama : nn::Module {
   nn::RMSNorm norm;
   nn::Linear output;
 
-  Llama(int dims, int heads, int num_layers, int hidden)
+  Llama(int dims, int heads, int num_layers, int hidden, const MoEOptions& m = {})
       : tok_embeddings(256, dims), norm(dims), output(linear(dims, 256)) {
     register_module("tok_embeddings", tok_embeddings);
     for (int i = 0; i < num_layers; ++i) {
-      layers.push_back(std::make_unique<Block>(dims, heads, hidden));
+      layers.push_back(std::make_unique<Block>(dims, heads, hidden, m));
       register_module("layers." + std::to_string(i), *layers.back());
     }
     register_module("norm", norm);
     register_module("output", output);
-    // N(0, 0.02) for the embedding and every projection; the RMSNorm weights stay at 1.
+    // N(0, 0.02) for the embedding and every projection; the RMSNorm weights stay at 1, and the
+    // experts keep nn::MoE's initialization (drawn expert by expert: the same for any number of ranks).
     nn::ParamTree init;
     for (const auto& [name, p] : parameters()) {
-      if (name.find("norm") == std::string::npos) init.insert(name, nn::init::normal(p.shape(), 0.0, 0.02));
+      if (name.find("norm") == std::string::npos && name.find(".moe.") == std::string::npos) {
+        init.insert(name, nn::init::normal(p.shape(), 0.0, 0.02));
+      }
     }
     update(init);
+  }
+
+  // The mean over the blocks of the last call's MoE load-balancing loss and dropped fraction.
+  std::pair<array, array> moe_stats() const {
+    array aux = zeros({}), dropped = zeros({});
+    for (const auto& layer : layers) {
+      aux = aux + layer->moe->last().load_balancing_loss;
+      dropped = dropped + layer->moe->last().dropped;
+    }
+    const float n = static_cast<float>(layers.size());
+    return {aux / n, dropped / n};
   }
 
   // tokens (B, L) int32 -> logits (B, L, 256)
@@ -149,8 +178,8 @@ double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
 
 int main(int argc, char** argv) {
   int steps = 300, batch = 32, context = 128, dims = 128, heads = 4, num_layers = 4, hidden = 0, threads = 0;
-  int log_every = 10, val_windows = 256, profile_steps = 5;
-  double lr = 1e-3;
+  int log_every = 10, val_windows = 256, profile_steps = 5, experts = 0, top_k = 2;
+  double lr = 1e-3, capacity_factor = 1.25, moe_aux = 0.01;
   uint64_t seed = 0;
   std::string dir = "/usr/share/games/fortunes", metrics = "runs/llama/metrics.jsonl", compute = "float32", profile_path;
   CLI::App app{"Train a LLaMA-style byte-level decoder on the fortune texts, alone or under mpirun -np N."};
@@ -180,6 +209,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--profile", profile_path,
                  "profile the steps after the first: print the profiler's table, write a Chrome trace to this file");
+  app.add_option("--moe", experts,
+                 "mixture of experts: E experts per block instead of the SwiGLU MLP (0: none); expert parallel "
+                 "over the ranks when they divide E")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--top-k", top_k, "experts per token (--moe)")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--capacity-factor", capacity_factor, "tokens an expert takes: ceil(factor * tokens * k / E) (--moe)")
+      ->capture_default_str();
+  app.add_option("--moe-aux", moe_aux, "weight of Switch's load-balancing loss (--moe)")->capture_default_str();
   app.add_option("--profile-steps", profile_steps, "steps --profile records")->check(CLI::PositiveNumber)
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -208,7 +246,14 @@ int main(int argc, char** argv) {
   data::DataLoader loader(data::Subset(text, 0, windows - held_out), batch,
                           data::LoaderOptions{true, seed, data::Remainder::drop}, world);
 
-  Llama model(dims, heads, num_layers, hidden);
+  MoEOptions moe_options{experts, top_k, capacity_factor, std::nullopt};
+  const bool expert_parallel = experts > 0 && world.size() > 1 && experts % world.size() == 0;
+  if (expert_parallel) moe_options.group = world;
+  Llama model(dims, heads, num_layers, hidden, moe_options);
+  // The experts each rank holds alone (expert parallel): their gradients are divided by the number of
+  // ranks, not averaged (nn::average_gradients' `local`).
+  std::vector<std::string> local;
+  for (const auto& [name, split] : model.splits()) local.push_back(name);
   int64_t num_params = 0;
   for (const auto& [name, p] : model.parameters()) num_params += p.size();
   if (lead) {
@@ -221,6 +266,12 @@ int main(int argc, char** argv) {
                 "compute %s\n",
                 dims, num_layers, heads, hidden, num_params / 1e6, lr, static_cast<unsigned long long>(seed),
                 compute.c_str());
+    if (experts > 0) {
+      std::printf("moe: %d experts per block (hidden %d), top-%d, capacity factor %g, load-balancing weight %g; %s\n",
+                  experts, hidden, top_k, capacity_factor, moe_aux,
+                  expert_parallel ? ("expert parallel: " + std::to_string(experts / world.size()) + " experts per rank").c_str()
+                                  : "every rank holds every expert");
+    }
   }
 
   FILE* out = nullptr;
@@ -237,7 +288,12 @@ int main(int argc, char** argv) {
   optim::AdamW optimizer(lr, {0.9, 0.999}, 1e-8, 0.01);
   const std::optional<Dtype> compute_dtype = compute == "bfloat16" ? std::optional<Dtype>(bfloat16) : std::nullopt;
   auto loss_and_grad = nn::value_and_grad(
-      model, [&](const array& x, const array& y) { return nn::losses::cross_entropy(model(x), y, "mean"); },
+      model,
+      [&](const array& x, const array& y) {
+        array loss = nn::losses::cross_entropy(model(x), y, "mean");
+        if (experts > 0) return std::vector<array>{loss + moe_aux * model.moe_stats().first, loss};
+        return std::vector<array>{loss, loss};
+      },
       compute_dtype);
 
   const double tokens_per_step = double(batch) * context;
@@ -252,8 +308,9 @@ int main(int argc, char** argv) {
     if (profiling && step == 2) profile::start();
     const double t_step = now_s();
     auto [x, y] = loader.batch(i);                  // this rank's shard of global batch i
-    auto [loss, grads] = loss_and_grad(x, y);       // lazy
-    grads = nn::average_gradients(grads);           // lazy: bucketed all-reduces
+    auto [losses, grads] = loss_and_grad(x, y);     // lazy: (the objective, the cross entropy alone)
+    const array loss = losses[1];
+    grads = nn::average_gradients(grads, local);    // lazy: bucketed all-reduces
     optimizer.update(model, grads);                 // lazy: new parameters and AdamW state
     array global_loss = distributed::all_mean(loss, world);  // the loss of the whole global batch
     eval(global_loss, model.parameters(), optimizer.state());  // all of it, in one graph
@@ -271,8 +328,13 @@ int main(int argc, char** argv) {
                    value, t - t_step, tokens_per_step / (t - t_step), world.size());
     }
     if (lead && (step % log_every == 0 || step == 1 || step == steps)) {
-      std::printf("step %d/%d  loss %.6f  %.0f tokens/s\n", step, steps, value,
+      std::printf("step %d/%d  loss %.6f  %.0f tokens/s", step, steps, value,
                   (step - logged) * tokens_per_step / (t - t_log));
+      if (experts > 0) {
+        auto [aux, dropped] = model.moe_stats();
+        std::printf("  moe balance %.3f, dropped %.1f%%", aux.item<float>(), 100 * dropped.item<float>());
+      }
+      std::printf("\n");
       std::fflush(stdout);
       t_log = t, logged = step;
     }

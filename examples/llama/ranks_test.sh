@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CTest example_llama_ranks: the same global batch and seed give the same loss curve on 1, 2 and 4
 # ranks, and it goes down.
-#   ranks_test.sh MPIEXEC LLAMA_BINARY WORK_DIR
+#   ranks_test.sh MPIEXEC LLAMA_BINARY WORK_DIR [EXTRA_ARGS...]
 # Runs a small configuration alone and under mpirun -np 2 and -np 4 (global batch 8: 8, 4 and 2
 # windows per rank), each writing the loss of every global batch (the mean of the ranks' losses) to
 # a metrics file, and compares the curves step by step: every loss must agree with the 1-rank one
@@ -9,9 +9,10 @@
 # AdamW amplifies that slowly), and the last loss must be below the first.
 set -euo pipefail
 mpiexec="$1" llama="$2" work="$3"
+shift 3  # the rest: more arguments for every run (the mixture-of-experts configuration, say)
 . "$(dirname "$0")/../script_prelude.sh"
 args=(--steps 12 --dims 32 --heads 2 --layers 2 --context 32 --batch-size 8 --lr 3e-3 --threads 1
-      --val-windows 8 --log-every 4)
+      --val-windows 8 --log-every 4 "$@")
 
 for np in 1 2 4; do
   launch=("$mpiexec" -np $np "${mpi[@]}")
