@@ -15,7 +15,10 @@
 #include "loom/nn/moe.h"
 #include "loom/ops/ops.h"
 #include "loom/ops/random.h"
+#include "loom/optim/checkpoint.h"
 #include "loom/optim/optimizers.h"
+#include <unistd.h>
+#include <cstdio>
 
 using namespace loom;
 namespace dist = loom::distributed;
@@ -239,6 +242,24 @@ TEST(MoE, ExpertParallelTrainsAsOneProcessWithEveryExpert) {
     hi_s[0] = hi;
     EXPECT_LE(max(abs(a - slice(b, lo_s, hi_s))).item<float>(), 1e-4f) << name;
   }
+  // The gathered checkpoint holds all the experts: one process loads the one-process model from it,
+  // parameters and AdamW state.
+  const array pid({static_cast<int>(r == 0 ? ::getpid() : 0)});
+  const std::string path = ::testing::TempDir() + "loom_moe_" + std::to_string(dist::all_max(pid, g).item<int>()) + ".ckpt";
+  optim::save_gathered_checkpoint(path, ep, opt_ep, g);
+  dist::barrier();
+  random::seed(77);
+  nn::MoE loaded(d, 16, experts, 2, 1.0);
+  optim::AdamW opt_loaded(1e-2);
+  optim::load_checkpoint(path, loaded, opt_loaded);
+  for (const auto& [name, p] : one.parameters()) {
+    EXPECT_LE(max(abs(loaded.parameters().at(name) - p)).item<float>(), 1e-4f) << name;
+  }
+  for (const auto& [key, a] : opt_one.state()) {
+    EXPECT_LE(max(abs(astype(opt_loaded.state().at(key), float32) - astype(a, float32))).item<float>(), 1e-4f) << key;
+  }
+  dist::barrier();
+  if (r == 0) std::remove(path.c_str());
 }
 
 TEST(MoE, BadInput) {
