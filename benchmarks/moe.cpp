@@ -16,22 +16,13 @@
 #include <vector>
 
 #include "bench.h"
+#include "ranks.h"
 
 using namespace loom;
 
 namespace {
 
 constexpr int kDims = 512, kHidden = 2048, kExperts = 8, kTopK = 2, kTokens = 2048;
-
-double megabytes(const nn::ParamTree& t) {
-  double bytes = 0;
-  for (const auto& [name, a] : t) {
-    if (name != "step") bytes += static_cast<double>(a.nbytes());
-  }
-  return bytes / (1 << 20);
-}
-
-double largest(double v, const distributed::Group& g) { return distributed::all_max(array(v, float64), g).item<double>(); }
 
 void run(bool spread, const distributed::Group& world, int warmup, int reps) {
   random::seed(1);
@@ -60,13 +51,13 @@ void run(bool spread, const distributed::Group& world, int warmup, int reps) {
     if (r >= warmup) {
       ms.push_back(bench::now_ms() - t0);
       peak = std::max(peak, static_cast<double>(get_peak_memory()) / (1 << 20));
-      state = 2 * megabytes(moe.parameters()) + megabytes(opt.state());
+      state = 2 * bench::megabytes(moe.parameters()) + bench::megabytes(opt.state());
     }
   }
   array times(ms, {static_cast<int>(ms.size())}, float64);
   const double median = bench::median(distributed::all_max(times, world).to_vector<double>());
-  state = largest(state, world);
-  peak = largest(peak, world);
+  state = bench::largest(state, world);
+  peak = bench::largest(peak, world);
   const double a2a_mb = spread && world.size() > 1 ? double(kExperts) * moe.capacity(kTokens) * kDims * 4 / (1 << 20) : 0;
   if (world.rank() == 0) {
     std::printf("{\"bench\":\"moe\",\"mode\":\"%s\",\"ranks\":%d,\"experts_per_rank\":%d,\"median_ms\":%.2f,"

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bench.h"
+#include "ranks.h"
 
 using namespace loom;
 
@@ -38,16 +39,6 @@ std::shared_ptr<nn::Sequential> model(int blocks) {
 }
 
 array mse(const array& out, const array& target) { return mean(square(out - target)); }
-
-double megabytes(const nn::ParamTree& t) {
-  double bytes = 0;
-  for (const auto& [name, a] : t) {
-    if (name != "step") bytes += static_cast<double>(a.nbytes());
-  }
-  return bytes / (1 << 20);
-}
-
-double largest(double v, const distributed::Group& g) { return distributed::all_max(array(v, float64), g).item<double>(); }
 
 void barrier(const distributed::Group& g) { eval(distributed::all_sum(full({1}, 1.0f), g)); }
 
@@ -73,7 +64,7 @@ Timed one_process(const distributed::Group& world, const array& x, const array& 
     if (r >= warmup) {
       ms.push_back(bench::now_ms() - t0);
       t.peak_mb = std::max(t.peak_mb, static_cast<double>(get_peak_memory()) / (1 << 20));
-      t.state_mb = 2 * megabytes(whole->parameters()) + megabytes(opt.state());
+      t.state_mb = 2 * bench::megabytes(whole->parameters()) + bench::megabytes(opt.state());
     }
   }
   barrier(world);
@@ -132,14 +123,14 @@ int main() {
         if (r >= warmup) {
           ms.push_back(bench::now_ms() - t0);
           peak = std::max(peak, static_cast<double>(get_peak_memory()) / (1 << 20));
-          state = 2 * megabytes(pipe.parameters()) + megabytes(opt.state());
+          state = 2 * bench::megabytes(pipe.parameters()) + bench::megabytes(opt.state());
         }
       }
       array times(ms, {static_cast<int>(ms.size())}, float64);
       const double median = bench::median(distributed::all_max(times, world).to_vector<double>());
-      const double busy_ms = largest(busy(kBlocks / p, x, m, 1, std::max(3, reps / 2)), world);
-      state = largest(state, world);
-      peak = largest(peak, world);
+      const double busy_ms = bench::largest(busy(kBlocks / p, x, m, 1, std::max(3, reps / 2)), world);
+      state = bench::largest(state, world);
+      peak = bench::largest(peak, world);
       if (world.rank() == 0) {
         std::printf(
             "{\"bench\":\"pipeline\",\"schedule\":\"%s\",\"ranks\":%d,\"micro_batches\":%d,\"median_ms\":%.2f,"

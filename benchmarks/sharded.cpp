@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bench.h"
+#include "ranks.h"
 
 using namespace loom;
 
@@ -70,16 +71,6 @@ struct LM : nn::Module {
   }
 };
 
-double megabytes(const nn::ParamTree& t, bool skip_step = false) {
-  double bytes = 0;
-  for (const auto& [name, a] : t) {
-    if (!(skip_step && name == "step")) bytes += static_cast<double>(a.nbytes());
-  }
-  return bytes / (1 << 20);
-}
-
-double largest(double v, const distributed::Group& g) { return distributed::all_max(array(v, float64), g).item<double>(); }
-
 void run(const std::string& mode, const distributed::Group& world, int warmup, int reps) {
   const bool mesh2d = mode == "tp2_dp", tp = mode == "tensor_parallel" || mesh2d;
   std::optional<distributed::Mesh> mesh;
@@ -116,14 +107,14 @@ void run(const std::string& mode, const distributed::Group& world, int warmup, i
       peak = std::max(peak, static_cast<double>(get_peak_memory()) / (1 << 20));
       // The gradients a rank holds once they are averaged: all of them, or its slice (zero2, whose
       // reduce-scatter hands each rank only its slice; fully_sharded's are slices already).
-      const double held_grads = megabytes(grads) / (mode == "zero2" ? world.size() : 1);
-      state = megabytes(model.parameters()) + held_grads + megabytes(opt.state(), true);
+      const double held_grads = bench::megabytes(grads) / (mode == "zero2" ? world.size() : 1);
+      state = bench::megabytes(model.parameters()) + held_grads + bench::megabytes(opt.state());
     }
   }
   array times(ms, {static_cast<int>(ms.size())}, float64);
   const double median = bench::median(distributed::all_max(times, world).to_vector<double>());
-  state = largest(state, world);
-  peak = largest(peak, world);
+  state = bench::largest(state, world);
+  peak = bench::largest(peak, world);
   if (world.rank() == 0) {
     std::printf("{\"bench\":\"sharded\",\"mode\":\"%s\",\"ranks\":%d,\"state_mb\":%.2f,\"peak_mb\":%.2f,\"median_ms\":%.2f,\"n\":%d}\n",
                 mode.c_str(), world.size(), state, peak, median, reps);
