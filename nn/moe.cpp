@@ -74,7 +74,7 @@ MoE::MoE(const detail::MoEInit& in, double capacity_factor, const std::optional<
         return Experts(draw(of(0), in, {in.dims, in.hidden}, a), draw(of(1), in, {in.hidden}, a),
                        draw(of(2), in, {in.hidden, in.dims}, b), draw(of(3), in, {in.dims}, b));
       }()),
-      dims_(in.dims), hidden_(in.hidden), experts_(in.experts), k_(in.k), local_(in.local),
+      dims_(in.dims), experts_(in.experts), k_(in.k), local_(in.local),
       capacity_factor_(capacity_factor), group_(group),
       activation_(activation ? std::move(activation) : std::function<array(const array&)>(gelu)),
       renormalize_(renormalize) {

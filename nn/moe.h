@@ -76,7 +76,7 @@ class MoE : public Module {
  private:
   MoE(const detail::MoEInit& in, double capacity_factor, const std::optional<distributed::Group>& group,
       std::function<array(const array&)> activation, bool renormalize);
-  int dims_, hidden_, experts_, k_, local_;
+  int dims_, experts_, k_, local_;
   double capacity_factor_;
   std::optional<distributed::Group> group_;
   std::function<array(const array&)> activation_;

@@ -192,14 +192,14 @@ PipelineStep Pipeline::run(const array& x, const array& y, const LossFn& loss_fn
   const std::vector<detail::PipelineMessage> messages = detail::pipeline_messages(schedule, p, m, s, backward);
   size_t next = 0;
   std::map<std::pair<int, int>, array> received;  // (kind, micro-batch) -> what arrived
-  auto shape_of = [&](const detail::PipelineMessage& g, const array* sent) -> Boundary {
-    // A receive's shape: an activation has this stage's input's, a gradient the output's (= what
-    // this stage sent forward), the loss a scalar.
+  std::map<int, Boundary> out_shape;  // micro-batch -> this stage's output (its gradient comes back)
+  // What a receive brings: an activation this stage's input, a gradient what this stage sent forward
+  // for that micro-batch, the loss a float32 scalar.
+  auto incoming = [&](const detail::PipelineMessage& g) -> Boundary {
     if (g.kind == detail::PipelineMessage::activation) return in;
     if (g.kind == detail::PipelineMessage::loss) return {Shape{}, float32};
-    return {sent->shape(), sent->dtype()};
+    return out_shape.at(g.micro_batch);
   };
-  std::map<int, Boundary> out_shape;  // micro-batch -> this stage's output (the gradient coming back)
   auto receive = [&](detail::PipelineMessage::Kind kind, int i) -> array {
     auto it = received.find({kind, i});
     if (it != received.end()) {
@@ -212,7 +212,7 @@ PipelineStep Pipeline::run(const array& x, const array& y, const LossFn& loss_fn
       throw std::logic_error(msg(op, " internal: the schedule's messages are out of order at message ", next));
     }
     ++next;
-    Boundary b = kind == detail::PipelineMessage::gradient ? out_shape.at(i) : shape_of(g, nullptr);
+    const Boundary b = incoming(g);
     token = dist::recv(b.shape, b.dtype, g.peer, {token, order}, group_);
     return token;
   };
@@ -227,7 +227,7 @@ PipelineStep Pipeline::run(const array& x, const array& y, const LossFn& loss_fn
       return;
     }
     const detail::PipelineMessage& r = messages.at(next++);
-    Boundary b = r.kind == detail::PipelineMessage::gradient ? out_shape.at(r.micro_batch) : shape_of(r, nullptr);
+    const Boundary b = incoming(r);
     token = dist::send_recv(data, g.peer, b.shape, b.dtype, r.peer, {token}, group_);
     received.emplace(std::make_pair(static_cast<int>(r.kind), r.micro_batch), token);
   };
