@@ -35,9 +35,11 @@ struct FsdpNet : nn::Module {
 // 20 AdamW steps on rows [first, first + rows); `mode` 0: plain, 1: the whole model fully sharded,
 // 2: each linear layer sharded by itself and the rest (the norm) by the model's handle, 3: as 2 with the
 // layers called through FullyShardedModule::checkpoint. With a `mesh` (mode 1 only): HSDP, the model
-// sharded over its "shard" axis and the gradient slices averaged over its "replicate" axis.
+// sharded over its "shard" axis and the gradient slices averaged over its "replicate" axis. With
+// `checkpoint`, the trained run is written there: by save_checkpoint (plain), or gathered by the ranks
+// of replicate coordinate 0 (HSDP).
 nn::ParamTree train_fsdp(int first, int rows, int mode, std::optional<Dtype> compute = std::nullopt,
-                         const dist::Mesh* mesh = nullptr) {
+                         const dist::Mesh* mesh = nullptr, const std::string* checkpoint = nullptr) {
   const dist::Group shard_group = mesh ? mesh->group("shard") : dist::init();
   random::seed(42);
   FsdpNet model;
@@ -74,6 +76,11 @@ nn::ParamTree train_fsdp(int first, int rows, int mode, std::optional<Dtype> com
     auto [loss, grads] = step(slice(X, {first, 0}, {first + rows, 6}), slice(Y, {first, 0}, {first + rows, 12}));
     opt.update(model, mesh ? nn::average_gradients(grads, 32 << 20, std::nullopt, mesh->group("replicate")) : grads);
     eval(loss, model.parameters(), opt.state());
+  }
+  if (checkpoint && !mode) optim::save_checkpoint(*checkpoint, model, opt);
+  if (checkpoint && mode) {
+    if (mesh->coordinate("replicate") == 0) optim::save_gathered_checkpoint(*checkpoint, model, opt, shard_group);
+    dist::barrier();
   }
   // This rank holds 1/N of each parameter; gathered, they are the whole parameters.
   nn::ParamTree out;
@@ -114,13 +121,28 @@ TEST(FullyShard, TrainingEqualsOneProcessOnTheWholeBatch) {
 TEST(FullyShard, HybridShardingOverAMeshEqualsOneProcess) {
   auto g = dist::init();
   const int n = g.size(), per_rank = 48 / n, r = g.rank();
-  const nn::ParamTree plain = train_fsdp(0, 48, 0);
+  const array pid({static_cast<int>(r == 0 ? ::getpid() : 0)});
+  const std::string stem = ::testing::TempDir() + "loom_hsdp_" + std::to_string(dist::all_max(pid, g).item<int>());
+  const std::string one = stem + "_one.ckpt";  // every rank writes its own copy of the plain run
+  const std::string one_mine = one + std::to_string(r);
+  const nn::ParamTree plain = train_fsdp(0, 48, 0, std::nullopt, nullptr, &one_mine);
   for (int replicas = 1; replicas <= n; ++replicas) {
     if (n % replicas != 0) continue;
     SCOPED_TRACE("replicate " + std::to_string(replicas) + " x shard " + std::to_string(n / replicas));
     const dist::Mesh mesh({{"replicate", replicas}, {"shard", n / replicas}});
-    expect_same(train_fsdp(r * per_rank, per_rank, 1, std::nullopt, &mesh), plain, 1e-5);
+    const std::string gathered = stem + "_" + std::to_string(replicas) + ".ckpt";
+    expect_same(train_fsdp(r * per_rank, per_rank, 1, std::nullopt, &mesh, &gathered), plain, 1e-5);
+    // The gathered checkpoint is the one-process run's: parameters and AdamW state.
+    FsdpNet a, b;
+    optim::AdamW opt_a(1e-2), opt_b(1e-2);
+    optim::load_checkpoint(one_mine, a, opt_a);
+    optim::load_checkpoint(gathered, b, opt_b);
+    expect_same(b.parameters(), a.parameters(), 1e-5);
+    expect_same(opt_b.state(), opt_a.state(), 1e-5);
+    dist::barrier();  // every rank has read it
+    if (r == 0) std::remove(gathered.c_str());
   }
+  std::remove(one_mine.c_str());
 }
 
 // checkpoint() frees each layer's gathered parameters after its forward pass and gathers them again
